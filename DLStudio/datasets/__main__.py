@@ -1,0 +1,95 @@
+"""``python -m DLStudio.datasets``: inspect, build and generate DLStudio archives.
+
+    python -m DLStudio.datasets inspect ARCHIVE
+    python -m DLStudio.datasets build-archive spa.txt -o OUT.tar.gz [--max-words 8] [--pairs 90000] [--seed 0]
+    python -m DLStudio.datasets synth -o OUT.tar.gz [--pairs 20000] [--seed 0]
+"""
+
+import argparse
+import collections
+import logging
+import os
+import random
+import sys
+
+from . import (ArchiveError, curate_pairs, generate_corpus, load_archive, read_tsv_pairs,
+               save_archive)
+
+
+def _inspect(args):
+    corpus = load_archive(args.archive)
+    pairs = corpus.pairs
+    print(f"archive:           {args.archive}")
+    print(f"sentence pairs:    {len(pairs)}")
+    print(f"distinct English:  {len({en for en, _ in pairs})}")
+    print(f"vocabulary sizes:  English {len(corpus.vocab_en)}, Spanish {len(corpus.vocab_es)}"
+          " (SOS and EOS included)")
+    print("words per sentence (SOS/EOS excluded):   English  Spanish")
+    en_len = collections.Counter(len(en.split()) - 2 for en, _ in pairs)
+    es_len = collections.Counter(len(es.split()) - 2 for _, es in pairs)
+    for n in range(min(en_len | es_len), max(en_len | es_len) + 1):
+        print(f"  {n:2d} words {en_len[n]:>35d} {es_len[n]:>8d}")
+    print("sample pairs:")
+    for en, es in random.Random(args.seed).sample(pairs, min(args.samples, len(pairs))):
+        print(f"  {en}\n    -> {es}")
+
+
+def _build(args):
+    if not os.path.isfile(args.tsv):
+        raise FileNotFoundError(f"no file at {args.tsv}; download spa-eng.zip from the "
+                                "Tatoeba/Anki sentence pages and unzip it")
+    corpus = curate_pairs(read_tsv_pairs(args.tsv), max_words=args.max_words,
+                          num_pairs=args.pairs, seed=args.seed)
+    save_archive(corpus, args.output)
+    print(f"wrote {args.output}: {len(corpus.pairs)} pairs, vocabularies "
+          f"{len(corpus.vocab_en)} / {len(corpus.vocab_es)}")
+
+
+def _synth(args):
+    corpus = generate_corpus(args.pairs, args.seed)
+    save_archive(corpus, args.output)
+    print(f"wrote {args.output}: {len(corpus.pairs)} pairs, vocabularies "
+          f"{len(corpus.vocab_en)} / {len(corpus.vocab_es)}")
+
+
+def _positive(text):
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text}")
+    return value
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m DLStudio.datasets",
+                                     description="Inspect, build and generate DLStudio "
+                                                 "English-Spanish archives.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("inspect", help="validate an archive and print what it holds")
+    p.add_argument("archive")
+    p.add_argument("--samples", type=_positive, default=5)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(run=_inspect)
+    p = sub.add_parser("build-archive", help="curate a Tatoeba/Anki TSV file into an archive")
+    p.add_argument("tsv")
+    p.add_argument("-o", "--output", required=True)
+    p.add_argument("--max-words", type=_positive, default=8)
+    p.add_argument("--pairs", type=_positive, default=90000)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(run=_build)
+    p = sub.add_parser("synth", help="generate the project's synthetic corpus")
+    p.add_argument("-o", "--output", required=True)
+    p.add_argument("--pairs", type=_positive, default=20000)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(run=_synth)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    try:
+        args.run(args)
+    except (ArchiveError, FileNotFoundError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
