@@ -4,6 +4,7 @@
 """
 
 from .DLStudio import DLStudio
+from .Transformers import TransformerFG, TransformerPreLN
 
-__all__ = ["DLStudio"]
+__all__ = ["DLStudio", "TransformerFG", "TransformerPreLN"]
 __version__ = "0.1.0"

@@ -1,0 +1,840 @@
+"""Transformers for English-to-Spanish translation, written to be read beside the lecture.
+
+Two containers hold the whole architecture as nested classes, so that the class names read
+like the diagram of Vaswani et al. 2017, Fig. 1:
+
+    TransformerFG      post-LayerNorm, as in Vaswani et al. 2017, trained with warm-up
+    TransformerPreLN   pre-LayerNorm, as in Xiong et al. 2020, no warm-up needed
+
+        token ids ──> EmbeddingsGenerator ──> MasterEncoder (N x BasicEncoder) ──┐
+        (English)     word + position code     SelfAttention, FeedForward        │ memory
+                                                                                  v
+        token ids ──> EmbeddingsGenerator ──> MasterDecoderWithMasking (N x BasicDecoderWithMasking)
+        (Spanish)                              masked SelfAttention, CrossAttention, FeedForward
+                                               ──> output layer ──> logits over Spanish words
+
+Both containers share every class; they differ only in `norm_first` (where LayerNorm sits,
+see `residual`) and in `make_optimizer` (FG's warm-up). A student's subclass that overrides
+one nested class (say `AttentionHead`) gets it used everywhere, because every class builds
+its parts through the container: ``xformer.AttentionHead(...)``.
+
+Shapes (one alphabet for the whole module):
+    B       batch size                  T_src, T_tgt  source / target sequence lengths
+    M       embedding_size              H             num_atten_heads
+    s_qkv   qkv_size = M // H           F             feed-forward hidden size (2 M)
+    V_en    English vocabulary size     V_es          Spanish vocabulary size
+Masks are boolean and True where attention is NOT allowed; they broadcast to
+(B, H, T_query, T_key).
+
+Deliberate departures from the paper (and from DLStudio 2.5.8):
+    - Heads work on slices of the embedding axis (s_qkv = M // H each) and their outputs are
+      concatenated with no output projection W^O: the lecture's design. W_Q, W_K, W_V act on
+      each word separately (s_qkv x s_qkv), not on the whole flattened sentence as in DLStudio.
+    - The feed-forward network is position-wise with F = 2 M (DLStudio's expansion factor;
+      the paper uses 4 M) and is applied to each word separately, as in the paper.
+    - Positional encoding uses the paper's base 10000 (the lecture's code uses 100; both give
+      distinct codes for 10 positions, and 10000 matches the paper and PyTorch tutorials).
+    - Word embeddings are scaled by sqrt(M) before the position code is added (paper, 3.4).
+    - No dropout by default (the lecture has none); ``dropout=`` turns it on.
+"""
+
+import logging
+import math
+import os
+import warnings
+
+import torch
+import torch.nn as nn
+
+from .checkpoints import CheckpointError, checkpoint_path, load_checkpoint, save_checkpoint
+from .datasets import (ArchiveError, Corpus, load_archive, normalize, split_pairs,
+                       vocab_fingerprint)
+from .evaluation import evaluate_bleu, translate_ids
+from .tokens import EOS_INDEX, SOS_INDEX, causal_mask, padding_mask
+from .training import Trainer
+
+__all__ = ["TransformerFG", "TransformerPreLN", "TransformerBase", "scaled_dot_product",
+           "residual", "padding_mask", "causal_mask"]
+
+log = logging.getLogger(__name__)
+
+_masking_warned = False
+
+
+# ---------------------------------------------------------------------------------------
+# The three pieces of arithmetic every class below uses.
+def scaled_dot_product(Q, K, V, mask=None):
+    """Attention(Q, K, V) = softmax(Q K^T / sqrt(s_qkv)) V   (Vaswani et al. 2017, eq. 1).
+
+    Shape:
+        Q: (..., T_q, s_qkv), K and V: (..., T_k, s_qkv), mask: broadcastable to
+        (..., T_q, T_k), True where a query may not look.
+    Returns:
+        (output (..., T_q, s_qkv), weights (..., T_q, T_k)); each row of weights sums to 1.
+    """
+    scores = Q @ K.transpose(-2, -1) / math.sqrt(Q.size(-1))          # (..., T_q, T_k)
+    if mask is not None:
+        scores = scores.masked_fill(mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)                            # (..., T_q, T_k)
+    return weights @ V, weights                                        # (..., T_q, s_qkv)
+
+
+def residual(x, norm, sublayer, norm_first):
+    """One sublayer with its residual connection and LayerNorm: the only place where FG and
+    PreLN differ.
+
+        post-LN (FG):   LayerNorm(x + Sublayer(x))       Vaswani et al. 2017, sec. 3.1
+        pre-LN (PreLN): x + Sublayer(LayerNorm(x))       Xiong et al. 2020, Fig. 1(b)
+    """
+    if norm_first:
+        return x + sublayer(norm(x))
+    return norm(x + sublayer(x))
+
+
+def _run_heads(heads, x_q, x_kv, mask, keep_weights):
+    """Run every head of a (Self|Cross)Attention at once, each on its own slice.
+
+    It stacks the heads' own W_Q, W_K, W_V into (H, s_qkv, s_qkv) tensors, so the result is
+    exactly that of calling each head on its slice and concatenating (a test checks this),
+    without a Python loop over heads.
+    """
+    B, T_q, M = x_q.shape
+    H = len(heads)
+    s = M // H
+
+    def project(x, name):                                         # x: (B, T, M)
+        W = torch.stack([getattr(h, name).weight for h in heads])     # (H, s, s)
+        b = torch.stack([getattr(h, name).bias for h in heads])       # (H, s)
+        x = x.view(x.size(0), x.size(1), H, s).transpose(1, 2)        # (B, H, T, s)
+        return x @ W.transpose(1, 2) + b.unsqueeze(1)                 # (B, H, T, s)
+
+    Q, K, V = project(x_q, "WQ"), project(x_kv, "WK"), project(x_kv, "WV")
+    out, weights = scaled_dot_product(Q, K, V, mask)                  # (B, H, T_q, s)
+    out = out.transpose(1, 2).reshape(B, T_q, M)                      # (B, T_q, M)
+    return out, (weights.detach() if keep_weights else None)
+
+
+class TransformerBase:
+    """What TransformerFG and TransformerPreLN share: data, vocabularies and the classes.
+
+    Args (keyword-only):
+        dl_studio:        a ``DLStudio`` (batch size, epochs, learning rate, device, paths).
+        dataroot:         folder of ``data_archive`` (default: ``dl_studio.dataroot``).
+        data_archive:     a DLStudio archive file name (or path).
+        max_seq_length:   tokens per sentence, SOS and EOS included (10 for the 8-word data).
+        embedding_size:   M, the width of every word vector.
+        save_checkpoints: write a checkpoint every ``checkpoint_freq`` epochs.
+        num_warmup_steps, optimizer_params, lr_mul: FG's warm-up schedule (see
+                          ``ScheduledOptim``); ``optimizer_params`` = {"beta1", "beta2",
+                          "epsilon"} for Adam.
+        masking:          accepted for DLStudio scripts; the decoder's own ``masking`` rules.
+        checkpoint_freq:  epochs between checkpoints (5 in the lecture).
+        held_out_fraction, split_seed: the held-out split, grouped by English sentence.
+        dropout:          dropout after each sublayer and on the embeddings (0: the lecture).
+        label_smoothing:  for the training loss (0: the lecture).
+        corpus:           a ``Corpus`` to use instead of reading ``data_archive``.
+
+    Attributes read by DLStudio scripts: ``vocab_en_size``, ``vocab_es_size``,
+    ``en_vocab_dict``, ``es_vocab_dict``, ``es_index_2_word``, ``training_corpus``.
+    """
+
+    variant = None        # "FG" or "PreLN"
+    norm_first = None     # where LayerNorm sits: see `residual`
+
+    def __init__(self, *, dl_studio, dataroot=None, data_archive=None, max_seq_length=10,
+                 embedding_size=256, save_checkpoints=True, num_warmup_steps=4000,
+                 optimizer_params=None, lr_mul=1.0, masking=True, checkpoint_freq=5,
+                 held_out_fraction=0.05, split_seed=0, dropout=0.0, label_smoothing=0.0,
+                 corpus=None):
+        if embedding_size % 2:
+            raise ValueError(f"embedding_size must be even (sin/cos pairs), got {embedding_size}")
+        self.dl_studio = dl_studio
+        self.dataroot = dataroot if dataroot is not None else dl_studio.dataroot
+        self.data_archive = data_archive
+        self.max_seq_length = max_seq_length
+        self.embedding_size = embedding_size
+        self.save_checkpoints = save_checkpoints
+        self.num_warmup_steps = num_warmup_steps
+        self.optimizer_params = dict(optimizer_params or
+                                     {"beta1": 0.9, "beta2": 0.98, "epsilon": 1e-9})
+        self.lr_mul = lr_mul
+        self.masking = masking
+        self.checkpoint_freq = checkpoint_freq
+        self.held_out_fraction = held_out_fraction
+        self.split_seed = split_seed
+        self.dropout = dropout
+        self.label_smoothing = label_smoothing
+        if corpus is None:
+            if data_archive is None:
+                raise ValueError("give data_archive= (a DLStudio archive) or corpus=")
+            corpus = load_archive(self.archive_path(), max_seq_length=max_seq_length)
+        self.corpus = corpus
+        self.vocab_en, self.vocab_es = corpus.vocab_en, corpus.vocab_es
+        self.en_vocab_dict = {w: i for i, w in enumerate(self.vocab_en)}
+        self.es_vocab_dict = {w: i for i, w in enumerate(self.vocab_es)}
+        self.en_index_2_word = dict(enumerate(self.vocab_en))
+        self.es_index_2_word = dict(enumerate(self.vocab_es))
+        self.vocab_en_size, self.vocab_es_size = len(self.vocab_en), len(self.vocab_es)
+        self.vocab_fingerprint = vocab_fingerprint(self.vocab_en, self.vocab_es)
+        if corpus.pairs:
+            self.training_corpus, self.held_out_corpus = split_pairs(
+                corpus.pairs, held_out_fraction, split_seed)
+        else:
+            self.training_corpus, self.held_out_corpus = [], []
+        # The two embedding generators belong to the experiment, not to one stack: the
+        # encoder reads English, the decoder reads (and predicts) Spanish.
+        self.embeddings_generator_en = self.EmbeddingsGenerator(self, "en", embedding_size)
+        self.embeddings_generator_es = self.EmbeddingsGenerator(self, "es", embedding_size)
+
+    def archive_path(self):
+        """Where ``data_archive`` is: as given if that file exists, else under dataroot."""
+        if os.path.isfile(self.data_archive):
+            return self.data_archive
+        return os.path.join(self.dataroot, self.data_archive)
+
+    def constructor_args(self):
+        """The keyword arguments that rebuild this container (stored in checkpoints)."""
+        names = ("data_archive", "max_seq_length", "embedding_size", "num_warmup_steps",
+                 "optimizer_params", "lr_mul", "checkpoint_freq", "held_out_fraction",
+                 "split_seed", "dropout", "label_smoothing")
+        args = {name: getattr(self, name) for name in names}
+        args["dataroot"] = os.path.abspath(self.dataroot)
+        if self.data_archive:
+            archive = os.path.abspath(self.archive_path())
+            args["dataroot"], args["data_archive"] = os.path.split(archive)
+        return args
+
+    # -----------------------------------------------------------------------------------
+    # Words <-> token ids.
+    def sentence_with_words_to_ints(self, sentences, lang):
+        """Token ids of sentences (strings or word lists, SOS/EOS optional), EOS-padded.
+
+        Shape: list of B sentences -> LongTensor (B, max_seq_length)
+        Raises ValueError naming unknown words or a sentence that is too long.
+        """
+        vocab = self.en_vocab_dict if lang == "en" else self.es_vocab_dict
+        out = torch.full((len(sentences), self.max_seq_length), EOS_INDEX, dtype=torch.long)
+        for row, sentence in enumerate(sentences):
+            words = sentence.split() if isinstance(sentence, str) else list(sentence)
+            words = [w for w in words if w not in ("SOS", "EOS")]
+            unknown = [w for w in words if w not in vocab]
+            if unknown:
+                raise ValueError(f"unknown {'English' if lang == 'en' else 'Spanish'} "
+                                 f"word(s) {', '.join(map(repr, unknown))}: the model only "
+                                 "knows the words of its training vocabulary")
+            if len(words) + 2 > self.max_seq_length:
+                raise ValueError(f"{' '.join(words)!r} has {len(words)} words; this model "
+                                 f"takes at most {self.max_seq_length - 2}")
+            ids = [SOS_INDEX] + [vocab[w] for w in words] + [EOS_INDEX]
+            out[row, :len(ids)] = torch.tensor(ids)
+        return out
+
+    def ints_to_words(self, ids):
+        """Spanish words of one id sequence, stopping at EOS, without SOS/EOS."""
+        words = []
+        for i in ids:
+            i = int(i)
+            if i == EOS_INDEX:
+                break
+            if i != SOS_INDEX:
+                words.append(self.es_index_2_word[i])
+        return words
+
+    # -----------------------------------------------------------------------------------
+    # The architecture.
+    class EmbeddingsGenerator(nn.Module):
+        """Word embeddings plus the sinusoidal position code (Vaswani et al. 2017, sec. 3.5).
+
+        Args:
+            xformer: the container (for the vocabulary size and max_seq_length).
+            lang: "en" or "es".  embedding_size: M.
+        Shape:
+            ids (B, T) -> (B, T, M);  ``start`` offsets the positions (incremental decoding).
+        """
+
+        positional_base = 10000.0
+
+        def __init__(self, xformer, lang, embedding_size):
+            super().__init__()
+            if lang not in ("en", "es"):
+                raise ValueError(f"lang must be 'en' or 'es', got {lang!r}")
+            vocab_size = xformer.vocab_en_size if lang == "en" else xformer.vocab_es_size
+            self.lang, self.embedding_size = lang, embedding_size
+            self.embedding = nn.Embedding(vocab_size, embedding_size)
+            self.register_buffer("positional_encoding", self.sinusoids(
+                xformer.max_seq_length, embedding_size, self.positional_base), persistent=False)
+            self.dropout = nn.Dropout(xformer.dropout)
+
+        @staticmethod
+        def sinusoids(num_positions, embedding_size, base):
+            """PE[pos, 2i] = sin(pos / base^(2i/M)),  PE[pos, 2i+1] = cos(pos / base^(2i/M)).
+
+            Shape: (num_positions, M)
+            """
+            pos = torch.arange(num_positions, dtype=torch.float32).unsqueeze(1)   # (T, 1)
+            two_i = torch.arange(0, embedding_size, 2, dtype=torch.float32)       # (M/2,)
+            angle = pos / base ** (two_i / embedding_size)                        # (T, M/2)
+            pe = torch.zeros(num_positions, embedding_size)
+            pe[:, 0::2], pe[:, 1::2] = torch.sin(angle), torch.cos(angle)
+            return pe                                                             # (T, M)
+
+        def forward(self, ids, start=0):
+            T = ids.size(1)
+            x = self.embedding(ids) * math.sqrt(self.embedding_size)             # (B, T, M)
+            x = x + self.positional_encoding[start:start + T]                     # (B, T, M)
+            return self.dropout(x)
+
+    class AttentionHead(nn.Module):
+        """One attention head with its own W_Q, W_K, W_V, applied to each word of its slice.
+
+        Args:
+            dl_studio, max_seq_length, num_atten_heads: accepted as in DLStudio.
+            qkv_size: s_qkv, the width of this head's slice of the embedding.
+        Shape:
+            x (B, T, s_qkv), mask broadcastable to (B, T, T) -> (B, T, s_qkv)
+        """
+
+        def __init__(self, dl_studio, max_seq_length, qkv_size, num_atten_heads):
+            super().__init__()
+            self.qkv_size = qkv_size
+            self.WQ = nn.Linear(qkv_size, qkv_size)
+            self.WK = nn.Linear(qkv_size, qkv_size)
+            self.WV = nn.Linear(qkv_size, qkv_size)
+
+        def forward(self, x, mask=None):
+            out, _ = scaled_dot_product(self.WQ(x), self.WK(x), self.WV(x), mask)
+            return out
+
+    class CrossAttentionHead(AttentionHead):
+        """One head of cross-attention: queries from the decoder, keys and values from the
+        encoder's output (the memory).
+
+        Shape:
+            x (B, T_tgt, s_qkv), memory (B, T_src, s_qkv), mask broadcastable to
+            (B, T_tgt, T_src) -> (B, T_tgt, s_qkv)
+        """
+
+        def forward(self, x, memory, mask=None):
+            out, _ = scaled_dot_product(self.WQ(x), self.WK(memory), self.WV(memory), mask)
+            return out
+
+    class SelfAttention(nn.Module):
+        """H heads, each on its own slice of the embedding; outputs concatenated.
+
+        Args:
+            dls, xformer: the configuration and the container; num_atten_heads: H.
+        Shape:
+            x (B, T, M), mask broadcastable to (B, H, T, T) -> (B, T, M)
+        Attributes:
+            record_attention: set True to keep ``attention_weights`` (B, H, T, T) of the
+            last forward pass (for plots); off by default, so training pays nothing.
+        """
+
+        head_class_name = "AttentionHead"
+
+        def __init__(self, dls, xformer, num_atten_heads):
+            super().__init__()
+            M = xformer.embedding_size
+            if M % num_atten_heads:
+                raise ValueError(f"embedding_size {M} is not divisible by "
+                                 f"num_atten_heads {num_atten_heads}")
+            self.num_atten_heads, self.qkv_size = num_atten_heads, M // num_atten_heads
+            head_class = getattr(xformer, self.head_class_name)
+            self.heads = nn.ModuleList([
+                head_class(dls, xformer.max_seq_length, self.qkv_size, num_atten_heads)
+                for _ in range(num_atten_heads)])
+            # The batched path reproduces the standard head; a student's head with its own
+            # forward is run head by head instead, so that it is the code that runs.
+            base = getattr(TransformerBase, self.head_class_name)
+            self.batched = all(type(h).forward is base.forward for h in self.heads)
+            self.record_attention = False
+            self.attention_weights = None
+
+        def forward(self, x, mask=None):
+            return self.attend(x, x, mask)
+
+        def attend(self, x_q, x_kv, mask):
+            if self.batched:
+                out, weights = _run_heads(self.heads, x_q, x_kv, mask, self.record_attention)
+                self.attention_weights = weights
+                return out
+            return self.per_head(x_q, x_kv, mask)
+
+        def per_head(self, x_q, x_kv, mask):
+            """Reference path: each head on its own slice, outputs concatenated."""
+            s = self.qkv_size
+            if mask is not None and mask.dim() == 4:
+                mask = mask[:, 0]                                         # (B, T_q, T_k)
+            outs = [self.call_head(h, x_q[..., i * s:(i + 1) * s], x_kv[..., i * s:(i + 1) * s],
+                                   mask) for i, h in enumerate(self.heads)]
+            return torch.cat(outs, dim=-1)                                # (B, T_q, M)
+
+        def call_head(self, head, x_q, x_kv, mask):
+            return head(x_q, mask)
+
+    class CrossAttention(SelfAttention):
+        """Cross-attention: queries from the decoder, keys and values from the memory.
+
+        Shape:
+            x (B, T_tgt, M), memory (B, T_src, M), mask broadcastable to (B, H, T_tgt, T_src)
+            -> (B, T_tgt, M)
+        """
+
+        head_class_name = "CrossAttentionHead"
+
+        def forward(self, x, memory, mask=None):
+            return self.attend(x, memory, mask)
+
+        def call_head(self, head, x_q, x_kv, mask):
+            return head(x_q, x_kv, mask)
+
+    class FeedForward(nn.Module):
+        """Position-wise feed-forward network: W2 ReLU(W1 x)  (Vaswani et al. 2017, eq. 2).
+
+        Shape: (B, T, M) -> (B, T, M), with a hidden width F = 2 M.
+        """
+
+        expansion = 2
+
+        def __init__(self, dls, xformer):
+            super().__init__()
+            M = xformer.embedding_size
+            self.W1 = nn.Linear(M, self.expansion * M)
+            self.W2 = nn.Linear(self.expansion * M, M)
+
+        def forward(self, x):
+            return self.W2(torch.relu(self.W1(x)))
+
+    class BasicEncoder(nn.Module):
+        """One encoder layer: self-attention, then the feed-forward network, each inside
+        `residual` (post-LN for FG, pre-LN for PreLN).
+
+        Shape: x (B, T_src, M), mask (B, 1, 1, T_src) -> (B, T_src, M)
+        """
+
+        def __init__(self, dls, xformer, num_atten_heads):
+            super().__init__()
+            M = xformer.embedding_size
+            self.norm_first = xformer.norm_first
+            self.self_attention = xformer.SelfAttention(dls, xformer, num_atten_heads)
+            self.feed_forward = xformer.FeedForward(dls, xformer)
+            self.norm1, self.norm2 = nn.LayerNorm(M), nn.LayerNorm(M)
+            self.dropout = nn.Dropout(xformer.dropout)
+
+        def forward(self, x, mask=None):
+            x = residual(x, self.norm1, lambda y: self.dropout(self.self_attention(y, mask)),
+                         self.norm_first)                                  # (B, T_src, M)
+            return residual(x, self.norm2, lambda y: self.dropout(self.feed_forward(y)),
+                            self.norm_first)                               # (B, T_src, M)
+
+    class MasterEncoder(nn.Module):
+        """A stack of ``num_basic_encoders`` BasicEncoders (with a final LayerNorm for PreLN,
+        Xiong et al. 2020).
+
+        Shape: x (B, T_src, M) embedded English, mask (B, 1, 1, T_src) -> (B, T_src, M)
+        """
+
+        def __init__(self, dls, xformer, num_basic_encoders=4, num_atten_heads=4):
+            super().__init__()
+            self.num_basic_encoders, self.num_atten_heads = num_basic_encoders, num_atten_heads
+            self.basic_encoder_arr = nn.ModuleList([
+                xformer.BasicEncoder(dls, xformer, num_atten_heads)
+                for _ in range(num_basic_encoders)])
+            M = xformer.embedding_size
+            self.final_norm = nn.LayerNorm(M) if xformer.norm_first else nn.Identity()
+
+        def config(self):
+            return {"num_basic_encoders": self.num_basic_encoders,
+                    "num_atten_heads": self.num_atten_heads}
+
+        def forward(self, x, mask=None):
+            for encoder in self.basic_encoder_arr:
+                x = encoder(x, mask)                                       # (B, T_src, M)
+            return self.final_norm(x)
+
+    class BasicDecoderWithMasking(nn.Module):
+        """One decoder layer: masked self-attention, cross-attention to the memory, then the
+        feed-forward network, each inside `residual`.
+
+        Args:
+            masking: accepted as in DLStudio; the mask itself is built once per batch by
+                     MasterDecoderWithMasking and passed in.
+        Shape:
+            x (B, T_tgt, M), memory (B, T_src, M), self_mask (1, 1, T_tgt, T_tgt),
+            cross_mask (B, 1, 1, T_src) -> (B, T_tgt, M)
+        """
+
+        def __init__(self, dls, xformer, num_atten_heads, masking=True):
+            super().__init__()
+            M = xformer.embedding_size
+            self.norm_first, self.masking = xformer.norm_first, masking
+            self.self_attention = xformer.SelfAttention(dls, xformer, num_atten_heads)
+            self.cross_attention = xformer.CrossAttention(dls, xformer, num_atten_heads)
+            self.feed_forward = xformer.FeedForward(dls, xformer)
+            self.norm1, self.norm2, self.norm3 = nn.LayerNorm(M), nn.LayerNorm(M), nn.LayerNorm(M)
+            self.dropout = nn.Dropout(xformer.dropout)
+
+        def forward(self, x, memory, self_mask=None, cross_mask=None):
+            x = residual(x, self.norm1,
+                         lambda y: self.dropout(self.self_attention(y, self_mask)),
+                         self.norm_first)                                  # (B, T_tgt, M)
+            x = residual(x, self.norm2,
+                         lambda y: self.dropout(self.cross_attention(y, memory, cross_mask)),
+                         self.norm_first)                                  # (B, T_tgt, M)
+            return residual(x, self.norm3, lambda y: self.dropout(self.feed_forward(y)),
+                            self.norm_first)                               # (B, T_tgt, M)
+
+    class MasterDecoderWithMasking(nn.Module):
+        """A stack of BasicDecoderWithMasking layers and the output layer over Spanish words.
+
+        Args:
+            masking: True (the default) gives the causal mask, so that position t sees only
+                     target words 0..t. False lets every position see the whole target,
+                     including the word it must predict: useful only to watch that go wrong.
+        Shape:
+            x (B, T_tgt, M) embedded Spanish, memory (B, T_src, M), cross_mask
+            (B, 1, 1, T_src) -> logits (B, T_tgt, V_es), or (N, V_es) for the N positions
+            where ``keep`` (B, T_tgt) is True (training computes no logits for padding).
+        """
+
+        def __init__(self, dls, xformer, num_basic_decoders=4, num_atten_heads=4,
+                     masking=True):
+            super().__init__()
+            global _masking_warned
+            if not masking and not _masking_warned:
+                _masking_warned = True
+                warnings.warn("masking=False: the decoder can now see the word it must "
+                              "predict, so training will look perfect and translation will "
+                              "fail. Use masking=True for a model that translates.",
+                              stacklevel=2)
+            self.num_basic_decoders, self.num_atten_heads = num_basic_decoders, num_atten_heads
+            self.masking = masking
+            self.basic_decoder_arr = nn.ModuleList([
+                xformer.BasicDecoderWithMasking(dls, xformer, num_atten_heads, masking)
+                for _ in range(num_basic_decoders)])
+            M = xformer.embedding_size
+            self.final_norm = nn.LayerNorm(M) if xformer.norm_first else nn.Identity()
+            self.out = nn.Linear(M, xformer.vocab_es_size)
+
+        def config(self):
+            return {"num_basic_decoders": self.num_basic_decoders,
+                    "num_atten_heads": self.num_atten_heads, "masking": self.masking}
+
+        def forward(self, x, memory, cross_mask=None, keep=None):
+            T = x.size(1)
+            self_mask = causal_mask(T, x.device) if self.masking else None   # (T_tgt, T_tgt)
+            for decoder in self.basic_decoder_arr:
+                x = decoder(x, memory, self_mask, cross_mask)                 # (B, T_tgt, M)
+            x = self.final_norm(x)
+            if keep is not None:
+                x = x[keep]                                                   # (N, M)
+            return self.out(x)                                   # (B, T_tgt, V_es) | (N, V_es)
+
+    class EncoderDecoder(nn.Module):
+        """The whole model as one module: both embedding generators, the MasterEncoder and
+        the MasterDecoderWithMasking (so one optimiser sees every parameter).
+
+        Shape:
+            src (B, T_src) English ids, tgt (B, T_tgt) Spanish ids (starting with SOS)
+            -> logits (B, T_tgt, V_es), or (N, V_es) with ``keep``
+        """
+
+        def __init__(self, xformer, master_encoder, master_decoder):
+            super().__init__()
+            self.embeddings_generator_en = xformer.embeddings_generator_en
+            self.embeddings_generator_es = xformer.embeddings_generator_es
+            self.encoder, self.decoder = master_encoder, master_decoder
+
+        def encode(self, src):
+            cross_mask = padding_mask(src)[:, None, None, :]                  # (B, 1, 1, T_src)
+            memory = self.encoder(self.embeddings_generator_en(src), cross_mask)  # (B, T_src, M)
+            return memory, cross_mask
+
+        def decode(self, tgt, memory, cross_mask, keep=None):
+            return self.decoder(self.embeddings_generator_es(tgt), memory, cross_mask, keep)
+
+        def forward(self, src, tgt, keep=None):
+            memory, cross_mask = self.encode(src)
+            return self.decode(tgt, memory, cross_mask, keep)
+
+    class ScheduledOptim:
+        """Adam with the warm-up schedule of Vaswani et al. 2017, eq. 3:
+
+            lr(step) = lr_mul * d_model^-0.5 * min(step^-0.5, step * n_warmup_steps^-1.5)
+
+        The rate rises linearly for ``n_warmup_steps`` steps, then decays as 1/sqrt(step).
+
+        Args:
+            optimizer: a torch optimiser (Adam).  lr_mul, d_model, n_warmup_steps: as above.
+        """
+
+        def __init__(self, optimizer, lr_mul, d_model, n_warmup_steps):
+            self.optimizer, self.lr_mul = optimizer, lr_mul
+            self.d_model, self.n_warmup_steps = d_model, n_warmup_steps
+            self.n_steps = 0
+
+        def lr_at(self, step):
+            """The learning rate at optimiser step ``step`` (1-based): a pure function."""
+            step = max(step, 1)
+            return self.lr_mul * self.d_model ** -0.5 * min(step ** -0.5,
+                                                            step * self.n_warmup_steps ** -1.5)
+
+        def step(self):
+            """Set the rate for the next step, then take it."""
+            self.n_steps += 1
+            for group in self.optimizer.param_groups:
+                group["lr"] = self.lr_at(self.n_steps)
+            self.optimizer.step()
+
+        step_and_update_lr = step   # DLStudio's name
+
+        def zero_grad(self, set_to_none=True):
+            self.optimizer.zero_grad(set_to_none=set_to_none)
+
+        @property
+        def param_groups(self):
+            return self.optimizer.param_groups
+
+        def state_dict(self):
+            return {"optimizer": self.optimizer.state_dict(), "n_steps": self.n_steps}
+
+        def load_state_dict(self, state):
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.n_steps = state["n_steps"]
+
+    # -----------------------------------------------------------------------------------
+    # Building the optimiser: the other place where FG and PreLN differ.
+    def _adam(self, params, lr):
+        p = self.optimizer_params
+        return torch.optim.Adam(params, lr=lr, betas=(p.get("beta1", 0.9), p.get("beta2", 0.98)),
+                                eps=p.get("epsilon", 1e-9))
+
+    def make_optimizer(self, params):
+        raise NotImplementedError
+
+    # -----------------------------------------------------------------------------------
+    # Training, checkpoints and evaluation, with DLStudio's method names. The work is done
+    # in DLStudio.training and DLStudio.evaluation; these methods only connect the parts.
+    def run_code_for_training(self, dls, master_encoder, master_decoder,
+                              display_train_loss=False, checkpoints_dir=None,
+                              max_minutes=None, overwrite=False, clip_grad_norm=1.0):
+        """Train every parameter (both embedding generators included) on the training
+        split, write a checkpoint every ``checkpoint_freq`` epochs to ``checkpoints_dir``
+        and the final model to ``dls.path_saved_model``.
+
+        Returns:
+            the ``Trainer`` (its ``model``, ``train_losses``, ``optimizer``).
+        """
+        checkpoints_dir = checkpoints_dir or f"checkpoints_{self.variant}"
+        trainer = Trainer(self, master_encoder, master_decoder, checkpoints_dir,
+                          display_train_loss=display_train_loss, max_minutes=max_minutes,
+                          overwrite=overwrite, clip_grad_norm=clip_grad_norm)
+        trainer.run()
+        self.save_model(trainer.payload(trainer.epoch), dls.path_saved_model)
+        self.trained_model = trainer.model
+        return trainer
+
+    run_code_for_training_TransformerFG = run_code_for_training
+    run_code_for_training_TransformerPreLN = run_code_for_training
+
+    def save_model(self, payload, path_saved_model):
+        """Write the final model. One path: one checkpoint file. A dict of paths (DLStudio's
+        ``encoder_FG``, ``decoder_FG``, ``embeddings_generator_en_FG``, ...): the complete
+        checkpoint under the encoder's path, and each component's weights under its own."""
+        if isinstance(path_saved_model, str):
+            save_checkpoint(payload, path_saved_model)
+            return
+        for key, path in path_saved_model.items():
+            part = key.rsplit("_", 1)[0]          # "encoder_FG" -> "encoder"
+            if part == "encoder":
+                save_checkpoint(payload, path)
+            elif part in payload["model"]:
+                save_checkpoint(payload["model"][part], path)
+
+    def saved_model_path(self):
+        saved = self.dl_studio.path_saved_model
+        if isinstance(saved, str):
+            return saved
+        return next((p for k, p in saved.items() if k.startswith("encoder")), None)
+
+    def model_from(self, master_encoder, master_decoder, checkpoint=None):
+        """An EncoderDecoder of these stacks (on the device), with a checkpoint's weights."""
+        model = self.EncoderDecoder(self, master_encoder, master_decoder)
+        if checkpoint is not None:
+            self.load_weights(checkpoint, master_encoder, master_decoder)
+        return model.to(self.dl_studio.device).eval()
+
+    def load_weights(self, payload, master_encoder, master_decoder):
+        """Copy a checkpoint's weights into the embedding generators and the given stacks,
+        after checking that they were built alike. Raises CheckpointError on a mismatch."""
+        if isinstance(payload, str):
+            path, payload = payload, load_checkpoint(payload)
+        else:
+            path = "the checkpoint"
+        expected = {"variant": self.variant, "vocab_fingerprint": self.vocab_fingerprint,
+                    "encoder_config": master_encoder.config(),
+                    "decoder_config": master_decoder.config()}
+        args = payload["container_args"]
+        for name in ("embedding_size", "max_seq_length"):
+            if args.get(name) != getattr(self, name):
+                raise CheckpointError(f"{path} was trained with {name}={args.get(name)}, this "
+                                      f"model has {name}={getattr(self, name)}")
+        for name, value in expected.items():
+            if payload.get(name) != value:
+                what = ("vocabularies (another archive)" if name == "vocab_fingerprint"
+                        else name)
+                raise CheckpointError(f"{path} does not fit this model: its {what} is "
+                                      f"{payload.get(name)}, this model's is {value}")
+        parts = payload["model"]
+        self.embeddings_generator_en.load_state_dict(parts["embeddings_generator_en"])
+        self.embeddings_generator_es.load_state_dict(parts["embeddings_generator_es"])
+        master_encoder.load_state_dict(parts["encoder"])
+        master_decoder.load_state_dict(parts["decoder"])
+        return payload
+
+    def run_code_for_evaluating(self, master_encoder, master_decoder, result_file=None,
+                                checkpoint=None, beam_width=1, show=20, print_fn=print):
+        """Translate the held-out split, print ``show`` random translations beside their
+        references, and return the BLEU scores (NLTK and sacreBLEU).
+
+        The weights are those of ``checkpoint`` when given; else those of the model just
+        trained in this process; else those saved at ``dl_studio.path_saved_model``.
+        """
+        if checkpoint is None and getattr(self, "trained_model", None) is None:
+            checkpoint = self.saved_model_path()
+        model = self.model_from(master_encoder, master_decoder, checkpoint)
+        if not self.held_out_corpus:
+            raise ValueError("no held-out pairs: the container was built without an archive")
+        result = evaluate_bleu(self, model, self.held_out_corpus, beam_width=beam_width,
+                               show=show, result_file=result_file, print_fn=print_fn)
+        line = (f"held-out BLEU (NLTK corpus_bleu, 4-gram, smoothing method1): "
+                f"{result['bleu']:.2f} on {result['sentences']} English sentences")
+        if "sacrebleu" in result:
+            line += f"\nsacreBLEU: {result['sacrebleu']:.2f}  ({result['signature']})"
+        print_fn(line)
+        return result
+
+    run_code_for_evaluating_TransformerFG = run_code_for_evaluating
+    run_code_for_evaluating_TransformerPreLN = run_code_for_evaluating
+
+    def run_code_for_evaluating_checkpoint(self, master_encoder, master_decoder,
+                                           checkpoints_dir, checkpoint_index, result_file=None,
+                                           beam_width=1, show=20, print_fn=print):
+        """Evaluate ``checkpoints_dir/checkpoint_<checkpoint_index>.pt`` on the held-out split."""
+        return self.run_code_for_evaluating(
+            master_encoder, master_decoder, result_file=result_file, beam_width=beam_width,
+            checkpoint=checkpoint_path(checkpoints_dir, checkpoint_index), show=show,
+            print_fn=print_fn)
+
+    def translate(self, model, sentences, beam_width=1):
+        """Translate English sentences (raw text is normalised like the corpus).
+
+        Returns a list of Spanish strings. Raises ValueError naming unknown words, or
+        saying what is wrong with an empty or over-long sentence.
+        """
+        cleaned = []
+        for sentence in sentences:
+            words = normalize(sentence, expand=True).split()
+            words = [w for w in words if w not in ("sos", "eos")]
+            if not words:
+                raise ValueError(f"nothing to translate in {sentence!r}: give an English "
+                                 f"sentence of 1 to {self.max_seq_length - 2} words")
+            unknown = [w for w in words if w not in self.en_vocab_dict]
+            if unknown:
+                raise ValueError(f"{sentence!r}: the model has never seen the word(s) "
+                                 f"{', '.join(map(repr, unknown))}; rephrase with words of "
+                                 "its training vocabulary")
+            cleaned.append(words)
+        device = next(model.parameters()).device
+        src = self.sentence_with_words_to_ints(cleaned, "en").to(device)
+        ids = translate_ids(model, src, self.max_seq_length, beam_width)
+        return [" ".join(self.ints_to_words(seq)) for seq in ids]
+
+    def run_code_for_translating_user_input(self, master_encoder, master_decoder,
+                                            checkpoints_dir, checkpoint_index, sentence,
+                                            beam_width=1):
+        """Translate one sentence (or a list) with a checkpoint; return the Spanish."""
+        model = self.model_from(master_encoder, master_decoder,
+                                checkpoint_path(checkpoints_dir, checkpoint_index))
+        many = not isinstance(sentence, str)
+        out = self.translate(model, sentence if many else [sentence], beam_width)
+        return out if many else out[0]
+
+    @staticmethod
+    def from_checkpoint(path, dl_studio=None, corpus=None):
+        """Rebuild container, stacks and weights from a checkpoint file alone.
+
+        Args:
+            dl_studio: a DLStudio (default: CPU, or the GPU when present).
+            corpus: the archive's Corpus, to get the held-out split back (default: read the
+                    archive named in the checkpoint when it is there; else no pairs).
+        Returns:
+            ``(xformer, model)``, the model an EncoderDecoder in eval mode.
+        """
+        from .DLStudio import DLStudio
+        payload = load_checkpoint(path)
+        cls = {"FG": TransformerFG, "PreLN": TransformerPreLN}.get(payload["variant"])
+        if cls is None:
+            raise CheckpointError(f"{path}: unknown variant {payload['variant']!r}")
+        dls = dl_studio or DLStudio(seed=None)
+        args = dict(payload["container_args"])
+        if corpus is None:
+            corpus = _archive_or_vocab_only(args, payload)
+        xformer = cls(dl_studio=dls, corpus=corpus, **args)
+        encoder = cls.MasterEncoder(dls, xformer, **payload["encoder_config"])
+        decoder = cls.MasterDecoderWithMasking(dls, xformer, **payload["decoder_config"])
+        return xformer, xformer.model_from(encoder, decoder, payload)
+
+
+def _archive_or_vocab_only(args, payload):
+    """The archive a checkpoint was trained on, if it is still where it was and still has
+    the checkpoint's vocabularies; else a corpus with the vocabularies and no pairs."""
+    path = os.path.join(args.get("dataroot") or ".", args.get("data_archive") or "")
+    if args.get("data_archive") and os.path.isfile(path):
+        try:
+            corpus = load_archive(path, max_seq_length=args["max_seq_length"])
+        except ArchiveError:
+            corpus = None
+        if corpus and vocab_fingerprint(corpus.vocab_en, corpus.vocab_es) == \
+                payload["vocab_fingerprint"]:
+            return corpus
+    return Corpus([], payload["vocab_en"], payload["vocab_es"], name="checkpoint")
+
+
+class TransformerFG(TransformerBase):
+    """The Transformer of Vaswani et al. 2017: LayerNorm after each residual sum (post-LN),
+    trained with Adam and the learning-rate warm-up of `ScheduledOptim`.
+
+    Example:
+        >>> xformer = TransformerFG(dl_studio=dls, dataroot="./data/",
+        ...     data_archive="en_es_xformer_8_90000.tar.gz", max_seq_length=10,
+        ...     embedding_size=256, num_warmup_steps=4000)
+        >>> encoder = TransformerFG.MasterEncoder(dls, xformer, num_basic_encoders=4,
+        ...                                       num_atten_heads=4)
+
+    ClassPath: DLStudio.Transformers.TransformerFG
+    """
+
+    variant = "FG"
+    norm_first = False
+
+    def make_optimizer(self, params):
+        """Adam (optimizer_params) driven by the warm-up schedule."""
+        return self.ScheduledOptim(self._adam(params, lr=0.0), self.lr_mul,
+                                   self.embedding_size, self.num_warmup_steps)
+
+
+class TransformerPreLN(TransformerBase):
+    """The pre-LN Transformer of Xiong et al. 2020: LayerNorm before each sublayer, inside
+    the residual branch, and a final LayerNorm after each stack. Stable without warm-up:
+    Adam at ``dl_studio.learning_rate``.
+
+    ClassPath: DLStudio.Transformers.TransformerPreLN
+    """
+
+    variant = "PreLN"
+    norm_first = True
+
+    def make_optimizer(self, params):
+        """Plain Adam at the DLStudio learning rate (no warm-up)."""
+        return self._adam(params, lr=self.dl_studio.learning_rate)

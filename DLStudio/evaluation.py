@@ -1,0 +1,172 @@
+"""Translation (greedy and beam search) and BLEU.
+
+Translation is autoregressive: the decoder starts from SOS, predicts one word, and that word
+is fed back as input for the next, until EOS (or max_seq_length). Sentences are translated
+in batches; a finished sentence keeps emitting EOS while the others go on.
+
+BLEU is computed on the held-out split, one hypothesis per distinct English sentence,
+against every Spanish translation of that sentence in the archive:
+    - NLTK ``corpus_bleu``: 4-gram, uniform weights, smoothing ``method1`` (epsilon 0.1
+      for an n-gram order with no match), on whitespace tokens; reported x 100;
+    - sacreBLEU's ``corpus_bleu`` (its default 13a tokenisation) with its signature, the
+      figure papers report.
+"""
+
+import random
+from collections import OrderedDict
+
+import torch
+
+from .tokens import EOS_INDEX, SOS_INDEX
+
+__all__ = ["greedy_decode", "beam_search", "translate_ids", "held_out_references",
+           "bleu_scores", "evaluate_bleu"]
+
+
+def _last_position(B, T, device):
+    keep = torch.zeros(B, T, dtype=torch.bool, device=device)
+    keep[:, -1] = True
+    return keep
+
+
+@torch.no_grad()
+def greedy_decode(model, src, max_len):
+    """The most likely next word, fed back, until every sentence has emitted EOS.
+
+    Shape: src (B, T_src) -> (B, <= max_len - 1) predicted ids (EOS after the sentence end)
+    """
+    memory, cross_mask = model.encode(src)                             # (B, T_src, M)
+    B = src.size(0)
+    ys = torch.full((B, 1), SOS_INDEX, dtype=torch.long, device=src.device)
+    done = torch.zeros(B, dtype=torch.bool, device=src.device)
+    for _ in range(max_len - 1):
+        logits = model.decode(ys, memory, cross_mask,
+                              _last_position(B, ys.size(1), src.device))  # (B, V_es)
+        next_word = logits.argmax(dim=-1).masked_fill(done, EOS_INDEX)    # (B,)
+        ys = torch.cat([ys, next_word[:, None]], dim=1)                   # (B, t + 1)
+        done |= next_word == EOS_INDEX
+        if done.all():
+            break
+    return ys[:, 1:]
+
+
+@torch.no_grad()
+def beam_search(model, src, max_len, beam_width=4, length_penalty=0.6):
+    """Keep the ``beam_width`` best partial translations of each sentence at every step.
+
+    A finished hypothesis (it emitted EOS) keeps its score; at the end, hypotheses are
+    ranked by log-probability / length^length_penalty. ``beam_width=1`` is greedy decoding.
+
+    Shape: src (B, T_src) -> (B, <= max_len - 1) predicted ids
+    """
+    K = beam_width
+    memory, cross_mask = model.encode(src)                                 # (B, T_src, M)
+    B, device = src.size(0), src.device
+    memory = memory.repeat_interleave(K, dim=0)                            # (B K, T_src, M)
+    cross_mask = cross_mask.repeat_interleave(K, dim=0)                    # (B K, 1, 1, T_src)
+    ys = torch.full((B * K, 1), SOS_INDEX, dtype=torch.long, device=device)
+    scores = torch.full((B, K), float("-inf"), device=device)
+    scores[:, 0] = 0.0                                  # start from one hypothesis per sentence
+    finished = torch.zeros(B * K, dtype=torch.bool, device=device)
+    lengths = torch.zeros(B * K, device=device)
+    for _ in range(max_len - 1):
+        logits = model.decode(ys, memory, cross_mask,
+                              _last_position(B * K, ys.size(1), device))   # (B K, V_es)
+        logp = torch.log_softmax(logits.float(), dim=-1)
+        V = logp.size(-1)
+        logp[finished] = float("-inf")                  # a finished hypothesis only repeats
+        logp[finished, EOS_INDEX] = 0.0                 # EOS, at no cost
+        candidates = (scores.view(B * K, 1) + logp).view(B, K * V)
+        scores, flat = candidates.topk(K, dim=1)                           # (B, K)
+        origin = (torch.arange(B, device=device)[:, None] * K + flat // V).view(-1)
+        word = (flat % V).view(-1)                                         # (B K,)
+        ys = torch.cat([ys[origin], word[:, None]], dim=1)
+        lengths = lengths[origin] + (~finished[origin]).float()
+        finished = finished[origin] | (word == EOS_INDEX)
+        if finished.all():
+            break
+    ranked = scores / lengths.view(B, K).clamp(min=1) ** length_penalty
+    best = ranked.argmax(dim=1) + torch.arange(B, device=device) * K       # (B,)
+    return ys[best, 1:]
+
+
+@torch.no_grad()
+def translate_ids(model, src, max_len, beam_width=1, batch_size=256):
+    """Translate many sentences in batches. Shape: src (N, T_src) -> list of N id lists."""
+    model.eval()
+    out = []
+    for start in range(0, src.size(0), batch_size):
+        chunk = src[start:start + batch_size]
+        if beam_width == 1:
+            ids = greedy_decode(model, chunk, max_len)
+        else:
+            ids = beam_search(model, chunk, max_len, beam_width)
+        out.extend(ids.tolist())
+    return out
+
+
+def held_out_references(pairs):
+    """Group pairs by English sentence: OrderedDict english -> list of Spanish references
+    (each a word list without SOS/EOS), in first-seen order."""
+    refs = OrderedDict()
+    for en, es in pairs:
+        refs.setdefault(en, []).append(es.split()[1:-1])
+    return refs
+
+
+def bleu_scores(hypotheses, references):
+    """Corpus BLEU of word-list hypotheses against lists of word-list references.
+
+    Returns:
+        dict with ``bleu`` (NLTK, x 100), ``sacrebleu`` (x 100) and ``signature``.
+    """
+    from nltk.translate.bleu_score import SmoothingFunction, corpus_bleu
+    nltk_bleu = 100 * corpus_bleu(references, hypotheses,
+                                  smoothing_function=SmoothingFunction().method1)
+    result = {"bleu": nltk_bleu, "sentences": len(hypotheses)}
+    try:
+        import sacrebleu
+    except ImportError:      # sacreBLEU is a dependency; without it only NLTK's score
+        return result
+    # sacreBLEU wants the same number of reference streams for every sentence: repeat a
+    # sentence's first reference (a repeated reference changes neither clipping nor length).
+    n_refs = max(len(r) for r in references)
+    streams = [[" ".join(r[i] if i < len(r) else r[0]) for r in references]
+               for i in range(n_refs)]
+    metric = sacrebleu.metrics.BLEU()
+    score = metric.corpus_score([" ".join(h) for h in hypotheses], streams)
+    result.update(sacrebleu=score.score, signature=str(metric.get_signature()))
+    return result
+
+
+def evaluate_bleu(xformer, model, pairs, beam_width=1, device=None, show=0, seed=0,
+                  result_file=None, print_fn=print):
+    """Translate the distinct English sentences of ``pairs`` and score them.
+
+    Args:
+        show: how many randomly chosen translations to print beside their references.
+        result_file: also write every translation there (tab-separated: English,
+            prediction, references joined by " | ").
+    Returns:
+        the dict of ``bleu_scores`` plus ``translations``: list of (english, predicted words,
+        references).
+    """
+    refs = held_out_references(pairs)
+    english = list(refs)
+    device = device or next(model.parameters()).device
+    src = xformer.sentence_with_words_to_ints(english, "en").to(device)
+    ids = translate_ids(model, src, xformer.max_seq_length, beam_width)
+    hyps = [xformer.ints_to_words(seq) for seq in ids]
+    result = bleu_scores(hyps, [refs[en] for en in english])
+    result["translations"] = [(en, h, refs[en]) for en, h in zip(english, hyps)]
+    for en, h, r in random.Random(seed).sample(result["translations"],
+                                               min(show, len(english))):
+        print_fn(f"  English:     {' '.join(en.split()[1:-1])}\n"
+                 f"  predicted:   {' '.join(h)}\n"
+                 f"  reference:   {' | '.join(' '.join(x) for x in r)}\n")
+    if result_file:
+        with open(result_file, "w", encoding="utf-8") as f:
+            for en, h, r in result["translations"]:
+                f.write(f"{' '.join(en.split()[1:-1])}\t{' '.join(h)}\t"
+                        f"{' | '.join(' '.join(x) for x in r)}\n")
+    return result

@@ -1,0 +1,22 @@
+"""Token conventions shared by the model, the trainer and the decoder."""
+
+import torch
+
+SOS_INDEX, EOS_INDEX = 0, 1   # every DLStudio vocabulary starts with "SOS", "EOS"
+
+
+def padding_mask(ids):
+    """True at the positions after a sentence's first EOS (the padding; EOS itself stays).
+
+    Shape: ids (B, T) -> (B, T)
+    """
+    is_eos = ids == EOS_INDEX
+    return (is_eos.cumsum(dim=1) - is_eos.long()) > 0
+
+
+def causal_mask(T, device=None):
+    """True above the diagonal: position t may not look at positions after t.
+
+    Shape: (T, T)
+    """
+    return torch.ones(T, T, dtype=torch.bool, device=device).triu(diagonal=1)
