@@ -34,7 +34,9 @@ Deliberate departures from the paper (and from DLStudio 2.5.8):
       the paper uses 4 M) and is applied to each word separately, as in the paper.
     - Positional encoding uses the paper's base 10000 (the lecture's code uses 100; both give
       distinct codes for 10 positions, and 10000 matches the paper and PyTorch tutorials).
-    - Word embeddings are scaled by sqrt(M) before the position code is added (paper, 3.4).
+    - Word embeddings are scaled by sqrt(M) before the position code is added (paper, 3.4),
+      and initialised with standard deviation M^-0.5 so that words and positions start at
+      the same scale (PyTorch's default N(0, 1) would make words 16 times larger at M = 256).
     - No dropout by default (the lecture has none); ``dropout=`` turns it on.
 """
 
@@ -47,8 +49,7 @@ import torch
 import torch.nn as nn
 
 from .checkpoints import CheckpointError, checkpoint_path, load_checkpoint, save_checkpoint
-from .datasets import (ArchiveError, Corpus, load_archive, normalize, split_pairs,
-                       vocab_fingerprint)
+from .datasets import ArchiveError, Corpus, load_archive, normalize, split_pairs, vocab_fingerprint
 from .evaluation import evaluate_bleu, translate_ids
 from .tokens import EOS_INDEX, SOS_INDEX, causal_mask, padding_mask
 from .training import Trainer
@@ -261,6 +262,9 @@ class TransformerBase:
             vocab_size = xformer.vocab_en_size if lang == "en" else xformer.vocab_es_size
             self.lang, self.embedding_size = lang, embedding_size
             self.embedding = nn.Embedding(vocab_size, embedding_size)
+            # std M^-0.5, so that after the sqrt(M) scaling a word vector has entries of
+            # about the size of the position code's (+-1) and does not drown it.
+            nn.init.normal_(self.embedding.weight, std=embedding_size ** -0.5)
             self.register_buffer("positional_encoding", self.sinusoids(
                 xformer.max_seq_length, embedding_size, self.positional_base), persistent=False)
             self.dropout = nn.Dropout(xformer.dropout)
@@ -693,16 +697,19 @@ class TransformerBase:
         return payload
 
     def run_code_for_evaluating(self, master_encoder, master_decoder, result_file=None,
-                                checkpoint=None, beam_width=1, show=20, print_fn=print):
+                                checkpoint=None, beam_width=1, show=20, print_fn=print,
+                                model=None):
         """Translate the held-out split, print ``show`` random translations beside their
         references, and return the BLEU scores (NLTK and sacreBLEU).
 
         The weights are those of ``checkpoint`` when given; else those of the model just
-        trained in this process; else those saved at ``dl_studio.path_saved_model``.
+        trained in this process; else those saved at ``dl_studio.path_saved_model``
+        (or, given ``model``, that EncoderDecoder as it is).
         """
-        if checkpoint is None and getattr(self, "trained_model", None) is None:
-            checkpoint = self.saved_model_path()
-        model = self.model_from(master_encoder, master_decoder, checkpoint)
+        if model is None:
+            if checkpoint is None and getattr(self, "trained_model", None) is None:
+                checkpoint = self.saved_model_path()
+            model = self.model_from(master_encoder, master_decoder, checkpoint)
         if not self.held_out_corpus:
             raise ValueError("no held-out pairs: the container was built without an archive")
         result = evaluate_bleu(self, model, self.held_out_corpus, beam_width=beam_width,
@@ -726,27 +733,35 @@ class TransformerBase:
             checkpoint=checkpoint_path(checkpoints_dir, checkpoint_index), show=show,
             print_fn=print_fn)
 
-    def translate(self, model, sentences, beam_width=1):
-        """Translate English sentences (raw text is normalised like the corpus).
+    def prepare_sentence(self, sentence):
+        """Normalise raw English like the corpus (lower case, contractions expanded,
+        punctuation removed) and check it; return its words.
 
-        Returns a list of Spanish strings. Raises ValueError naming unknown words, or
-        saying what is wrong with an empty or over-long sentence.
+        Raises ValueError naming unknown words, or saying what is wrong with an empty or
+        over-long sentence.
         """
-        cleaned = []
-        for sentence in sentences:
-            words = normalize(sentence, expand=True).split()
-            words = [w for w in words if w not in ("sos", "eos")]
-            if not words:
-                raise ValueError(f"nothing to translate in {sentence!r}: give an English "
-                                 f"sentence of 1 to {self.max_seq_length - 2} words")
-            unknown = [w for w in words if w not in self.en_vocab_dict]
-            if unknown:
-                raise ValueError(f"{sentence!r}: the model has never seen the word(s) "
-                                 f"{', '.join(map(repr, unknown))}; rephrase with words of "
-                                 "its training vocabulary")
-            cleaned.append(words)
+        if not isinstance(sentence, str):
+            return list(sentence)
+        words = [w for w in normalize(sentence, expand=True).split() if w not in ("sos", "eos")]
+        if not words:
+            raise ValueError(f"nothing to translate in {sentence!r}: give an English "
+                             f"sentence of 1 to {self.max_seq_length - 2} words")
+        unknown = [w for w in words if w not in self.en_vocab_dict]
+        if unknown:
+            raise ValueError(f"{sentence!r}: the model has never seen the word(s) "
+                             f"{', '.join(map(repr, unknown))}; rephrase with words of its "
+                             "training vocabulary")
+        if len(words) > self.max_seq_length - 2:
+            raise ValueError(f"{sentence!r} has {len(words)} words; this model translates "
+                             f"at most {self.max_seq_length - 2}")
+        return words
+
+    def translate(self, model, sentences, beam_width=1):
+        """Translate English sentences (raw strings or word lists) in one batch; return
+        the Spanish strings."""
+        words = [self.prepare_sentence(s) for s in sentences]
         device = next(model.parameters()).device
-        src = self.sentence_with_words_to_ints(cleaned, "en").to(device)
+        src = self.sentence_with_words_to_ints(words, "en").to(device)
         ids = translate_ids(model, src, self.max_seq_length, beam_width)
         return [" ".join(self.ints_to_words(seq)) for seq in ids]
 

@@ -162,7 +162,8 @@ class Trainer:
             bar.close()
             log.info("epoch %d/%d: mean loss %.4f, lr %.2e, %.0f s", epoch + 1, self.dls.epochs,
                      total / max(count, 1), self.current_lr(), time.monotonic() - start)
-            due = (epoch + 1) % self.xformer.checkpoint_freq == 0
+            due = ((epoch + 1) % self.xformer.checkpoint_freq == 0
+                   or epoch + 1 == self.dls.epochs)
             if self.xformer.save_checkpoints and self.checkpoints_dir and (due or out_of_time):
                 self.save(epoch)
             if out_of_time:

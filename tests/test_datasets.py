@@ -6,10 +6,19 @@ import sys
 
 import pytest
 
-from DLStudio.datasets import (BUNDLED_ARCHIVE, ArchiveError, archive_bytes, build_corpus,
-                               curate_pairs, expand_contractions, generate_corpus,
-                               load_archive, normalize, save_archive, split_pairs)
-from DLStudio.datasets.synth import adjective_form, conjugate, noun_phrase, NOUNS
+from DLStudio.datasets import (
+    BUNDLED_ARCHIVE,
+    ArchiveError,
+    archive_bytes,
+    curate_pairs,
+    expand_contractions,
+    generate_corpus,
+    load_archive,
+    normalize,
+    save_archive,
+    split_pairs,
+)
+from DLStudio.datasets.synth import NOUNS, adjective_form, conjugate, noun_phrase
 
 from .conftest import REAL_ARCHIVE, ROOT
 

@@ -5,8 +5,16 @@ Command line: ``python -m DLStudio.datasets {inspect,build-archive,synth} ...``.
 """
 
 from .anki import curate_pairs, expand_contractions, normalize, read_tsv_pairs
-from .archive import (ArchiveError, Corpus, archive_bytes, build_corpus, load_archive,
-                      save_archive, split_pairs, vocab_fingerprint)
+from .archive import (
+                      ArchiveError,
+                      Corpus,
+                      archive_bytes,
+                      build_corpus,
+                      load_archive,
+                      save_archive,
+                      split_pairs,
+                      vocab_fingerprint,
+)
 from .synth import generate_corpus, generate_pairs
 
 __all__ = ["ArchiveError", "Corpus", "archive_bytes", "build_corpus", "load_archive",

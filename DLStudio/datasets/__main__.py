@@ -1,7 +1,8 @@
 """``python -m DLStudio.datasets``: inspect, build and generate DLStudio archives.
 
     python -m DLStudio.datasets inspect ARCHIVE
-    python -m DLStudio.datasets build-archive spa.txt -o OUT.tar.gz [--max-words 8] [--pairs 90000] [--seed 0]
+    python -m DLStudio.datasets build-archive spa.txt -o OUT.tar.gz
+        [--max-words 8] [--pairs 90000] [--seed 0]
     python -m DLStudio.datasets synth -o OUT.tar.gz [--pairs 20000] [--seed 0]
 """
 
@@ -12,8 +13,14 @@ import os
 import random
 import sys
 
-from . import (ArchiveError, curate_pairs, generate_corpus, load_archive, read_tsv_pairs,
-               save_archive)
+from . import (
+    ArchiveError,
+    curate_pairs,
+    generate_corpus,
+    load_archive,
+    read_tsv_pairs,
+    save_archive,
+)
 
 
 def _inspect(args):

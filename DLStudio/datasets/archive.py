@@ -96,7 +96,8 @@ def _check_sentence(source, key, lang, sentence, vocab_set, max_seq_length):
         _fail(source, f"pair {key}: the {lang} side is {type(sentence).__name__}, not a string.")
     words = sentence.split()
     if len(words) < 2 or words[0] != SOS or words[-1] != EOS:
-        _fail(source, f"pair {key}: the {lang} sentence {sentence!r} is not wrapped in SOS ... EOS.")
+        _fail(source, f"pair {key}: the {lang} sentence {sentence!r} is not wrapped in "
+                      "SOS ... EOS.")
     if SOS in words[1:-1] or EOS in words[1:-1]:
         _fail(source, f"pair {key}: the {lang} sentence {sentence!r} has SOS or EOS inside it.")
     if max_seq_length is not None and len(words) > max_seq_length:

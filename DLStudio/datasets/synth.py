@@ -76,7 +76,8 @@ newspaper newspapers periódico periódicos m text|magazine magazines revista re
 story stories cuento cuentos m text|poem poems poema poemas m text|note notes nota notas f text
 message messages mensaje mensajes m text|novel novels novela novelas f text
 report reports informe informes m text|song songs canción canciones f text
-car cars coche coches m thing|door doors puerta puertas f thing|window windows ventana ventanas f thing
+car cars coche coches m thing|door doors puerta puertas f thing
+window windows ventana ventanas f thing
 table tables mesa mesas f thing|chair chairs silla sillas f thing|box boxes caja cajas f thing
 bag bags bolsa bolsas f thing|key keys llave llaves f thing
 bicycle bicycles bicicleta bicicletas f thing|ball balls pelota pelotas f thing
@@ -98,15 +99,18 @@ flower flowers flor flores f thing|gift gifts regalo regalos m thing
 ticket tickets billete billetes m thing|wallet wallets cartera carteras f thing
 candle candles vela velas f thing|towel towels toalla toallas f thing
 pillow pillows almohada almohadas f thing|rope ropes cuerda cuerdas f thing
-house houses casa casas f place|park parks parque parques m place|school schools escuela escuelas f place
+house houses casa casas f place|park parks parque parques m place
+school schools escuela escuelas f place
 market markets mercado mercados m place|beach beaches playa playas f place
 library libraries biblioteca bibliotecas f place|city cities ciudad ciudades f place
 office offices oficina oficinas f place|church churches iglesia iglesias f place
-hospital hospitals hospital hospitales m place|restaurant restaurants restaurante restaurantes m place
+hospital hospitals hospital hospitales m place
+restaurant restaurants restaurante restaurantes m place
 station stations estación estaciones f place|museum museums museo museos m place
 store stores tienda tiendas f place|bank banks banco bancos m place
 airport airports aeropuerto aeropuertos m place|garden gardens jardín jardines m place
-river rivers río ríos m place|lake lakes lago lagos m place|mountain mountains montaña montañas f place
+river rivers río ríos m place|lake lakes lago lagos m place
+mountain mountains montaña montañas f place
 village villages pueblo pueblos m place|farm farms granja granjas f place
 forest forests bosque bosques m place|theater theaters teatro teatros m place
 hotel hotels hotel hoteles m place|bridge bridges puente puentes m place

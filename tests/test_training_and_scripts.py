@@ -1,0 +1,163 @@
+"""Training learns, checkpoints describe themselves, and the scripts work end to end."""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from DLStudio import DLStudio, TransformerFG, TransformerPreLN
+from DLStudio.checkpoints import CheckpointError, list_checkpoints, load_checkpoint
+from DLStudio.datasets import BUNDLED_ARCHIVE, generate_corpus, save_archive
+from DLStudio.Transformers import TransformerBase
+
+from .conftest import ROOT
+
+EXAMPLES = os.path.join(ROOT, "ExamplesTransformers")
+ENV = dict(os.environ, PYTHONPATH=ROOT, MPLBACKEND="Agg")
+
+
+def run(args, cwd, stdin=None):
+    return subprocess.run([sys.executable] + args, cwd=cwd, capture_output=True, text=True,
+                          env=ENV, input=stdin, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A small FG trained briefly on the bundled corpus, with its checkpoints."""
+    folder = tmp_path_factory.mktemp("trained")
+    dls = DLStudio(use_gpu=False, batch_size=64, epochs=2, seed=0,
+                   path_saved_model=str(folder / "saved_FG.pt"))
+    x = TransformerFG(dl_studio=dls, data_archive=BUNDLED_ARCHIVE, embedding_size=64,
+                      num_warmup_steps=200, checkpoint_freq=1)
+    enc = x.MasterEncoder(dls, x, num_basic_encoders=2, num_atten_heads=4)
+    dec = x.MasterDecoderWithMasking(dls, x, num_basic_decoders=2, num_atten_heads=4)
+    untrained = x.run_code_for_evaluating(enc, dec, model=x.model_from(enc, dec), show=0,
+                                          print_fn=lambda *a: None)
+    trainer = x.run_code_for_training(dls, enc, dec, display_train_loss=True,
+                                      checkpoints_dir=str(folder / "ck"))
+    return folder, x, enc, dec, trainer, untrained
+
+
+def test_short_training_raises_held_out_bleu(trained):
+    folder, x, enc, dec, trainer, untrained = trained
+    result = x.run_code_for_evaluating(enc, dec, show=0, print_fn=lambda *a: None)
+    assert untrained["bleu"] < 5
+    assert result["bleu"] > untrained["bleu"] + 25, (untrained["bleu"], result["bleu"])
+    losses = trainer.train_losses
+    assert sum(losses[-20:]) / 20 < 0.5 * sum(losses[:20]) / 20
+    # held-out English sentences were never trained on
+    assert not {en for en, _ in x.held_out_corpus} & {en for en, _ in x.training_corpus}
+
+
+def test_checkpoints_every_epoch_and_self_describing(trained):
+    folder, x, enc, dec, trainer, _ = trained
+    assert list_checkpoints(folder / "ck") == [0, 1]
+    assert (folder / "ck" / "train_loss.png").stat().st_size > 5000
+    payload = load_checkpoint(str(folder / "ck" / "checkpoint_1.pt"))
+    assert payload["variant"] == "FG" and payload["epoch"] == 1
+    assert payload["encoder_config"] == {"num_basic_encoders": 2, "num_atten_heads": 4}
+    assert payload["container_args"]["embedding_size"] == 64
+    assert payload["vocab_fingerprint"] == x.vocab_fingerprint
+    assert set(payload["model"]) == {"embeddings_generator_en", "embeddings_generator_es",
+                                     "encoder", "decoder"}
+    assert payload["optimizer"]["n_steps"] == trainer.step
+
+
+def test_checkpoint_round_trip_gives_identical_translations(trained):
+    folder, x, enc, dec, trainer, _ = trained
+    english = [en for en, _ in x.held_out_corpus[:40]]
+    before = x.translate(trainer.model, english)
+    x2, model2 = TransformerBase.from_checkpoint(str(folder / "ck" / "checkpoint_1.pt"))
+    assert isinstance(x2, TransformerFG)
+    assert x2.translate(model2, english) == before
+    assert x2.held_out_corpus == x.held_out_corpus   # the archive was found again
+    # the final model, at path_saved_model, is the same model
+    x3, model3 = TransformerBase.from_checkpoint(str(folder / "saved_FG.pt"))
+    assert x3.translate(model3, english[:5]) == before[:5]
+
+
+def test_checkpoint_for_another_model_is_refused(trained):
+    folder, x, enc, dec, trainer, _ = trained
+    path = str(folder / "ck" / "checkpoint_1.pt")
+    dls = x.dl_studio
+    wrong_layers = x.MasterEncoder(dls, x, num_basic_encoders=3, num_atten_heads=4)
+    with pytest.raises(CheckpointError, match="encoder_config"):
+        x.load_weights(path, wrong_layers, dec)
+    other = TransformerFG(dl_studio=dls, corpus=generate_corpus(200, seed=9), embedding_size=64)
+    e2 = other.MasterEncoder(dls, other, 2, 4)
+    d2 = other.MasterDecoderWithMasking(dls, other, 2, 4)
+    with pytest.raises(CheckpointError, match="vocabularies"):
+        other.load_weights(path, e2, d2)
+    preln = TransformerPreLN(dl_studio=dls, data_archive=BUNDLED_ARCHIVE, embedding_size=64)
+    with pytest.raises(CheckpointError, match="variant"):
+        preln.load_weights(path, preln.MasterEncoder(dls, preln, 2, 4),
+                           preln.MasterDecoderWithMasking(dls, preln, 2, 4))
+
+
+def test_existing_checkpoints_are_not_overwritten_without_asking(trained):
+    folder, x, enc, dec, trainer, _ = trained
+    with pytest.raises(FileExistsError, match="overwrite"):
+        x.run_code_for_training(x.dl_studio, enc, dec, checkpoints_dir=str(folder / "ck"))
+
+
+def test_translating_user_input(trained):
+    folder, x, enc, dec, trainer, _ = trained
+    out = x.run_code_for_translating_user_input(enc, dec, str(folder / "ck"), 1,
+                                                "She is NOT tired, today!")
+    assert isinstance(out, str) and "SOS" not in out and "EOS" not in out and out
+    with pytest.raises(ValueError, match="'xylophone'"):
+        x.run_code_for_translating_user_input(enc, dec, str(folder / "ck"), 1, "i xylophone")
+    with pytest.raises(ValueError, match="nothing to translate"):
+        x.run_code_for_translating_user_input(enc, dec, str(folder / "ck"), 1, " ?! ")
+    with pytest.raises(ValueError, match="at most 8"):
+        x.run_code_for_translating_user_input(enc, dec, str(folder / "ck"), 1, "i am " * 5)
+
+
+def test_scripts_test_checkpoint_and_translate(trained):
+    folder = trained[0]
+    out = run([os.path.join(EXAMPLES, "test_checkpointFG.py"), "ck", "1", "--show", "3",
+               "--beam", "2"], cwd=folder)
+    assert out.returncode == 0, out.stderr
+    assert "held-out BLEU" in out.stdout and "sacreBLEU" in out.stdout
+    out = run([os.path.join(EXAMPLES, "translate_sentence.py"), "ck", "1", "i am hungry"],
+              cwd=folder)
+    assert out.returncode == 0 and out.stdout.strip(), out.stderr
+    lines = "she is tired\nblorp\n\nwe are happy\n"
+    out = run([os.path.join(EXAMPLES, "translate_sentence.py"), "ck", "1", "-"], cwd=folder,
+              stdin=lines)
+    printed = out.stdout.split("\n")
+    assert out.returncode == 1 and "'blorp'" in out.stderr
+    assert printed[0] and printed[1] == "" and printed[2] == "" and printed[3]
+    for bad in (["ck"], ["ck", "x", "hi"], ["ck", "7", "hi"], ["nodir", "1", "hi"]):
+        out = run([os.path.join(EXAMPLES, "translate_sentence.py")] + bad, cwd=folder)
+        assert out.returncode in (1, 2) and "Traceback" not in out.stderr, out.stderr
+        assert ("usage" in out.stderr) or ("error:" in out.stderr)
+
+
+def test_training_script_missing_archive_explains(tmp_path):
+    out = run([os.path.join(EXAMPLES, "seq2seq_with_transformerFG.py")], cwd=tmp_path)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert "build-archive" in out.stderr and "synthetic" in out.stderr
+    out = run([os.path.join(EXAMPLES, "seq2seq_with_transformerFG.py"), "--epochs", "0"],
+              cwd=tmp_path)
+    assert out.returncode == 2 and "usage" in out.stderr
+
+
+@pytest.mark.parametrize("variant", ["FG", "PreLN"])
+def test_dlstudio_258_script_runs_unchanged(tmp_path, variant):
+    """DLStudio's own example script, with only the epochs and the archive name changed."""
+    script = f"seq2seq_with_transformer{variant}.py"
+    shutil.copy(os.path.join(ROOT, "tests", "dlstudio_scripts", script), tmp_path)
+    save_archive(generate_corpus(300, seed=2), tmp_path / "data" / "en_es_tiny.tar.gz")
+    out = run([script], cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "held-out BLEU" in out.stdout
+    assert list_checkpoints(tmp_path / f"checkpoints_with_masking_{variant}") == [0]
+    assert (tmp_path / "myoutput.txt").exists()
+    for part in ("encoder", "decoder", "embeddings_generator_en", "embeddings_generator_es"):
+        assert (tmp_path / f"saved_{part}_{variant}").exists()
+    sd = torch.load(tmp_path / f"saved_decoder_{variant}", weights_only=True)
+    assert "out.weight" in sd

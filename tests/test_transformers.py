@@ -1,0 +1,239 @@
+"""The teaching code is the real Transformer: parity with PyTorch's layers, masking,
+batched heads, FG/PreLN symmetry, every parameter trained, warm-up, decoding."""
+
+import pytest
+import torch
+import torch.nn as nn
+
+from DLStudio import DLStudio, TransformerFG, TransformerPreLN
+from DLStudio.datasets import generate_corpus
+from DLStudio.evaluation import beam_search, greedy_decode
+from DLStudio.tokens import causal_mask, padding_mask
+
+VARIANTS = [TransformerFG, TransformerPreLN]
+
+
+def make(cls, M=32, H=4, layers=2, corpus=None, **kw):
+    dls = DLStudio(use_gpu=False, batch_size=16, epochs=1, seed=0, learning_rate=1e-3)
+    corpus = corpus or generate_corpus(300, seed=3)
+    x = cls(dl_studio=dls, corpus=corpus, embedding_size=M, num_warmup_steps=50, **kw)
+    enc = cls.MasterEncoder(dls, x, num_basic_encoders=layers, num_atten_heads=H)
+    dec = cls.MasterDecoderWithMasking(dls, x, num_basic_decoders=layers, num_atten_heads=H)
+    return dls, x, enc, dec
+
+
+def randomize(module):
+    """Give LayerNorms non-trivial weights so that parity tests test them too."""
+    with torch.no_grad():
+        for p in module.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+
+
+def copy_attention(ours, theirs):
+    """Our sliced heads as one PyTorch MultiheadAttention: block-diagonal input projections,
+    identity output projection."""
+    heads = ours.heads
+    with torch.no_grad():
+        W = [torch.block_diag(*[getattr(h, n).weight for h in heads]) for n in ("WQ", "WK", "WV")]
+        b = [torch.cat([getattr(h, n).bias for h in heads]) for n in ("WQ", "WK", "WV")]
+        theirs.in_proj_weight.copy_(torch.cat(W))
+        theirs.in_proj_bias.copy_(torch.cat(b))
+        theirs.out_proj.weight.copy_(torch.eye(theirs.embed_dim))
+        theirs.out_proj.bias.zero_()
+
+
+def copy_common(ours, theirs, norms):
+    with torch.no_grad():
+        theirs.linear1.load_state_dict(ours.feed_forward.W1.state_dict())
+        theirs.linear2.load_state_dict(ours.feed_forward.W2.state_dict())
+        for mine, other in norms:
+            other.load_state_dict(mine.state_dict())
+
+
+@pytest.mark.parametrize("cls", VARIANTS)
+def test_encoder_layer_matches_pytorch(cls):
+    torch.manual_seed(0)
+    dls, x, _, _ = make(cls)
+    ours = x.BasicEncoder(dls, x, 4)
+    randomize(ours)
+    ref = nn.TransformerEncoderLayer(32, 4, dim_feedforward=64, dropout=0.0, batch_first=True,
+                                     norm_first=cls.norm_first)
+    copy_attention(ours.self_attention, ref.self_attn)
+    copy_common(ours, ref, [(ours.norm1, ref.norm1), (ours.norm2, ref.norm2)])
+    src = torch.tensor([[0, 5, 6, 7, 1, 1, 1], [0, 8, 9, 10, 11, 12, 1]])
+    pad = padding_mask(src)
+    h = torch.randn(2, 7, 32)
+    ours.eval(), ref.eval()
+    got = ours(h, pad[:, None, None, :])
+    want = ref(h, src_key_padding_mask=pad)
+    # PyTorch's fast path returns zeros at padded positions; compare the real ones
+    assert torch.allclose(got[~pad], want[~pad], atol=1e-5)
+
+
+@pytest.mark.parametrize("cls", VARIANTS)
+def test_decoder_layer_matches_pytorch(cls):
+    torch.manual_seed(1)
+    dls, x, _, _ = make(cls)
+    ours = x.BasicDecoderWithMasking(dls, x, 4)
+    randomize(ours)
+    ref = nn.TransformerDecoderLayer(32, 4, dim_feedforward=64, dropout=0.0, batch_first=True,
+                                     norm_first=cls.norm_first)
+    copy_attention(ours.self_attention, ref.self_attn)
+    copy_attention(ours.cross_attention, ref.multihead_attn)
+    copy_common(ours, ref, [(ours.norm1, ref.norm1), (ours.norm2, ref.norm2),
+                            (ours.norm3, ref.norm3)])
+    src = torch.tensor([[0, 5, 6, 1, 1], [0, 8, 9, 10, 1]])
+    pad = padding_mask(src)
+    y, memory = torch.randn(2, 6, 32), torch.randn(2, 5, 32)
+    got = ours(y, memory, causal_mask(6), pad[:, None, None, :])
+    want = ref(y, memory, tgt_mask=causal_mask(6), memory_key_padding_mask=pad)
+    assert torch.allclose(got, want, atol=1e-5)
+
+
+@pytest.mark.parametrize("cls", VARIANTS)
+def test_batched_heads_equal_each_head_on_its_slice(cls):
+    torch.manual_seed(2)
+    dls, x, _, _ = make(cls)
+    for attention in (x.SelfAttention(dls, x, 4), x.CrossAttention(dls, x, 4)):
+        q, kv = torch.randn(3, 5, 32), torch.randn(3, 7, 32)
+        if isinstance(attention, x.CrossAttention):
+            mask = padding_mask(torch.tensor([[0, 4, 1, 1, 1, 1, 1]] * 3))[:, None, None, :]
+            batched = attention(q, kv, mask)
+        else:
+            kv, mask = q, causal_mask(5)
+            batched = attention(q, mask)
+        assert attention.batched
+        assert torch.allclose(batched, attention.per_head(q, kv, mask), atol=1e-6)
+
+
+@pytest.mark.parametrize("cls", VARIANTS)
+def test_causal_mask_future_words_do_not_move_earlier_outputs(cls):
+    torch.manual_seed(3)
+    dls, x, enc, dec = make(cls)
+    model = x.EncoderDecoder(x, enc, dec).eval()
+    src = torch.randint(2, x.vocab_en_size, (2, 8))
+    tgt = torch.randint(2, x.vocab_es_size, (2, 9))
+    t = 4
+    changed = tgt.clone()
+    changed[:, t + 1:] = torch.randint(2, x.vocab_es_size, (2, 9 - t - 1))
+    a, b = model(src, tgt), model(src, changed)
+    assert torch.allclose(a[:, :t + 1], b[:, :t + 1], atol=1e-6)
+    assert not torch.allclose(a[:, t + 1:], b[:, t + 1:])
+
+
+def test_without_masking_the_decoder_sees_the_future_and_warns():
+    import DLStudio.Transformers as T
+    T._masking_warned = False
+    torch.manual_seed(4)
+    with pytest.warns(UserWarning, match="can now see the word"):
+        dls, x, enc, _ = make(TransformerFG)
+        dec = x.MasterDecoderWithMasking(dls, x, 2, 4, masking=False)
+    model = x.EncoderDecoder(x, enc, dec).eval()
+    src, tgt = torch.randint(2, 50, (1, 6)), torch.randint(2, 50, (1, 6))
+    changed = tgt.clone()
+    changed[0, 5] = 7 if tgt[0, 5] != 7 else 8
+    assert not torch.allclose(model(src, tgt)[:, 0], model(src, changed)[:, 0])
+
+
+def test_padding_mask_keeps_first_eos_only():
+    ids = torch.tensor([[0, 5, 1, 1, 1], [0, 5, 6, 7, 1]])
+    assert padding_mask(ids).tolist() == [[False, False, False, True, True],
+                                          [False, False, False, False, False]]
+
+
+def test_fg_and_preln_have_the_same_parameters():
+    _, _, enc_fg, dec_fg = make(TransformerFG)
+    _, _, enc_pl, dec_pl = make(TransformerPreLN)
+    for fg, pl in ((enc_fg, enc_pl), (dec_fg, dec_pl)):
+        names_fg = {n: p.shape for n, p in fg.named_parameters()}
+        names_pl = {n: p.shape for n, p in pl.named_parameters()}
+        extra = {n for n in names_pl if n.startswith("final_norm")}
+        assert {n: s for n, s in names_pl.items() if n not in extra} == names_fg
+        assert extra == {"final_norm.weight", "final_norm.bias"}   # Xiong et al.'s final LN
+
+
+@pytest.mark.parametrize("cls", VARIANTS)
+def test_every_parameter_changes_after_one_step(cls):
+    torch.manual_seed(5)
+    dls, x, enc, dec = make(cls)
+    from DLStudio.training import Trainer
+    trainer = Trainer(x, enc, dec, checkpoints_dir=None)
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+    assert any(n.startswith("embeddings_generator_en") for n in before)
+    assert any(n.startswith("embeddings_generator_es") for n in before)
+    for _ in range(2):   # FG's first step has a tiny rate; two steps leave no doubt
+        src, tgt = next(iter(trainer.batches(0)))
+        trainer.train_step(src, tgt)
+    unchanged = [n for n, p in trainer.model.named_parameters() if torch.equal(p, before[n])]
+    assert unchanged == []
+
+
+def test_warmup_schedule_values():
+    opt = TransformerFG.ScheduledOptim(torch.optim.Adam([nn.Parameter(torch.zeros(1))]),
+                                       lr_mul=2.0, d_model=256, n_warmup_steps=4000)
+    assert opt.lr_at(1) == pytest.approx(2 * 256 ** -0.5 * 4000 ** -1.5)
+    assert opt.lr_at(4000) == pytest.approx(2 * 256 ** -0.5 * 4000 ** -0.5)
+    assert opt.lr_at(2000) == pytest.approx(opt.lr_at(4000) / 2)
+    assert opt.lr_at(16000) == pytest.approx(opt.lr_at(4000) / 2)
+    lrs = [opt.lr_at(s) for s in range(1, 8000, 100)]
+    assert max(lrs) == pytest.approx(opt.lr_at(4001), rel=1e-3)
+    for _ in range(3):
+        opt.step()
+    assert opt.param_groups[0]["lr"] == opt.lr_at(3)
+
+
+def test_embeddings_are_scaled_words_plus_sinusoids():
+    dls, x, _, _ = make(TransformerFG)
+    emb = x.embeddings_generator_en
+    ids = torch.tensor([[0, 5, 1]])
+    pe = emb.sinusoids(10, 32, 10000.0)
+    assert torch.allclose(pe[3, 0::2], torch.sin(3 / 10000.0 ** (torch.arange(0, 32, 2) / 32)))
+    assert torch.allclose(emb(ids), emb.embedding(ids) * 32 ** 0.5 + pe[:3])
+
+
+@pytest.mark.parametrize("cls", VARIANTS)
+def test_beam_width_one_is_greedy(cls):
+    torch.manual_seed(6)
+    dls, x, enc, dec = make(cls)
+    randomize(dec)
+    model = x.EncoderDecoder(x, enc, dec).eval()
+    src = x.sentence_with_words_to_ints([en for en, _ in x.held_out_corpus[:8]], "en")
+    assert torch.equal(greedy_decode(model, src, 10), beam_search(model, src, 10, beam_width=1))
+    wide = beam_search(model, src, 10, beam_width=4)
+    assert wide.shape[0] == 8 and (wide < x.vocab_es_size).all()
+
+
+def test_overridden_nested_class_is_the_one_that_runs():
+    calls = []
+
+    class MyFG(TransformerFG):
+        class AttentionHead(TransformerFG.AttentionHead):
+            def forward(self, x, mask=None):
+                calls.append(x.shape)
+                return super().forward(x, mask)
+
+    torch.manual_seed(7)
+    dls, x, enc, dec = make(MyFG)
+    model = x.EncoderDecoder(x, enc, dec)
+    src = torch.randint(2, 50, (2, 6))
+    out = model(src, src)
+    # 2 encoder layers + 2 decoder self-attentions, 4 heads each, each on its (B, T, 8) slice
+    assert len(calls) == 16 and calls[0] == torch.Size([2, 6, 8])
+    assert out.shape == (2, 6, x.vocab_es_size)
+    assert not enc.basic_encoder_arr[0].self_attention.batched
+    assert dec.basic_decoder_arr[0].cross_attention.batched   # cross heads not overridden
+
+
+def test_unknown_words_and_long_sentences_get_messages():
+    _, x, _, _ = make(TransformerFG)
+    with pytest.raises(ValueError, match="'zzyzx'"):
+        x.sentence_with_words_to_ints(["i zzyzx"], "en")
+    with pytest.raises(ValueError, match="at most 8"):
+        x.sentence_with_words_to_ints(["i " * 9], "en")
+
+
+def test_sentence_with_words_to_ints_pads_with_eos():
+    _, x, _, _ = make(TransformerFG)
+    ids = x.sentence_with_words_to_ints(["SOS i EOS"], "en")
+    assert ids.shape == (1, 10)
+    assert ids[0].tolist() == [0, x.en_vocab_dict["i"]] + [1] * 8
