@@ -95,21 +95,34 @@ def residual(x, norm, sublayer, norm_first):
 def _run_heads(heads, x_q, x_kv, mask, keep_weights):
     """Run every head of a (Self|Cross)Attention at once, each on its own slice.
 
-    It stacks the heads' own W_Q, W_K, W_V into (H, s_qkv, s_qkv) tensors, so the result is
-    exactly that of calling each head on its slice and concatenating (a test checks this),
-    without a Python loop over heads.
+    Each head's own W_Q, W_K, W_V are stacked into one (H, s_qkv, 3 s_qkv) tensor, and one
+    batched matrix product (a batch of H) applies every head to its slice of every word:
+    exactly what calling each head on its slice and concatenating gives (a test checks
+    this), without a Python loop over heads.
     """
     B, T_q, M = x_q.shape
-    H = len(heads)
+    T_k, H = x_kv.size(1), len(heads)
     s = M // H
 
-    def project(x, name):                                         # x: (B, T, M)
-        W = torch.stack([getattr(h, name).weight for h in heads])     # (H, s, s)
-        b = torch.stack([getattr(h, name).bias for h in heads])       # (H, s)
-        x = x.view(x.size(0), x.size(1), H, s).transpose(1, 2)        # (B, H, T, s)
-        return x @ W.transpose(1, 2) + b.unsqueeze(1)                 # (B, H, T, s)
+    def stacked(names):                 # the heads' weights side by side, transposed
+        W = torch.stack([torch.cat([getattr(h, n).weight for n in names]) for h in heads])
+        b = torch.stack([torch.cat([getattr(h, n).bias for n in names]) for h in heads])
+        return b.unsqueeze(1), W.transpose(1, 2)          # (H, 1, k s), (H, s, k s)
 
-    Q, K, V = project(x_q, "WQ"), project(x_kv, "WK"), project(x_kv, "WV")
+    def slices(x):                      # (B, T, M) -> (H, B T, s): head h gets slice h
+        return x.reshape(-1, H, s).transpose(0, 1)
+
+    if x_kv is x_q:                     # self-attention: Q, K, V in one product
+        b, W = stacked(("WQ", "WK", "WV"))
+        Q, K, V = torch.baddbmm(b, slices(x_q), W).chunk(3, dim=-1)     # (H, B T_q, s) each
+    else:                               # cross-attention: Q from x_q, K and V from x_kv
+        bq, Wq = stacked(("WQ",))
+        bkv, Wkv = stacked(("WK", "WV"))
+        Q = torch.baddbmm(bq, slices(x_q), Wq)                        # (H, B T_q, s)
+        K, V = torch.baddbmm(bkv, slices(x_kv), Wkv).chunk(2, dim=-1)  # (H, B T_k, s)
+    Q = Q.view(H, B, T_q, s).transpose(0, 1)                          # (B, H, T_q, s)
+    K = K.view(H, B, T_k, s).transpose(0, 1)                          # (B, H, T_k, s)
+    V = V.view(H, B, T_k, s).transpose(0, 1)                          # (B, H, T_k, s)
     out, weights = scaled_dot_product(Q, K, V, mask)                  # (B, H, T_q, s)
     out = out.transpose(1, 2).reshape(B, T_q, M)                      # (B, T_q, M)
     return out, (weights.detach() if keep_weights else None)
@@ -610,8 +623,13 @@ class TransformerBase:
     # Building the optimiser: the other place where FG and PreLN differ.
     def _adam(self, params, lr):
         p = self.optimizer_params
-        return torch.optim.Adam(params, lr=lr, betas=(p.get("beta1", 0.9), p.get("beta2", 0.98)),
-                                eps=p.get("epsilon", 1e-9))
+        kwargs = {"lr": lr, "betas": (p.get("beta1", 0.9), p.get("beta2", 0.98)),
+                  "eps": p.get("epsilon", 1e-9)}
+        params = list(params)
+        try:     # one fused kernel for all parameters (PyTorch >= 2.4): same maths, faster
+            return torch.optim.Adam(params, fused=True, **kwargs)
+        except (RuntimeError, TypeError):
+            return torch.optim.Adam(params, **kwargs)
 
     def make_optimizer(self, params):
         raise NotImplementedError

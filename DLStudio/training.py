@@ -139,8 +139,12 @@ class Trainer:
             yield (self.src[idx, :T_src].to(self.device, non_blocking=True),
                    self.tgt[idx, :T_tgt].to(self.device, non_blocking=True))
 
-    def run(self):
-        """Train for ``dl_studio.epochs`` epochs (or ``max_minutes``); return the losses."""
+    def run(self, callback=None):
+        """Train for ``dl_studio.epochs`` epochs (or ``max_minutes``); return the losses.
+
+        ``callback(trainer)``, if given, is called after every step; returning True stops
+        training there (a checkpoint is written, as when ``max_minutes`` runs out).
+        """
         self.model.train()
         start = time.monotonic()
         n_batches = math.ceil(len(self.src) / self.dls.batch_size)
@@ -156,7 +160,8 @@ class Trainer:
                 total, count = total + loss, count + 1
                 if self.step % 20 == 0:
                     bar.set_postfix(loss=f"{total / count:.3f}", lr=f"{self.current_lr():.2e}")
-                if self.max_minutes and time.monotonic() - start > 60 * self.max_minutes:
+                if (self.max_minutes and time.monotonic() - start > 60 * self.max_minutes) \
+                        or (callback is not None and callback(self)):
                     out_of_time = True
                     break
             bar.close()
@@ -167,8 +172,7 @@ class Trainer:
             if self.xformer.save_checkpoints and self.checkpoints_dir and (due or out_of_time):
                 self.save(epoch)
             if out_of_time:
-                log.info("stopped after %.1f minutes (max_minutes=%s)",
-                         (time.monotonic() - start) / 60, self.max_minutes)
+                log.info("stopped early after %.1f minutes", (time.monotonic() - start) / 60)
                 break
         self.model.eval()
         if self.display_train_loss:

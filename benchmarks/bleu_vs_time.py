@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Held-out BLEU against minutes of training: "BLEU after N minutes on this machine" as a
+command, not a claim.
+
+    python benchmarks/bleu_vs_time.py --archive ../shared/data/en_es_xformer_8_90000.tar.gz \\
+        --variant FG --minutes 30 --every 5
+
+Trains one model for a wall-clock budget and, every --every minutes of training, translates
+the whole held-out split (greedy) and scores it (the evaluation time is not counted as
+training time, and is reported apart). Prints a table, writes it as CSV and plots it.
+"""
+
+import argparse
+import csv
+import logging
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from DLStudio import DLStudio, TransformerFG, TransformerPreLN  # noqa: E402
+from DLStudio.datasets import BUNDLED_ARCHIVE, load_archive  # noqa: E402
+from DLStudio.evaluation import evaluate_bleu  # noqa: E402
+from DLStudio.training import Trainer  # noqa: E402
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--archive", default=BUNDLED_ARCHIVE)
+    p.add_argument("--variant", choices=("FG", "PreLN"), default="FG")
+    p.add_argument("--minutes", type=float, default=30.0)
+    p.add_argument("--every", type=float, default=5.0, help="minutes between evaluations")
+    p.add_argument("--embedding-size", type=int, default=256)
+    p.add_argument("--num-layers", type=int, default=4)
+    p.add_argument("--num-atten-heads", type=int, default=4)
+    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--num-warmup-steps", type=int, default=1000)
+    p.add_argument("--lr-mul", type=float, default=1.0, help="FG: scales the schedule")
+    p.add_argument("--learning-rate", type=float, default=3e-4, help="PreLN: Adam's rate")
+    p.add_argument("--dropout", type=float, default=0.1)
+    p.add_argument("--label-smoothing", type=float, default=0.1)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="bleu_vs_time", help="folder for the CSV and the plot")
+    args = p.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    cls = {"FG": TransformerFG, "PreLN": TransformerPreLN}[args.variant]
+    corpus = load_archive(args.archive, max_seq_length=10)
+    dls = DLStudio(use_gpu=True, batch_size=args.batch_size, epochs=10_000, seed=args.seed,
+                   learning_rate=args.learning_rate)
+    x = cls(dl_studio=dls, corpus=corpus, embedding_size=args.embedding_size,
+            num_warmup_steps=args.num_warmup_steps, lr_mul=args.lr_mul, dropout=args.dropout,
+            label_smoothing=args.label_smoothing, save_checkpoints=False)
+    enc = cls.MasterEncoder(dls, x, args.num_layers, args.num_atten_heads)
+    dec = cls.MasterDecoderWithMasking(dls, x, args.num_layers, args.num_atten_heads)
+    trainer = Trainer(x, enc, dec, checkpoints_dir=None)
+    print(f"Transformer{args.variant}, embedding {args.embedding_size}, {args.num_layers}+"
+          f"{args.num_layers} layers, {args.num_atten_heads} heads, batch {args.batch_size}, "
+          f"warm-up {args.num_warmup_steps}, lr_mul {args.lr_mul}, PreLN lr "
+          f"{args.learning_rate}, dropout {args.dropout}, label smoothing "
+          f"{args.label_smoothing}; {len(x.training_corpus)} training pairs, "
+          f"{len({en for en, _ in x.held_out_corpus})} held-out English sentences; "
+          f"device {dls.device}", flush=True)
+    print(f"{'minutes':>8}{'steps':>7}{'epoch':>7}{'loss':>8}{'BLEU':>7}{'sacreBLEU':>10}"
+          f"{'eval s':>8}", flush=True)
+    rows, clock = [], {"eval": 0.0, "start": time.monotonic(), "next": args.every}
+
+    def evaluate(minutes):
+        t0 = time.monotonic()
+        result = evaluate_bleu(x, trainer.model, x.held_out_corpus, show=0)
+        trainer.model.train()
+        spent = time.monotonic() - t0
+        clock["eval"] += spent
+        recent = trainer.train_losses[-100:] or [float("nan")]
+        row = {"minutes": round(minutes, 2), "steps": trainer.step, "epoch": trainer.epoch,
+               "loss": sum(recent) / len(recent), "bleu": result["bleu"],
+               "sacrebleu": result.get("sacrebleu", float("nan")), "eval_seconds": spent}
+        rows.append(row)
+        print(f"{row['minutes']:>8.1f}{row['steps']:>7}{row['epoch']:>7}{row['loss']:>8.3f}"
+              f"{row['bleu']:>7.2f}{row['sacrebleu']:>10.2f}{spent:>8.0f}", flush=True)
+
+    def every_step(trainer):
+        minutes = (time.monotonic() - clock["start"] - clock["eval"]) / 60
+        if minutes >= clock["next"]:
+            evaluate(minutes)
+            clock["next"] += args.every
+        return minutes >= args.minutes
+
+    trainer.run(callback=every_step)
+    os.makedirs(args.out, exist_ok=True)
+    stem = os.path.join(args.out, f"bleu_vs_time_{args.variant}")
+    with open(stem + ".csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    from matplotlib.figure import Figure
+    fig = Figure(figsize=(6, 4))
+    ax = fig.add_subplot()
+    ax.plot([r["minutes"] for r in rows], [r["bleu"] for r in rows], marker="o")
+    ax.set_xlabel("minutes of training")
+    ax.set_ylabel("held-out BLEU (NLTK)")
+    ax.set_title(f"Transformer{args.variant}")
+    fig.savefig(stem + ".png", dpi=100)
+    print(f"wrote {stem}.csv and {stem}.png")
+
+
+if __name__ == "__main__":
+    main()
