@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-$(shell cksum setup.py | cut -d' ' -f1)
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 export MPLBACKEND := Agg
 
-.PHONY: demo test lint venv clean-demo
+.PHONY: demo test lint venv clean-demo pictures
 
 venv: $(STAMP)
 
@@ -28,3 +28,20 @@ lint: $(STAMP)
 
 clean-demo:
 	rm -rf demo_run
+
+# The pictures of ExamplesTransformers/README.md, written by the scripts themselves from a
+# short run on the bundled corpus (about ten minutes on two CPU cores).
+PICS := $(CURDIR)/docs
+RUN := $(CURDIR)/docs_run
+pictures: $(STAMP)
+	mkdir -p $(PICS) $(RUN)
+	cd ExamplesTransformers && $(abspath $(PY)) show_positional_encoding.py --embedding-size 256 --out $(PICS)/positional_encoding.png
+	cd ExamplesTransformers && $(abspath $(PY)) show_lr_schedule.py --out $(PICS)/lr_schedule.png
+	cd ExamplesTransformers && $(abspath $(PY)) seq2seq_with_transformerFG.py --archive ../datasets/en_es_synthetic_8_20000.tar.gz \
+		--epochs 8 --embedding-size 128 --num-layers 2 --batch-size 64 --num-warmup-steps 400 \
+		--checkpoint-freq 2 --track-bleu --checkpoints-dir $(RUN)/ck --overwrite --no-eval
+	cp $(RUN)/ck/train_loss.png $(PICS)/train_loss.png
+	cd ExamplesTransformers && $(abspath $(PY)) score_checkpoints.py $(RUN)/ck && cp $(RUN)/ck/bleu_by_epoch.png $(PICS)/
+	cd ExamplesTransformers && $(abspath $(PY)) show_attention.py $(RUN)/ck 7 "she will not eat the red apples" --out $(PICS)
+	cd ExamplesTransformers && $(abspath $(PY)) compare_fg_preln.py --minutes 1.5 --every 0.25 --out $(RUN)/compare
+	cp $(RUN)/compare/compare_fg_preln.png $(PICS)/

@@ -92,13 +92,18 @@ def residual(x, norm, sublayer, norm_first):
     return norm(x + sublayer(x))
 
 
-def _run_heads(heads, x_q, x_kv, mask, keep_weights):
+def _run_heads(heads, x_q, x_kv, mask, keep_weights, cache=None, full_width=False):
     """Run every head of a (Self|Cross)Attention at once, each on its own slice.
 
     Each head's own W_Q, W_K, W_V are stacked into one (H, s_qkv, 3 s_qkv) tensor, and one
     batched matrix product (a batch of H) applies every head to its slice of every word:
     exactly what calling each head on its slice and concatenating gives (a test checks
     this), without a Python loop over heads.
+
+    ``cache`` (a dict, for decoding one word at a time) keeps the keys and values already
+    computed: self-attention appends the new word's K and V to them, cross-attention
+    computes the memory's K and V once. With ``full_width`` every head reads the whole
+    embedding (W_Q: M -> s_qkv) instead of its slice.
     """
     B, T_q, M = x_q.shape
     T_k, H = x_kv.size(1), len(heads)
@@ -110,19 +115,33 @@ def _run_heads(heads, x_q, x_kv, mask, keep_weights):
         return b.unsqueeze(1), W.transpose(1, 2)          # (H, 1, k s), (H, s, k s)
 
     def slices(x):                      # (B, T, M) -> (H, B T, s): head h gets slice h
+        if full_width:                  # (B, T, M) -> (H, B T, M): every head sees all
+            return x.reshape(1, -1, M).expand(H, -1, -1)
         return x.reshape(-1, H, s).transpose(0, 1)
+
+    def by_batch(t, T):                 # (H, B T, s) -> (B, H, T, s)
+        return t.view(H, B, T, s).transpose(0, 1)
 
     if x_kv is x_q:                     # self-attention: Q, K, V in one product
         b, W = stacked(("WQ", "WK", "WV"))
         Q, K, V = torch.baddbmm(b, slices(x_q), W).chunk(3, dim=-1)     # (H, B T_q, s) each
+        Q, K, V = by_batch(Q, T_q), by_batch(K, T_q), by_batch(V, T_q)  # (B, H, T_q, s)
+        if cache is not None:           # earlier words' keys and values, then this one's
+            if "K" in cache:
+                K = torch.cat([cache["K"], K], dim=2)                   # (B, H, T_k, s)
+                V = torch.cat([cache["V"], V], dim=2)
+            cache["K"], cache["V"] = K, V
     else:                               # cross-attention: Q from x_q, K and V from x_kv
         bq, Wq = stacked(("WQ",))
-        bkv, Wkv = stacked(("WK", "WV"))
-        Q = torch.baddbmm(bq, slices(x_q), Wq)                        # (H, B T_q, s)
-        K, V = torch.baddbmm(bkv, slices(x_kv), Wkv).chunk(2, dim=-1)  # (H, B T_k, s)
-    Q = Q.view(H, B, T_q, s).transpose(0, 1)                          # (B, H, T_q, s)
-    K = K.view(H, B, T_k, s).transpose(0, 1)                          # (B, H, T_k, s)
-    V = V.view(H, B, T_k, s).transpose(0, 1)                          # (B, H, T_k, s)
+        Q = by_batch(torch.baddbmm(bq, slices(x_q), Wq), T_q)            # (B, H, T_q, s)
+        if cache is not None and "K" in cache:
+            K, V = cache["K"], cache["V"]
+        else:
+            bkv, Wkv = stacked(("WK", "WV"))
+            K, V = torch.baddbmm(bkv, slices(x_kv), Wkv).chunk(2, dim=-1)  # (H, B T_k, s)
+            K, V = by_batch(K, T_k), by_batch(V, T_k)                       # (B, H, T_k, s)
+            if cache is not None:
+                cache["K"], cache["V"] = K, V
     out, weights = scaled_dot_product(Q, K, V, mask)                  # (B, H, T_q, s)
     out = out.transpose(1, 2).reshape(B, T_q, M)                      # (B, T_q, M)
     return out, (weights.detach() if keep_weights else None)
@@ -144,8 +163,14 @@ class TransformerBase:
         masking:          accepted for DLStudio scripts; the decoder's own ``masking`` rules.
         checkpoint_freq:  epochs between checkpoints (5 in the lecture).
         held_out_fraction, split_seed: the held-out split, grouped by English sentence.
-        dropout:          dropout after each sublayer and on the embeddings (0: the lecture).
-        label_smoothing:  for the training loss (0: the lecture).
+        The lecture's design is the default; these switches turn on other designs:
+        dropout:          dropout after each sublayer and on the embeddings (Vaswani 5.4).
+        label_smoothing:  of the training loss (Vaswani et al. 2017, sec. 5.4).
+        full_width_heads: heads read the whole embedding, and W^O projects their
+                          concatenation (Vaswani et al. 2017, sec. 3.2.2).
+        tie_embeddings:   the decoder's output layer shares the Spanish embedding matrix
+                          (Press and Wolf 2017; Vaswani et al. 2017, sec. 3.4).
+        learned_positions: trained position vectors instead of the sinusoids.
         corpus:           a ``Corpus`` to use instead of reading ``data_archive``.
 
     Attributes read by DLStudio scripts: ``vocab_en_size``, ``vocab_es_size``,
@@ -159,6 +184,7 @@ class TransformerBase:
                  embedding_size=256, save_checkpoints=True, num_warmup_steps=4000,
                  optimizer_params=None, lr_mul=1.0, masking=True, checkpoint_freq=5,
                  held_out_fraction=0.05, split_seed=0, dropout=0.0, label_smoothing=0.0,
+                 full_width_heads=False, tie_embeddings=False, learned_positions=False,
                  corpus=None):
         if embedding_size % 2:
             raise ValueError(f"embedding_size must be even (sin/cos pairs), got {embedding_size}")
@@ -178,6 +204,9 @@ class TransformerBase:
         self.split_seed = split_seed
         self.dropout = dropout
         self.label_smoothing = label_smoothing
+        self.full_width_heads = full_width_heads
+        self.tie_embeddings = tie_embeddings
+        self.learned_positions = learned_positions
         if corpus is None:
             if data_archive is None:
                 raise ValueError("give data_archive= (a DLStudio archive) or corpus=")
@@ -210,7 +239,8 @@ class TransformerBase:
         """The keyword arguments that rebuild this container (stored in checkpoints)."""
         names = ("data_archive", "max_seq_length", "embedding_size", "num_warmup_steps",
                  "optimizer_params", "lr_mul", "checkpoint_freq", "held_out_fraction",
-                 "split_seed", "dropout", "label_smoothing")
+                 "split_seed", "dropout", "label_smoothing", "full_width_heads",
+                 "tie_embeddings", "learned_positions")
         args = {name: getattr(self, name) for name in names}
         args["dataroot"] = os.path.abspath(self.dataroot)
         if self.data_archive:
@@ -280,6 +310,12 @@ class TransformerBase:
             nn.init.normal_(self.embedding.weight, std=embedding_size ** -0.5)
             self.register_buffer("positional_encoding", self.sinusoids(
                 xformer.max_seq_length, embedding_size, self.positional_base), persistent=False)
+            # learned_positions=True: a trained vector per position instead of the sinusoid
+            # (as in BERT and GPT); initialised small, like the word vectors.
+            self.learned_positions = None
+            if xformer.learned_positions:
+                self.learned_positions = nn.Parameter(
+                    torch.randn(xformer.max_seq_length, embedding_size) * 0.02)
             self.dropout = nn.Dropout(xformer.dropout)
 
         @staticmethod
@@ -298,7 +334,9 @@ class TransformerBase:
         def forward(self, ids, start=0):
             T = ids.size(1)
             x = self.embedding(ids) * math.sqrt(self.embedding_size)             # (B, T, M)
-            x = x + self.positional_encoding[start:start + T]                     # (B, T, M)
+            positions = (self.positional_encoding if self.learned_positions is None
+                         else self.learned_positions)
+            x = x + positions[start:start + T]                                    # (B, T, M)
             return self.dropout(x)
 
     class AttentionHead(nn.Module):
@@ -307,16 +345,20 @@ class TransformerBase:
         Args:
             dl_studio, max_seq_length, num_atten_heads: accepted as in DLStudio.
             qkv_size: s_qkv, the width of this head's slice of the embedding.
+            input_size: what the head reads: its slice (s_qkv, the lecture's design) or,
+                with ``full_width_heads``, the whole embedding (M).
         Shape:
-            x (B, T, s_qkv), mask broadcastable to (B, T, T) -> (B, T, s_qkv)
+            x (B, T, input_size), mask broadcastable to (B, T, T) -> (B, T, s_qkv)
         """
 
-        def __init__(self, dl_studio, max_seq_length, qkv_size, num_atten_heads):
+        def __init__(self, dl_studio, max_seq_length, qkv_size, num_atten_heads,
+                     input_size=None):
             super().__init__()
             self.qkv_size = qkv_size
-            self.WQ = nn.Linear(qkv_size, qkv_size)
-            self.WK = nn.Linear(qkv_size, qkv_size)
-            self.WV = nn.Linear(qkv_size, qkv_size)
+            input_size = input_size or qkv_size
+            self.WQ = nn.Linear(input_size, qkv_size)
+            self.WK = nn.Linear(input_size, qkv_size)
+            self.WV = nn.Linear(input_size, qkv_size)
 
         def forward(self, x, mask=None):
             out, _ = scaled_dot_product(self.WQ(x), self.WK(x), self.WV(x), mask)
@@ -338,6 +380,10 @@ class TransformerBase:
     class SelfAttention(nn.Module):
         """H heads, each on its own slice of the embedding; outputs concatenated.
 
+        With the container's ``full_width_heads=True`` each head reads the whole embedding
+        and the concatenation goes through an output projection W^O (M x M): multi-head
+        attention as in Vaswani et al. 2017, sec. 3.2.2.
+
         Args:
             dls, xformer: the configuration and the container; num_atten_heads: H.
         Shape:
@@ -356,10 +402,13 @@ class TransformerBase:
                 raise ValueError(f"embedding_size {M} is not divisible by "
                                  f"num_atten_heads {num_atten_heads}")
             self.num_atten_heads, self.qkv_size = num_atten_heads, M // num_atten_heads
+            self.full_width = xformer.full_width_heads
             head_class = getattr(xformer, self.head_class_name)
             self.heads = nn.ModuleList([
-                head_class(dls, xformer.max_seq_length, self.qkv_size, num_atten_heads)
+                head_class(dls, xformer.max_seq_length, self.qkv_size, num_atten_heads,
+                           input_size=M if self.full_width else None)
                 for _ in range(num_atten_heads)])
+            self.W_O = nn.Linear(M, M) if self.full_width else nn.Identity()
             # The batched path reproduces the standard head; a student's head with its own
             # forward is run head by head instead, so that it is the code that runs.
             base = getattr(TransformerBase, self.head_class_name)
@@ -367,23 +416,29 @@ class TransformerBase:
             self.record_attention = False
             self.attention_weights = None
 
-        def forward(self, x, mask=None):
-            return self.attend(x, x, mask)
+        def forward(self, x, mask=None, cache=None):
+            return self.attend(x, x, mask, cache)
 
-        def attend(self, x_q, x_kv, mask):
+        def attend(self, x_q, x_kv, mask, cache=None):
             if self.batched:
-                out, weights = _run_heads(self.heads, x_q, x_kv, mask, self.record_attention)
+                out, weights = _run_heads(self.heads, x_q, x_kv, mask, self.record_attention,
+                                          cache, self.full_width)
                 self.attention_weights = weights
-                return out
-            return self.per_head(x_q, x_kv, mask)
+            else:
+                out = self.per_head(x_q, x_kv, mask)
+            return self.W_O(out)
 
         def per_head(self, x_q, x_kv, mask):
-            """Reference path: each head on its own slice, outputs concatenated."""
+            """Reference path: each head on its own slice, outputs concatenated (before W^O)."""
             s = self.qkv_size
             if mask is not None and mask.dim() == 4:
                 mask = mask[:, 0]                                         # (B, T_q, T_k)
-            outs = [self.call_head(h, x_q[..., i * s:(i + 1) * s], x_kv[..., i * s:(i + 1) * s],
-                                   mask) for i, h in enumerate(self.heads)]
+
+            def part(x, i):
+                return x if self.full_width else x[..., i * s:(i + 1) * s]
+
+            outs = [self.call_head(h, part(x_q, i), part(x_kv, i), mask)
+                    for i, h in enumerate(self.heads)]
             return torch.cat(outs, dim=-1)                                # (B, T_q, M)
 
         def call_head(self, head, x_q, x_kv, mask):
@@ -399,8 +454,8 @@ class TransformerBase:
 
         head_class_name = "CrossAttentionHead"
 
-        def forward(self, x, memory, mask=None):
-            return self.attend(x, memory, mask)
+        def forward(self, x, memory, mask=None, cache=None):
+            return self.attend(x, memory, mask, cache)
 
         def call_head(self, head, x_q, x_kv, mask):
             return head(x_q, x_kv, mask)
@@ -477,8 +532,9 @@ class TransformerBase:
             masking: accepted as in DLStudio; the mask itself is built once per batch by
                      MasterDecoderWithMasking and passed in.
         Shape:
-            x (B, T_tgt, M), memory (B, T_src, M), self_mask (1, 1, T_tgt, T_tgt),
+            x (B, T_tgt, M), memory (B, T_src, M), self_mask (T_tgt, T_tgt),
             cross_mask (B, 1, 1, T_src) -> (B, T_tgt, M)
+            With ``cache`` (decoding), x is the newest word only: (B, 1, M).
         """
 
         def __init__(self, dls, xformer, num_atten_heads, masking=True):
@@ -491,12 +547,14 @@ class TransformerBase:
             self.norm1, self.norm2, self.norm3 = nn.LayerNorm(M), nn.LayerNorm(M), nn.LayerNorm(M)
             self.dropout = nn.Dropout(xformer.dropout)
 
-        def forward(self, x, memory, self_mask=None, cross_mask=None):
+        def forward(self, x, memory, self_mask=None, cross_mask=None, cache=None):
+            self_cache, cross_cache = (cache["self"], cache["cross"]) if cache else (None, None)
             x = residual(x, self.norm1,
-                         lambda y: self.dropout(self.self_attention(y, self_mask)),
+                         lambda y: self.dropout(self.self_attention(y, self_mask, self_cache)),
                          self.norm_first)                                  # (B, T_tgt, M)
             x = residual(x, self.norm2,
-                         lambda y: self.dropout(self.cross_attention(y, memory, cross_mask)),
+                         lambda y: self.dropout(self.cross_attention(y, memory, cross_mask,
+                                                                     cross_cache)),
                          self.norm_first)                                  # (B, T_tgt, M)
             return residual(x, self.norm3, lambda y: self.dropout(self.feed_forward(y)),
                             self.norm_first)                               # (B, T_tgt, M)
@@ -512,6 +570,8 @@ class TransformerBase:
             x (B, T_tgt, M) embedded Spanish, memory (B, T_src, M), cross_mask
             (B, 1, 1, T_src) -> logits (B, T_tgt, V_es), or (N, V_es) for the N positions
             where ``keep`` (B, T_tgt) is True (training computes no logits for padding).
+            With ``cache`` (from ``new_cache``), x is only the newest word (B, 1, M): the
+            earlier words' keys and values are in the cache (incremental decoding).
         """
 
         def __init__(self, dls, xformer, num_basic_decoders=4, num_atten_heads=4,
@@ -537,11 +597,18 @@ class TransformerBase:
             return {"num_basic_decoders": self.num_basic_decoders,
                     "num_atten_heads": self.num_atten_heads, "masking": self.masking}
 
-        def forward(self, x, memory, cross_mask=None, keep=None):
+        def new_cache(self):
+            """Empty key/value caches, one per layer, for decoding one word at a time."""
+            return [{"self": {}, "cross": {}} for _ in self.basic_decoder_arr]
+
+        def forward(self, x, memory, cross_mask=None, keep=None, cache=None):
             T = x.size(1)
-            self_mask = causal_mask(T, x.device) if self.masking else None   # (T_tgt, T_tgt)
-            for decoder in self.basic_decoder_arr:
-                x = decoder(x, memory, self_mask, cross_mask)                 # (B, T_tgt, M)
+            # The newest word may look at every cached word: no causal mask is needed then.
+            causal = self.masking and cache is None
+            self_mask = causal_mask(T, x.device) if causal else None          # (T_tgt, T_tgt)
+            for i, decoder in enumerate(self.basic_decoder_arr):
+                x = decoder(x, memory, self_mask, cross_mask,
+                            cache[i] if cache else None)                       # (B, T_tgt, M)
             x = self.final_norm(x)
             if keep is not None:
                 x = x[keep]                                                   # (N, M)
@@ -561,6 +628,8 @@ class TransformerBase:
             self.embeddings_generator_en = xformer.embeddings_generator_en
             self.embeddings_generator_es = xformer.embeddings_generator_es
             self.encoder, self.decoder = master_encoder, master_decoder
+            if xformer.tie_embeddings:   # the output layer reuses the Spanish word vectors
+                master_decoder.out.weight = self.embeddings_generator_es.embedding.weight
 
         def encode(self, src):
             cross_mask = padding_mask(src)[:, None, None, :]                  # (B, 1, 1, T_src)
@@ -569,6 +638,45 @@ class TransformerBase:
 
         def decode(self, tgt, memory, cross_mask, keep=None):
             return self.decoder(self.embeddings_generator_es(tgt), memory, cross_mask, keep)
+
+        def decode_next(self, word, position, memory, cross_mask, cache):
+            """Logits for the word after ``word`` (at ``position``), reusing ``cache``.
+
+            Shape: word (B, 1) -> (B, V_es)
+            """
+            x = self.embeddings_generator_es(word, start=position)            # (B, 1, M)
+            return self.decoder(x, memory, cross_mask, cache=cache)[:, -1]     # (B, V_es)
+
+        @torch.no_grad()
+        def attention_maps(self, src, tgt):
+            """The attention weights of one teacher-forced pass (for plots).
+
+            Shape: src (B, T_src), tgt (B, T_tgt) -> dict with "encoder", "decoder_self"
+            and "cross": lists (one per layer) of (B, H, T_q, T_k) weights; each row sums
+            to 1 and masked positions are exactly 0.
+            """
+            encoders = [e.self_attention for e in self.encoder.basic_encoder_arr]
+            selfs = [d.self_attention for d in self.decoder.basic_decoder_arr]
+            crosses = [d.cross_attention for d in self.decoder.basic_decoder_arr]
+            everything = encoders + selfs + crosses
+            if not all(a.batched for a in everything):
+                raise ValueError("attention maps are recorded on the batched path only; a "
+                                 "custom head's forward must keep its own weights")
+            for a in everything:
+                a.record_attention = True
+            try:
+                self(src, tgt)
+                return {"encoder": [a.attention_weights for a in encoders],
+                        "decoder_self": [a.attention_weights for a in selfs],
+                        "cross": [a.attention_weights for a in crosses]}
+            finally:
+                for a in everything:
+                    a.record_attention, a.attention_weights = False, None
+
+        def can_cache(self):
+            """Incremental decoding needs every attention on the batched path."""
+            return all(m.batched for m in self.decoder.modules()
+                       if isinstance(m, TransformerBase.SelfAttention))
 
         def forward(self, src, tgt, keep=None):
             memory, cross_mask = self.encode(src)
@@ -639,10 +747,14 @@ class TransformerBase:
     # in DLStudio.training and DLStudio.evaluation; these methods only connect the parts.
     def run_code_for_training(self, dls, master_encoder, master_decoder,
                               display_train_loss=False, checkpoints_dir=None,
-                              max_minutes=None, overwrite=False, clip_grad_norm=1.0):
+                              max_minutes=None, overwrite=False, resume=False,
+                              clip_grad_norm=1.0, track_bleu=False):
         """Train every parameter (both embedding generators included) on the training
         split, write a checkpoint every ``checkpoint_freq`` epochs to ``checkpoints_dir``
-        and the final model to ``dls.path_saved_model``.
+        and the final model to ``dls.path_saved_model``. ``resume=True`` continues from the
+        newest readable checkpoint in ``checkpoints_dir``; ``overwrite=True`` allows a
+        directory that already holds checkpoints; ``track_bleu=True`` scores the held-out
+        split at every checkpoint.
 
         Returns:
             the ``Trainer`` (its ``model``, ``train_losses``, ``optimizer``).
@@ -650,9 +762,11 @@ class TransformerBase:
         checkpoints_dir = checkpoints_dir or f"checkpoints_{self.variant}"
         trainer = Trainer(self, master_encoder, master_decoder, checkpoints_dir,
                           display_train_loss=display_train_loss, max_minutes=max_minutes,
-                          overwrite=overwrite, clip_grad_norm=clip_grad_norm)
+                          overwrite=overwrite, resume=resume,
+                          clip_grad_norm=clip_grad_norm, track_bleu=track_bleu)
         trainer.run()
-        self.save_model(trainer.payload(trainer.epoch), dls.path_saved_model)
+        self.save_model(trainer.payload(trainer.last_epoch, trainer.batches_done == 0),
+                        dls.path_saved_model)
         self.trained_model = trainer.model
         return trainer
 
@@ -852,7 +966,11 @@ class TransformerFG(TransformerBase):
     norm_first = False
 
     def make_optimizer(self, params):
-        """Adam (optimizer_params) driven by the warm-up schedule."""
+        """Adam (optimizer_params) driven by the warm-up schedule; with
+        ``num_warmup_steps=0``, plain Adam at ``dl_studio.learning_rate`` (to see what the
+        warm-up is for)."""
+        if not self.num_warmup_steps:
+            return self._adam(params, lr=self.dl_studio.learning_rate)
         return self.ScheduledOptim(self._adam(params, lr=0.0), self.lr_mul,
                                    self.embedding_size, self.num_warmup_steps)
 

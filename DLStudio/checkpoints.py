@@ -17,7 +17,8 @@ import tempfile
 
 import torch
 
-__all__ = ["CheckpointError", "FORMAT", "checkpoint_path", "list_checkpoints",
+__all__ = ["CheckpointError", "FORMAT", "checkpoint_path", "checkpoint_files",
+           "list_checkpoints",
            "save_checkpoint", "load_checkpoint"]
 
 FORMAT = "dlstudio-transformers-checkpoint-v1"
@@ -30,6 +31,17 @@ class CheckpointError(RuntimeError):
 def checkpoint_path(checkpoints_dir, index):
     """``DIR/checkpoint_<index>.pt``: index is the 0-based epoch at whose end it was written."""
     return os.path.join(checkpoints_dir, f"checkpoint_{index}.pt")
+
+
+def checkpoint_files(checkpoints_dir):
+    """Every checkpoint file in a directory, oldest training state first (by epoch; a
+    partial checkpoint, written inside an epoch, after the complete one before it)."""
+    found = []
+    for path in glob.glob(os.path.join(checkpoints_dir, "checkpoint_*.pt")):
+        m = re.fullmatch(r"checkpoint_(\d+)(_partial)?\.pt", os.path.basename(path))
+        if m:
+            found.append(((int(m.group(1)) - (0.5 if m.group(2) else 0.0)), path))
+    return [path for _, path in sorted(found)]
 
 
 def list_checkpoints(checkpoints_dir):

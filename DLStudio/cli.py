@@ -14,10 +14,11 @@ import sys
 from .checkpoints import CheckpointError, checkpoint_path, list_checkpoints
 from .datasets import BUNDLED_ARCHIVE, ArchiveError, load_archive
 from .DLStudio import DLStudio
-from .training import TrainingDiverged
+from .training import TrainingDiverged, TrainingInterrupted
 from .Transformers import TransformerBase, TransformerFG, TransformerPreLN
 
-__all__ = ["train_main", "test_checkpoint_main", "translate_main", "LECTURE"]
+__all__ = ["train_main", "test_checkpoint_main", "translate_main", "load_checkpoint_or_exit",
+           "LECTURE"]
 
 log = logging.getLogger("DLStudio")
 
@@ -69,7 +70,7 @@ def _run(fn, argv):
     try:
         return fn(argv)
     except (UserError, ArchiveError, CheckpointError, FileNotFoundError, FileExistsError,
-            TrainingDiverged, ValueError) as e:
+            TrainingDiverged, TrainingInterrupted, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
 
@@ -123,6 +124,16 @@ def training_parser(variant):
                    help="stop after this much training (a checkpoint is written)")
     p.add_argument("--overwrite", action="store_true",
                    help="reuse a checkpoints directory that holds checkpoints")
+    p.add_argument("--resume", action="store_true",
+                   help="continue from the newest checkpoint in --checkpoints-dir")
+    p.add_argument("--track-bleu", action="store_true",
+                   help="score the held-out split at every checkpoint (plotted with the loss)")
+    p.add_argument("--full-width-heads", action="store_true",
+                   help="heads read the whole embedding, with an output projection W^O")
+    p.add_argument("--tie-embeddings", action="store_true",
+                   help="the output layer shares the Spanish embedding matrix")
+    p.add_argument("--learned-positions", action="store_true",
+                   help="trained position vectors instead of sinusoids")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cpu", action="store_true", help="do not use a GPU even when present")
     p.add_argument("--no-eval", action="store_true", help="skip the held-out evaluation")
@@ -142,7 +153,10 @@ def train_main(variant, argv=None):
         xformer = cls(dl_studio=dls, data_archive=archive, max_seq_length=args.max_seq_length,
                       embedding_size=args.embedding_size, num_warmup_steps=args.num_warmup_steps,
                       lr_mul=args.lr_mul, checkpoint_freq=args.checkpoint_freq,
-                      dropout=args.dropout, label_smoothing=args.label_smoothing)
+                      dropout=args.dropout, label_smoothing=args.label_smoothing,
+                      full_width_heads=args.full_width_heads,
+                      tie_embeddings=args.tie_embeddings,
+                      learned_positions=args.learned_positions)
         encoder = cls.MasterEncoder(dls, xformer, num_basic_encoders=args.num_layers,
                                     num_atten_heads=args.num_atten_heads)
         decoder = cls.MasterDecoderWithMasking(dls, xformer, num_basic_decoders=args.num_layers,
@@ -155,7 +169,8 @@ def train_main(variant, argv=None):
               f"device {dls.device}")
         xformer.run_code_for_training(dls, encoder, decoder, display_train_loss=True,
                                       checkpoints_dir=args.checkpoints_dir,
-                                      max_minutes=args.max_minutes, overwrite=args.overwrite)
+                                      max_minutes=args.max_minutes, overwrite=args.overwrite,
+                                      resume=args.resume, track_bleu=args.track_bleu)
         if not args.no_eval:
             xformer.run_code_for_evaluating(encoder, decoder, show=10,
                                             result_file=os.path.join(args.checkpoints_dir,
@@ -176,6 +191,16 @@ def _load(checkpoints_dir, index, archive=None):
                         f"{have or 'none'}")
     corpus = load_archive(archive) if archive else None
     return TransformerBase.from_checkpoint(path, corpus=corpus)
+
+
+def load_checkpoint_or_exit(checkpoints_dir, index, archive=None):
+    """``(xformer, model)`` from ``checkpoints_dir/checkpoint_<index>.pt``, or a one-line
+    message and exit code 1 (for scripts)."""
+    try:
+        return _load(checkpoints_dir, index, archive)
+    except (UserError, ArchiveError, CheckpointError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)
 
 
 def test_checkpoint_main(variant, argv=None):

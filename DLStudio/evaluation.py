@@ -2,7 +2,9 @@
 
 Translation is autoregressive: the decoder starts from SOS, predicts one word, and that word
 is fed back as input for the next, until EOS (or max_seq_length). Sentences are translated
-in batches; a finished sentence keeps emitting EOS while the others go on.
+in batches; a finished sentence keeps emitting EOS while the others go on. The decoder
+keeps the keys and values of the words it has already read (a cache), so each step computes
+one new position instead of the whole prefix again.
 
 BLEU is computed on the held-out split, one hypothesis per distinct English sentence,
 against every Spanish translation of that sentence in the archive:
@@ -23,10 +25,30 @@ __all__ = ["greedy_decode", "beam_search", "translate_ids", "held_out_references
            "bleu_scores", "evaluate_bleu"]
 
 
-def _last_position(B, T, device):
-    keep = torch.zeros(B, T, dtype=torch.bool, device=device)
-    keep[:, -1] = True
-    return keep
+class _NextWord:
+    """Logits of the next word after ``ys`` (B, t): incremental when the model allows it
+    (cached keys and values of earlier words: one position of work per step), else by
+    re-running the decoder on the whole prefix."""
+
+    def __init__(self, model, memory, cross_mask):
+        self.model, self.memory, self.cross_mask = model, memory, cross_mask
+        self.cache = model.decoder.new_cache() if model.can_cache() else None
+
+    def __call__(self, ys):
+        t = ys.size(1)
+        if self.cache is not None:
+            return self.model.decode_next(ys[:, -1:], t - 1, self.memory, self.cross_mask,
+                                          self.cache)                      # (B, V_es)
+        keep = torch.zeros(ys.shape, dtype=torch.bool, device=ys.device)
+        keep[:, -1] = True                         # logits for the last position only
+        return self.model.decode(ys, self.memory, self.cross_mask, keep)  # (B, V_es)
+
+    def reorder(self, origin):
+        """Beam search: hypothesis i continues hypothesis origin[i]."""
+        if self.cache is not None:
+            for layer in self.cache:
+                for key in ("K", "V"):
+                    layer["self"][key] = layer["self"][key][origin]
 
 
 @torch.no_grad()
@@ -39,9 +61,9 @@ def greedy_decode(model, src, max_len):
     B = src.size(0)
     ys = torch.full((B, 1), SOS_INDEX, dtype=torch.long, device=src.device)
     done = torch.zeros(B, dtype=torch.bool, device=src.device)
+    next_word_logits = _NextWord(model, memory, cross_mask)
     for _ in range(max_len - 1):
-        logits = model.decode(ys, memory, cross_mask,
-                              _last_position(B, ys.size(1), src.device))  # (B, V_es)
+        logits = next_word_logits(ys)                                     # (B, V_es)
         next_word = logits.argmax(dim=-1).masked_fill(done, EOS_INDEX)    # (B,)
         ys = torch.cat([ys, next_word[:, None]], dim=1)                   # (B, t + 1)
         done |= next_word == EOS_INDEX
@@ -69,9 +91,9 @@ def beam_search(model, src, max_len, beam_width=4, length_penalty=0.6):
     scores[:, 0] = 0.0                                  # start from one hypothesis per sentence
     finished = torch.zeros(B * K, dtype=torch.bool, device=device)
     lengths = torch.zeros(B * K, device=device)
+    next_word_logits = _NextWord(model, memory, cross_mask)
     for _ in range(max_len - 1):
-        logits = model.decode(ys, memory, cross_mask,
-                              _last_position(B * K, ys.size(1), device))   # (B K, V_es)
+        logits = next_word_logits(ys)                                      # (B K, V_es)
         logp = torch.log_softmax(logits.float(), dim=-1)
         V = logp.size(-1)
         logp[finished] = float("-inf")                  # a finished hypothesis only repeats
@@ -81,6 +103,7 @@ def beam_search(model, src, max_len, beam_width=4, length_penalty=0.6):
         origin = (torch.arange(B, device=device)[:, None] * K + flat // V).view(-1)
         word = (flat % V).view(-1)                                         # (B K,)
         ys = torch.cat([ys[origin], word[:, None]], dim=1)
+        next_word_logits.reorder(origin)
         lengths = lengths[origin] + (~finished[origin]).float()
         finished = finished[origin] | (word == EOS_INDEX)
         if finished.all():

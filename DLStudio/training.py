@@ -11,17 +11,27 @@ batched together (length bucketing), so little time goes into padding.
 import logging
 import math
 import os
-import random
+import signal
+import threading
 import time
 
 import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from .checkpoints import FORMAT, checkpoint_path, list_checkpoints, save_checkpoint
+from .checkpoints import (
+    FORMAT,
+    CheckpointError,
+    checkpoint_files,
+    checkpoint_path,
+    load_checkpoint,
+    save_checkpoint,
+)
+from .evaluation import evaluate_bleu
 from .tokens import padding_mask
 
-__all__ = ["Trainer", "TrainingDiverged", "encode_pairs", "bucketed_batches"]
+__all__ = ["Trainer", "TrainingDiverged", "TrainingInterrupted", "encode_pairs",
+           "bucketed_batches"]
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +71,11 @@ def bucketed_batches(lengths, batch_size, generator, pool=50):
     return [batches[i] for i in perm]
 
 
+class TrainingInterrupted(RuntimeError):
+    """Ctrl-C or SIGTERM during training: a checkpoint was written; the message says where
+    and how to resume."""
+
+
 class Trainer:
     """Trains an EncoderDecoder on the container's training split and writes checkpoints.
 
@@ -72,11 +87,16 @@ class Trainer:
         clip_grad_norm:   clip the gradient norm to this value (None: no clipping).
         overwrite:        allow a directory that already holds checkpoints (files of the
                           same name are replaced; nothing else is ever deleted).
+        resume:           continue from the newest complete checkpoint in checkpoints_dir
+                          (weights, optimiser and warm-up step, epoch, position in the
+                          epoch, random state): the run ends where an uninterrupted one would.
+        track_bleu:       score the held-out split (greedy) at every checkpoint; the scores
+                          go into the checkpoint and beside the loss in train_loss.png.
     """
 
     def __init__(self, xformer, master_encoder, master_decoder, checkpoints_dir,
                  display_train_loss=False, max_minutes=None, clip_grad_norm=1.0,
-                 overwrite=False, log_every=None):
+                 overwrite=False, resume=False, track_bleu=False):
         dls = xformer.dl_studio
         self.xformer, self.dls, self.device = xformer, dls, dls.device
         self.encoder, self.decoder = master_encoder, master_decoder
@@ -86,19 +106,25 @@ class Trainer:
         self.checkpoints_dir = checkpoints_dir
         self.display_train_loss = display_train_loss
         self.max_minutes, self.clip_grad_norm = max_minutes, clip_grad_norm
-        self.log_every = log_every
-        self.step, self.epoch, self.train_losses = 0, 0, []
-        if xformer.save_checkpoints and checkpoints_dir:
-            existing = list_checkpoints(checkpoints_dir) if os.path.isdir(checkpoints_dir) else []
-            if existing and not overwrite:
-                raise FileExistsError(
-                    f"{checkpoints_dir} already holds checkpoints {existing} from another "
-                    "run. Choose another directory, or pass overwrite=True (--overwrite) to "
-                    "replace checkpoints of the same index (other files are never deleted).")
+        self.step, self.epoch, self.batches_done, self.train_losses = 0, 0, 0, []
+        self.last_epoch = None
+        self.last_checkpoint = None
+        self.track_bleu, self.bleu_history = track_bleu, []       # (step, epoch, bleu)
         if not xformer.training_corpus:
             raise ValueError("the training split is empty: give the container an archive")
         self.src, self.tgt, self.src_len, self.tgt_len = encode_pairs(
             xformer, xformer.training_corpus)
+        if resume:
+            self.resume()
+        elif xformer.save_checkpoints and checkpoints_dir:
+            existing = checkpoint_files(checkpoints_dir)
+            if existing and not overwrite:
+                raise FileExistsError(
+                    f"{checkpoints_dir} already holds checkpoints "
+                    f"({', '.join(os.path.basename(p) for p in existing)}) from another run. "
+                    "Continue it with --resume (resume=True), replace checkpoints of the same "
+                    "name with --overwrite (overwrite=True; other files are never deleted), "
+                    "or choose another directory.")
 
     # -----------------------------------------------------------------------------------
     def loss_on_batch(self, src, tgt):
@@ -113,78 +139,110 @@ class Trainer:
                                label_smoothing=self.xformer.label_smoothing)
 
     def train_step(self, src, tgt):
+        """zero_grad, forward, loss, backward, clip, step. A non-finite loss or gradient
+        stops training before the weights are touched."""
         self.optimizer.zero_grad()
         loss = self.loss_on_batch(src, tgt)
         value = loss.item()
         if not math.isfinite(value):
-            raise TrainingDiverged(
-                f"the loss became {value} at epoch {self.epoch}, step {self.step + 1} "
-                f"(learning rate {self.current_lr():.3g}). Lower the peak learning rate "
-                "(lr_mul / learning_rate) or lengthen the warm-up (num_warmup_steps).")
+            self.diverged(f"the loss became {value}")
         loss.backward()
         if self.clip_grad_norm:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip_grad_norm)
+            norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip_grad_norm)
+            if not torch.isfinite(norm):
+                self.diverged(f"the gradient norm became {norm.item()}")
         self.optimizer.step()
         self.step += 1
         return value
 
+    def diverged(self, what):
+        kept = (f"the last good checkpoint is {self.last_checkpoint}" if self.last_checkpoint
+                else "no checkpoint had been written yet")
+        raise TrainingDiverged(
+            f"training diverged: {what} in epoch {self.epoch + 1}, step {self.step + 1}, learning "
+            f"rate {self.current_lr():.3g}; nothing was saved over good weights ({kept}). "
+            "Lower the peak learning rate (lr_mul for FG, learning_rate for PreLN) or "
+            "lengthen the warm-up (num_warmup_steps).")
+
     def current_lr(self):
         return self.optimizer.param_groups[0]["lr"]
 
-    def batches(self, epoch):
+    def batches(self, epoch, skip=0):
+        """The epoch's batches, in an order that depends only on the seed and the epoch (so
+        a resumed run sees the same batches); the first ``skip`` are left out."""
         gen = torch.Generator().manual_seed((self.dls.seed or 0) * 1000003 + epoch)
         lengths = torch.maximum(self.src_len, self.tgt_len)
-        for idx in bucketed_batches(lengths, self.dls.batch_size, gen):
+        for idx in bucketed_batches(lengths, self.dls.batch_size, gen)[skip:]:
             T_src, T_tgt = int(self.src_len[idx].max()), int(self.tgt_len[idx].max())
             yield (self.src[idx, :T_src].to(self.device, non_blocking=True),
                    self.tgt[idx, :T_tgt].to(self.device, non_blocking=True))
 
+    # -----------------------------------------------------------------------------------
     def run(self, callback=None):
-        """Train for ``dl_studio.epochs`` epochs (or ``max_minutes``); return the losses.
+        """Train up to ``dl_studio.epochs`` epochs (or ``max_minutes``); return the losses.
 
         ``callback(trainer)``, if given, is called after every step; returning True stops
-        training there (a checkpoint is written, as when ``max_minutes`` runs out).
+        training there (a checkpoint is written, as when ``max_minutes`` runs out). Ctrl-C
+        and SIGTERM finish the current step, write a checkpoint and raise
+        ``TrainingInterrupted``.
         """
         self.model.train()
         start = time.monotonic()
         n_batches = math.ceil(len(self.src) / self.dls.batch_size)
-        out_of_time = False
-        for epoch in range(self.epoch, self.dls.epochs):
-            self.epoch = epoch
-            bar = tqdm(self.batches(epoch), total=n_batches, leave=False,
-                       desc=f"epoch {epoch + 1}/{self.dls.epochs}", mininterval=1.0)
-            total, count = 0.0, 0
-            for src, tgt in bar:
-                loss = self.train_step(src, tgt)
-                self.train_losses.append(loss)
-                total, count = total + loss, count + 1
-                if self.step % 20 == 0:
-                    bar.set_postfix(loss=f"{total / count:.3f}", lr=f"{self.current_lr():.2e}")
-                if (self.max_minutes and time.monotonic() - start > 60 * self.max_minutes) \
-                        or (callback is not None and callback(self)):
-                    out_of_time = True
+        stop = None
+        with _StopSignals() as signals:
+            for epoch in range(self.epoch, self.dls.epochs):
+                self.epoch = epoch
+                bar = tqdm(self.batches(epoch, skip=self.batches_done), total=n_batches,
+                           initial=self.batches_done, leave=False, mininterval=1.0,
+                           desc=f"epoch {epoch + 1}/{self.dls.epochs}")
+                total, count = 0.0, 0
+                for src, tgt in bar:
+                    loss = self.train_step(src, tgt)
+                    self.batches_done += 1
+                    self.train_losses.append(loss)
+                    total, count = total + loss, count + 1
+                    if self.step % 20 == 0:
+                        bar.set_postfix(loss=f"{total / count:.3f}",
+                                        lr=f"{self.current_lr():.2e}")
+                    if signals.received:
+                        stop = "signal"
+                    elif ((self.max_minutes and time.monotonic() - start > 60 * self.max_minutes)
+                          or (callback is not None and callback(self))):
+                        stop = "early"
+                    if stop:
+                        break
+                bar.close()
+                complete = self.batches_done == n_batches
+                self.last_epoch = epoch
+                log.info("epoch %d/%d%s: mean loss %.4f, lr %.2e, %.0f s", epoch + 1,
+                         self.dls.epochs, "" if complete else " (stopped inside it)",
+                         total / max(count, 1), self.current_lr(), time.monotonic() - start)
+                due = complete and ((epoch + 1) % self.xformer.checkpoint_freq == 0
+                                    or epoch + 1 == self.dls.epochs)
+                if self.xformer.save_checkpoints and self.checkpoints_dir and (due or stop):
+                    self.save(epoch, complete)
+                if complete:                       # the next run() starts with the next epoch
+                    self.epoch, self.batches_done = epoch + 1, 0
+                if stop:
                     break
-            bar.close()
-            log.info("epoch %d/%d: mean loss %.4f, lr %.2e, %.0f s", epoch + 1, self.dls.epochs,
-                     total / max(count, 1), self.current_lr(), time.monotonic() - start)
-            due = ((epoch + 1) % self.xformer.checkpoint_freq == 0
-                   or epoch + 1 == self.dls.epochs)
-            if self.xformer.save_checkpoints and self.checkpoints_dir and (due or out_of_time):
-                self.save(epoch)
-            if out_of_time:
-                log.info("stopped early after %.1f minutes", (time.monotonic() - start) / 60)
-                break
         self.model.eval()
         if self.display_train_loss:
             self.plot_losses()
+        if stop == "signal":
+            raise TrainingInterrupted(
+                f"training interrupted by {signals.received}; checkpoint written: "
+                f"{self.last_checkpoint}. Continue with --resume (resume=True) and the same "
+                "checkpoints directory.")
         return self.train_losses
 
     # -----------------------------------------------------------------------------------
-    def payload(self, epoch):
+    def payload(self, epoch, complete=True):
         """Everything a later script needs, in one dict (see DLStudio.checkpoints)."""
         x = self.xformer
         return {
             "format": FORMAT, "variant": x.variant, "epoch": epoch, "step": self.step,
+            "epoch_complete": complete, "batches_done": self.batches_done,
             "container_args": x.constructor_args(),
             "encoder_config": self.encoder.config(), "decoder_config": self.decoder.config(),
             "vocab_en": list(x.vocab_en), "vocab_es": list(x.vocab_es),
@@ -194,15 +252,48 @@ class Trainer:
                       "encoder": self.encoder.state_dict(),
                       "decoder": self.decoder.state_dict()},
             "optimizer": self.optimizer.state_dict(),
-            "rng": {"torch": torch.get_rng_state(), "python": list(random.getstate()[1])},
+            "rng": {"torch": torch.get_rng_state()},
             "train_losses": list(self.train_losses),
+            "held_out_bleu": [list(row) for row in self.bleu_history],
         }
 
-    def save(self, epoch):
-        path = checkpoint_path(self.checkpoints_dir, epoch)
-        save_checkpoint(self.payload(epoch), path)
+    def save(self, epoch, complete=True):
+        """Write checkpoint_<epoch>.pt (or checkpoint_<epoch>_partial.pt inside an epoch)."""
+        path = checkpoint_path(self.checkpoints_dir, epoch if complete else f"{epoch}_partial")
+        if self.track_bleu and self.xformer.held_out_corpus:
+            bleu = evaluate_bleu(self.xformer, self.model, self.xformer.held_out_corpus,
+                                 show=0)["bleu"]
+            self.model.train()
+            self.bleu_history.append((self.step, epoch, bleu))
+            log.info("held-out BLEU at epoch %d: %.2f", epoch, bleu)
+        save_checkpoint(self.payload(epoch, complete), path)
+        self.last_checkpoint = path
         log.info("checkpoint written: %s", path)
         return path
+
+    def resume(self):
+        """Load the newest checkpoint that reads back; a damaged one is reported and passed
+        over."""
+        for path in reversed(checkpoint_files(self.checkpoints_dir)):
+            try:
+                payload = load_checkpoint(path)
+                self.xformer.load_weights(payload, self.encoder, self.decoder)
+            except CheckpointError as e:
+                log.warning("skipping %s: %s", path, e)
+                continue
+            self.optimizer.load_state_dict(payload["optimizer"])
+            self.step, self.train_losses = payload["step"], list(payload["train_losses"])
+            self.bleu_history = [tuple(row) for row in payload.get("held_out_bleu", [])]
+            if payload["epoch_complete"]:
+                self.epoch, self.batches_done = payload["epoch"] + 1, 0
+            else:
+                self.epoch, self.batches_done = payload["epoch"], payload["batches_done"]
+            torch.set_rng_state(payload["rng"]["torch"])
+            self.last_checkpoint = path
+            log.info("resuming from %s (epoch %d, step %d)", path, self.epoch + 1, self.step)
+            return path
+        raise FileNotFoundError(f"nothing to resume: no readable checkpoint in "
+                                f"{self.checkpoints_dir}")
 
     def plot_losses(self):
         from matplotlib.figure import Figure
@@ -212,13 +303,42 @@ class Trainer:
         ax = fig.add_subplot()
         losses = torch.tensor(self.train_losses)
         k = max(1, len(losses) // 200)
-        smooth = losses[: len(losses) // k * k].view(-1, k).mean(1) if len(losses) >= k else losses
+        smooth = losses[: len(losses) // k * k].view(-1, k).mean(1)
         ax.plot(torch.arange(len(smooth)) * k, smooth)
         ax.set_xlabel("training step")
         ax.set_ylabel("cross-entropy loss")
         ax.set_title(f"Transformer{self.xformer.variant}: training loss")
+        if self.bleu_history:
+            ax2 = ax.twinx()
+            ax2.plot([r[0] for r in self.bleu_history], [r[2] for r in self.bleu_history],
+                     color="tab:red", marker="o")
+            ax2.set_ylabel("held-out BLEU", color="tab:red")
         path = os.path.join(folder, "train_loss.png")
         fig.savefig(path, dpi=100)
         log.info("loss curve written: %s", path)
         return path
 
+
+class _StopSignals:
+    """While training: Ctrl-C (SIGINT) and SIGTERM set a flag instead of killing the
+    process mid-step; the previous handlers come back afterwards. Installed only in the
+    main thread, and only for the duration of ``with``."""
+
+    def __enter__(self):
+        self.received, self.previous = None, {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self.previous[sig] = signal.signal(sig, self.handle)
+        return self
+
+    def handle(self, signum, frame):
+        if self.received:            # a second Ctrl-C: the user means it
+            raise KeyboardInterrupt
+        self.received = signal.Signals(signum).name
+        log.warning("%s received: finishing this step and writing a checkpoint ...",
+                    self.received)
+
+    def __exit__(self, *exc):
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+        return False

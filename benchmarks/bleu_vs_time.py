@@ -15,14 +15,12 @@ import csv
 import logging
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from DLStudio import DLStudio, TransformerFG, TransformerPreLN  # noqa: E402
 from DLStudio.datasets import BUNDLED_ARCHIVE, load_archive  # noqa: E402
-from DLStudio.evaluation import evaluate_bleu  # noqa: E402
-from DLStudio.training import Trainer  # noqa: E402
+from DLStudio.experiments import budget_run  # noqa: E402
 
 
 def main():
@@ -40,6 +38,9 @@ def main():
     p.add_argument("--learning-rate", type=float, default=3e-4, help="PreLN: Adam's rate")
     p.add_argument("--dropout", type=float, default=0.1)
     p.add_argument("--label-smoothing", type=float, default=0.1)
+    p.add_argument("--full-width-heads", action="store_true")
+    p.add_argument("--tie-embeddings", action="store_true")
+    p.add_argument("--learned-positions", action="store_true")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="bleu_vs_time", help="folder for the CSV and the plot")
     args = p.parse_args()
@@ -50,43 +51,29 @@ def main():
                    learning_rate=args.learning_rate)
     x = cls(dl_studio=dls, corpus=corpus, embedding_size=args.embedding_size,
             num_warmup_steps=args.num_warmup_steps, lr_mul=args.lr_mul, dropout=args.dropout,
-            label_smoothing=args.label_smoothing, save_checkpoints=False)
+            label_smoothing=args.label_smoothing, save_checkpoints=False,
+            full_width_heads=args.full_width_heads, tie_embeddings=args.tie_embeddings,
+            learned_positions=args.learned_positions)
     enc = cls.MasterEncoder(dls, x, args.num_layers, args.num_atten_heads)
     dec = cls.MasterDecoderWithMasking(dls, x, args.num_layers, args.num_atten_heads)
-    trainer = Trainer(x, enc, dec, checkpoints_dir=None)
     print(f"Transformer{args.variant}, embedding {args.embedding_size}, {args.num_layers}+"
           f"{args.num_layers} layers, {args.num_atten_heads} heads, batch {args.batch_size}, "
           f"warm-up {args.num_warmup_steps}, lr_mul {args.lr_mul}, PreLN lr "
           f"{args.learning_rate}, dropout {args.dropout}, label smoothing "
-          f"{args.label_smoothing}; {len(x.training_corpus)} training pairs, "
+          f"{args.label_smoothing}, full-width heads {args.full_width_heads}, tied "
+          f"{args.tie_embeddings}, learned positions {args.learned_positions}; "
+          f"{len(x.training_corpus)} training pairs, "
           f"{len({en for en, _ in x.held_out_corpus})} held-out English sentences; "
           f"device {dls.device}", flush=True)
     print(f"{'minutes':>8}{'steps':>7}{'epoch':>7}{'loss':>8}{'BLEU':>7}{'sacreBLEU':>10}"
           f"{'eval s':>8}", flush=True)
-    rows, clock = [], {"eval": 0.0, "start": time.monotonic(), "next": args.every}
 
-    def evaluate(minutes):
-        t0 = time.monotonic()
-        result = evaluate_bleu(x, trainer.model, x.held_out_corpus, show=0)
-        trainer.model.train()
-        spent = time.monotonic() - t0
-        clock["eval"] += spent
-        recent = trainer.train_losses[-100:] or [float("nan")]
-        row = {"minutes": round(minutes, 2), "steps": trainer.step, "epoch": trainer.epoch,
-               "loss": sum(recent) / len(recent), "bleu": result["bleu"],
-               "sacrebleu": result.get("sacrebleu", float("nan")), "eval_seconds": spent}
-        rows.append(row)
+    def report(row):
         print(f"{row['minutes']:>8.1f}{row['steps']:>7}{row['epoch']:>7}{row['loss']:>8.3f}"
-              f"{row['bleu']:>7.2f}{row['sacrebleu']:>10.2f}{spent:>8.0f}", flush=True)
+              f"{row['bleu']:>7.2f}{row['sacrebleu']:>10.2f}{row['eval_seconds']:>8.0f}",
+              flush=True)
 
-    def every_step(trainer):
-        minutes = (time.monotonic() - clock["start"] - clock["eval"]) / 60
-        if minutes >= clock["next"]:
-            evaluate(minutes)
-            clock["next"] += args.every
-        return minutes >= args.minutes
-
-    trainer.run(callback=every_step)
+    rows = budget_run(x, enc, dec, args.minutes, args.every, report)
     os.makedirs(args.out, exist_ok=True)
     stem = os.path.join(args.out, f"bleu_vs_time_{args.variant}")
     with open(stem + ".csv", "w", newline="") as f:

@@ -15,3 +15,22 @@ def tiny_corpus():
     from DLStudio.datasets import build_corpus
     return build_corpus([("i eat", "yo como"), ("you eat", "tú comes"), ("i run", "yo corro"),
                          ("we run", "nosotros corremos"), ("i eat", "como yo")])
+
+
+@pytest.fixture(scope="session")
+def trained(tmp_path_factory):
+    """A small FG trained briefly on the bundled corpus, with its checkpoints."""
+    from DLStudio import DLStudio, TransformerFG
+    from DLStudio.datasets import BUNDLED_ARCHIVE
+    folder = tmp_path_factory.mktemp("trained")
+    dls = DLStudio(use_gpu=False, batch_size=64, epochs=2, seed=0,
+                   path_saved_model=str(folder / "saved_FG.pt"))
+    x = TransformerFG(dl_studio=dls, data_archive=BUNDLED_ARCHIVE, embedding_size=64,
+                      num_warmup_steps=200, checkpoint_freq=1)
+    enc = x.MasterEncoder(dls, x, num_basic_encoders=2, num_atten_heads=4)
+    dec = x.MasterDecoderWithMasking(dls, x, num_basic_decoders=2, num_atten_heads=4)
+    untrained = x.run_code_for_evaluating(enc, dec, model=x.model_from(enc, dec), show=0,
+                                          print_fn=lambda *a: None)
+    trainer = x.run_code_for_training(dls, enc, dec, display_train_loss=True,
+                                      checkpoints_dir=str(folder / "ck"), track_bleu=True)
+    return folder, x, enc, dec, trainer, untrained

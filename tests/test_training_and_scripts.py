@@ -8,7 +8,7 @@ import sys
 import pytest
 import torch
 
-from DLStudio import DLStudio, TransformerFG, TransformerPreLN
+from DLStudio import TransformerFG, TransformerPreLN
 from DLStudio.checkpoints import CheckpointError, list_checkpoints, load_checkpoint
 from DLStudio.datasets import BUNDLED_ARCHIVE, generate_corpus, save_archive
 from DLStudio.Transformers import TransformerBase
@@ -22,23 +22,6 @@ ENV = dict(os.environ, PYTHONPATH=ROOT, MPLBACKEND="Agg")
 def run(args, cwd, stdin=None):
     return subprocess.run([sys.executable] + args, cwd=cwd, capture_output=True, text=True,
                           env=ENV, input=stdin, timeout=600)
-
-
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """A small FG trained briefly on the bundled corpus, with its checkpoints."""
-    folder = tmp_path_factory.mktemp("trained")
-    dls = DLStudio(use_gpu=False, batch_size=64, epochs=2, seed=0,
-                   path_saved_model=str(folder / "saved_FG.pt"))
-    x = TransformerFG(dl_studio=dls, data_archive=BUNDLED_ARCHIVE, embedding_size=64,
-                      num_warmup_steps=200, checkpoint_freq=1)
-    enc = x.MasterEncoder(dls, x, num_basic_encoders=2, num_atten_heads=4)
-    dec = x.MasterDecoderWithMasking(dls, x, num_basic_decoders=2, num_atten_heads=4)
-    untrained = x.run_code_for_evaluating(enc, dec, model=x.model_from(enc, dec), show=0,
-                                          print_fn=lambda *a: None)
-    trainer = x.run_code_for_training(dls, enc, dec, display_train_loss=True,
-                                      checkpoints_dir=str(folder / "ck"))
-    return folder, x, enc, dec, trainer, untrained
 
 
 def test_short_training_raises_held_out_bleu(trained):

@@ -237,3 +237,108 @@ def test_sentence_with_words_to_ints_pads_with_eos():
     ids = x.sentence_with_words_to_ints(["SOS i EOS"], "en")
     assert ids.shape == (1, 10)
     assert ids[0].tolist() == [0, x.en_vocab_dict["i"]] + [1] * 8
+
+
+@pytest.mark.parametrize("cls", VARIANTS)
+def test_incremental_decoding_equals_rerunning_the_prefix(cls):
+    from DLStudio import evaluation
+    torch.manual_seed(8)
+    dls, x, enc, dec = make(cls)
+    randomize(dec)
+    model = x.EncoderDecoder(x, enc, dec).eval()
+    assert model.can_cache()
+    src = x.sentence_with_words_to_ints([en for en, _ in x.held_out_corpus[:8]], "en")
+    memory, cross_mask = model.encode(src)
+    ys = torch.randint(2, x.vocab_es_size, (8, 6))
+    ys[:, 0] = 0
+    cache = dec.new_cache()
+    for t in range(6):
+        step = model.decode_next(ys[:, t:t + 1], t, memory, cross_mask, cache)
+        full = model.decode(ys[:, :t + 1], memory, cross_mask)[:, -1]
+        assert torch.allclose(step, full, atol=1e-5)
+    cached = greedy_decode(model, src, 10)
+    beam = beam_search(model, src, 10, beam_width=3)
+    original = x.EncoderDecoder.can_cache
+    try:
+        x.EncoderDecoder.can_cache = lambda self: False
+        assert torch.equal(greedy_decode(model, src, 10), cached)
+        assert torch.equal(beam_search(model, src, 10, beam_width=3), beam)
+    finally:
+        x.EncoderDecoder.can_cache = original
+    assert evaluation  # the module under test
+
+
+# --- the other designs, as switches ------------------------------------------------------
+def test_full_width_heads_with_output_projection_match_pytorch():
+    torch.manual_seed(9)
+    dls, x, _, _ = make(TransformerPreLN, full_width_heads=True)
+    ours = x.BasicEncoder(dls, x, 4)
+    randomize(ours)
+    ref = nn.TransformerEncoderLayer(32, 4, dim_feedforward=64, dropout=0.0, batch_first=True,
+                                     norm_first=True)
+    heads = ours.self_attention.heads
+    with torch.no_grad():
+        ref.self_attn.in_proj_weight.copy_(torch.cat(
+            [torch.cat([getattr(h, n).weight for h in heads]) for n in ("WQ", "WK", "WV")]))
+        ref.self_attn.in_proj_bias.copy_(torch.cat(
+            [torch.cat([getattr(h, n).bias for h in heads]) for n in ("WQ", "WK", "WV")]))
+        ref.self_attn.out_proj.load_state_dict(ours.self_attention.W_O.state_dict())
+    copy_common(ours, ref, [(ours.norm1, ref.norm1), (ours.norm2, ref.norm2)])
+    h = torch.randn(2, 7, 32)
+    assert torch.allclose(ours(h, causal_mask(7)), ref(h, src_mask=causal_mask(7)), atol=1e-5)
+    attn = ours.self_attention
+    assert torch.allclose(attn(h), attn.W_O(attn.per_head(h, h, None)), atol=1e-6)
+
+
+def test_tied_output_layer_shares_the_spanish_embeddings():
+    dls, x, enc, dec = make(TransformerFG, tie_embeddings=True)
+    model = x.EncoderDecoder(x, enc, dec)
+    assert dec.out.weight is x.embeddings_generator_es.embedding.weight
+    _, x2, enc2, dec2 = make(TransformerFG)
+    untied = sum(p.numel() for p in x2.EncoderDecoder(x2, enc2, dec2).parameters())
+    assert untied - sum(p.numel() for p in model.parameters()) == x.vocab_es_size * 32
+
+
+def test_learned_positions_replace_the_sinusoids():
+    _, x, _, _ = make(TransformerFG, learned_positions=True)
+    emb = x.embeddings_generator_es
+    ids = torch.tensor([[0, 5, 6]])
+    assert torch.allclose(emb(ids), emb.embedding(ids) * 32 ** 0.5 + emb.learned_positions[:3])
+    assert any(p is emb.learned_positions for p in emb.parameters())
+
+
+def test_dropout_is_active_in_training_only():
+    torch.manual_seed(10)
+    _, x, enc, dec = make(TransformerFG, dropout=0.3)
+    model = x.EncoderDecoder(x, enc, dec)
+    src = torch.randint(2, 50, (2, 6))
+    model.train()
+    assert not torch.equal(model(src, src), model(src, src))
+    model.eval()
+    assert torch.equal(model(src, src), model(src, src))
+
+
+def test_label_smoothing_is_the_smoothed_cross_entropy():
+    from DLStudio.training import Trainer
+    torch.manual_seed(11)
+    _, x, enc, dec = make(TransformerFG, label_smoothing=0.1)
+    trainer = Trainer(x, enc, dec, checkpoints_dir=None)
+    trainer.model.eval()
+    src, tgt = next(iter(trainer.batches(0)))
+    labels, keep = tgt[:, 1:], ~padding_mask(tgt[:, 1:])
+    logp = torch.log_softmax(trainer.model(src, tgt[:, :-1], keep), dim=-1)
+    nll = -logp.gather(1, labels[keep][:, None]).mean()
+    expected = 0.9 * nll + 0.1 * (-logp.mean(dim=1)).mean()
+    assert torch.allclose(trainer.loss_on_batch(src, tgt), expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("switch", ["full_width_heads", "tie_embeddings", "learned_positions"])
+def test_every_parameter_is_trained_with_each_switch(switch):
+    from DLStudio.training import Trainer
+    torch.manual_seed(12)
+    dls, x, enc, dec = make(TransformerPreLN, **{switch: True})
+    trainer = Trainer(x, enc, dec, checkpoints_dir=None)
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+    src, tgt = next(iter(trainer.batches(0)))
+    trainer.train_step(src, tgt)
+    assert [n for n, p in trainer.model.named_parameters() if torch.equal(p, before[n])] == []

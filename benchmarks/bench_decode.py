@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""Sentences per second when translating the held-out split: our decoder with its key/value
+cache, our decoder re-running the whole prefix, and a baseline built from PyTorch's
+``nn.Transformer`` decoding naively (re-running its decoder on the whole prefix each step).
+
+    python benchmarks/bench_decode.py                                    # bundled corpus
+    python benchmarks/bench_decode.py --archive ../shared/data/en_es_xformer_8_90000.tar.gz
+
+All three run the same decoding loops (DLStudio.evaluation.greedy_decode / beam_search) on
+the same batches of held-out sentences. The models are untrained, and decoding is forced to
+run every step to max_seq_length (no early stop), so that all do the same number of steps.
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+from bench_train import Baseline  # noqa: E402
+
+from DLStudio import (  # noqa: E402
+    DLStudio,
+    TransformerFG,
+    evaluation,  # noqa: E402
+)
+from DLStudio.datasets import BUNDLED_ARCHIVE, load_archive  # noqa: E402
+from DLStudio.tokens import padding_mask  # noqa: E402
+
+
+class NaiveBaseline(torch.nn.Module):
+    """The nn.Transformer baseline behind the interface the decoding loops use."""
+
+    def __init__(self, baseline):
+        super().__init__()
+        self.b = baseline
+
+    def can_cache(self):
+        return False
+
+    def encode(self, src):
+        pad = padding_mask(src)
+        x = self.b.src_emb(src) * self.b.scale + self.b.pe[:src.size(1)]
+        return self.b.transformer.encoder(x, src_key_padding_mask=pad), pad
+
+    def decode(self, ys, memory, pad, keep):
+        T = ys.size(1)
+        y = self.b.tgt_emb(ys) * self.b.scale + self.b.pe[:T]
+        causal = torch.nn.Transformer.generate_square_subsequent_mask(T)
+        h = self.b.transformer.decoder(y, memory, tgt_mask=causal, tgt_is_causal=True,
+                                       memory_key_padding_mask=pad)
+        return self.b.out(h[keep])
+
+
+class NoCache(torch.nn.Module):
+    """Our model with its cache turned off (re-runs the prefix, like the baseline)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.m = model
+
+    def can_cache(self):
+        return False
+
+    def encode(self, src):
+        return self.m.encode(src)
+
+    def decode(self, ys, memory, cross_mask, keep):
+        return self.m.decode(ys, memory, cross_mask, keep)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--archive", default=BUNDLED_ARCHIVE)
+    p.add_argument("--embedding-size", type=int, default=256)
+    p.add_argument("--num-layers", type=int, default=4)
+    p.add_argument("--num-atten-heads", type=int, default=4)
+    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--batches", type=int, default=4, help="held-out batches per measurement")
+    p.add_argument("--repeats", type=int, default=3)
+    args = p.parse_args()
+    torch.manual_seed(0)
+    M, H, L = args.embedding_size, args.num_atten_heads, args.num_layers
+    corpus = load_archive(args.archive, max_seq_length=10)
+    dls = DLStudio(use_gpu=False, seed=0)
+    x = TransformerFG(dl_studio=dls, corpus=corpus, embedding_size=M)
+    enc = x.MasterEncoder(dls, x, L, H)
+    dec = x.MasterDecoderWithMasking(dls, x, L, H)
+    ours = x.EncoderDecoder(x, enc, dec).eval()
+    baseline = NaiveBaseline(Baseline(x.vocab_en_size, x.vocab_es_size, M, H, L,
+                                      x.FeedForward.expansion * M, x.max_seq_length,
+                                      norm_first=False)).eval()
+    english = sorted({en for en, _ in x.held_out_corpus})
+    src = x.sentence_with_words_to_ints(english, "en")
+    batches = [src[i:i + args.batch_size]
+               for i in range(0, len(src), args.batch_size)][:args.batches]
+    n = sum(len(b) for b in batches)
+    # force every step: a finished sentence is never "done" early
+    evaluation.EOS_INDEX = -1
+    models = {"ours (cache)": ours, "ours (no cache)": NoCache(ours),
+              "nn.Transformer naive": baseline}
+    print(f"archive {args.archive}; embedding {M}, {L}+{L} layers, {H} heads; {n} held-out "
+          f"sentences in batches of {args.batch_size}; {torch.get_num_threads()} threads")
+    for name, width in (("greedy", 1), ("beam-4", 4)):
+        rates = {}
+        for _ in range(args.repeats):           # interleaved repeats
+            for label, model in models.items():
+                t0 = time.perf_counter()
+                with torch.no_grad():
+                    for b in batches:
+                        if width == 1:
+                            evaluation.greedy_decode(model, b, x.max_seq_length)
+                        else:
+                            evaluation.beam_search(model, b, x.max_seq_length, width)
+                rates.setdefault(label, []).append(n / (time.perf_counter() - t0))
+        base = statistics.median(rates["nn.Transformer naive"])
+        for label, r in rates.items():
+            med = statistics.median(r)
+            print(f"{name:<7} {label:<22} {med:>9.1f} sentences/s   x{med / base:.2f} "
+                  "vs the naive baseline")
+
+
+if __name__ == "__main__":
+    main()

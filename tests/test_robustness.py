@@ -1,0 +1,195 @@
+"""Nothing lost, nothing run that should not be: resume, interruption, crash safety,
+divergence, crafted files, nothing deleted, determinism."""
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from DLStudio import DLStudio, TransformerFG, TransformerPreLN
+from DLStudio.checkpoints import (
+    CheckpointError,
+    checkpoint_files,
+    list_checkpoints,
+    load_checkpoint,
+)
+from DLStudio.datasets import generate_corpus, save_archive
+from DLStudio.training import Trainer, TrainingDiverged
+
+from .conftest import ROOT
+from .stress_sigkill import kill_trials
+
+CORPUS = generate_corpus(300, seed=4)
+
+
+def build(cls=TransformerFG, epochs=4, folder=None, dropout=0.1, **kw):
+    dls = DLStudio(use_gpu=False, batch_size=16, epochs=epochs, seed=1, learning_rate=1e-3,
+                   path_saved_model=str(folder / "saved.pt") if folder else "./saved.pt")
+    x = cls(dl_studio=dls, corpus=CORPUS, embedding_size=16, num_warmup_steps=20,
+            checkpoint_freq=1, dropout=dropout, **kw)
+    enc = x.MasterEncoder(dls, x, num_basic_encoders=1, num_atten_heads=2)
+    dec = x.MasterDecoderWithMasking(dls, x, num_basic_decoders=1, num_atten_heads=2)
+    return dls, x, enc, dec
+
+
+def weights(trainer):
+    return {k: v.clone() for k, v in trainer.model.state_dict().items()}
+
+
+def same(a, b):
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def sha(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+@pytest.mark.parametrize("cls", [TransformerFG, TransformerPreLN])
+def test_resume_reaches_the_same_weights_as_an_uninterrupted_run(tmp_path, cls):
+    dls, x, enc, dec = build(cls, epochs=4)
+    whole = Trainer(x, enc, dec, str(tmp_path / "a"))
+    whole.run()
+    # the same run stopped after 2 epochs, then resumed in a new process-like setting
+    dls, x, enc, dec = build(cls, epochs=2)
+    Trainer(x, enc, dec, str(tmp_path / "b")).run()
+    dls, x, enc, dec = build(cls, epochs=4)
+    resumed = Trainer(x, enc, dec, str(tmp_path / "b"), resume=True)
+    assert (resumed.epoch, resumed.step) == (2, whole.step // 2)
+    resumed.run()
+    assert same(weights(whole), weights(resumed))
+    assert whole.train_losses == resumed.train_losses
+    assert resumed.optimizer.state_dict()["optimizer" if cls is TransformerFG else "state"]
+
+
+def test_resume_inside_an_epoch(tmp_path):
+    dls, x, enc, dec = build(epochs=2)
+    whole = Trainer(x, enc, dec, str(tmp_path / "a"))
+    whole.run()
+    dls, x, enc, dec = build(epochs=2)
+    stopped = Trainer(x, enc, dec, str(tmp_path / "b"))
+    stopped.run(callback=lambda t: t.step == 23)       # stops inside epoch 2 (18 batches each)
+    assert [os.path.basename(p) for p in checkpoint_files(tmp_path / "b")] == \
+        ["checkpoint_0.pt", "checkpoint_1_partial.pt"]
+    dls, x, enc, dec = build(epochs=2)
+    resumed = Trainer(x, enc, dec, str(tmp_path / "b"), resume=True)
+    assert (resumed.epoch, resumed.batches_done, resumed.step) == (1, 5, 23)
+    resumed.run()
+    assert same(weights(whole), weights(resumed))
+
+
+def test_same_seed_same_losses_and_checkpoints(tmp_path):
+    runs = []
+    for name in ("a", "b"):
+        dls, x, enc, dec = build(epochs=2)
+        t = Trainer(x, enc, dec, str(tmp_path / name))
+        runs.append((t.run(), load_checkpoint(str(tmp_path / name / "checkpoint_1.pt"))))
+    (la, ca), (lb, cb) = runs
+    assert la == lb
+    for part in ca["model"]:
+        assert same(ca["model"][part], cb["model"][part])
+
+
+def test_divergence_stops_with_advice_and_keeps_the_last_checkpoint(tmp_path):
+    dls, x, enc, dec = build(TransformerPreLN, epochs=1)
+    trainer = Trainer(x, enc, dec, str(tmp_path))
+    trainer.run()
+    good = str(tmp_path / "checkpoint_0.pt")
+    before = sha(good)
+    dls.epochs = 3
+    for group in trainer.optimizer.param_groups:
+        group["lr"] = 1e30                                   # an absurd learning rate
+    with pytest.raises(TrainingDiverged) as e:
+        trainer.run()
+    message = str(e.value)
+    assert "in epoch 2" in message and "learning rate 1e+30" in message
+    assert "checkpoint_0.pt" in message and "lengthen the warm-up" in message
+    assert sha(good) == before and list_checkpoints(tmp_path) == [0]
+    payload = load_checkpoint(good)
+    assert all(torch.isfinite(v).all() for v in payload["model"]["encoder"].values())
+
+
+def test_damaged_checkpoint_is_named_and_resume_falls_back(tmp_path, caplog):
+    dls, x, enc, dec = build(epochs=2)
+    Trainer(x, enc, dec, str(tmp_path)).run()
+    last = tmp_path / "checkpoint_1.pt"
+    last.write_bytes(last.read_bytes()[: last.stat().st_size // 2])      # truncated
+    with pytest.raises(CheckpointError, match="checkpoint_1.pt"):
+        load_checkpoint(str(last))
+    dls, x, enc, dec = build(epochs=2)
+    resumed = Trainer(x, enc, dec, str(tmp_path), resume=True)
+    assert resumed.last_checkpoint.endswith("checkpoint_0.pt") and resumed.epoch == 1
+    assert "skipping" in caplog.text and "checkpoint_1.pt" in caplog.text
+
+
+class Payload:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def test_crafted_checkpoint_cannot_run_code(tmp_path):
+    marker = tmp_path / "pwned"
+    path = tmp_path / "checkpoint_0.pt"
+    torch.save({"format": "x", "model": Payload(str(marker))}, path)
+    with pytest.raises(CheckpointError, match="checkpoint_0.pt"):
+        load_checkpoint(str(path))
+    assert not marker.exists()
+
+
+def test_nothing_is_deleted_and_reuse_needs_a_decision(tmp_path):
+    dls, x, enc, dec = build(epochs=1)
+    Trainer(x, enc, dec, str(tmp_path)).run()
+    (tmp_path / "my_notes.txt").write_text("keep me")
+    (tmp_path / "saved_elsewhere").write_text("keep me too")
+    dls, x, enc, dec = build(epochs=1)
+    with pytest.raises(FileExistsError, match="--resume"):
+        Trainer(x, enc, dec, str(tmp_path))
+    Trainer(x, enc, dec, str(tmp_path), overwrite=True).run()
+    assert (tmp_path / "my_notes.txt").read_text() == "keep me"
+    assert (tmp_path / "saved_elsewhere").exists()
+
+
+def _train_command(folder, extra=()):
+    archive = folder / "tiny.tar.gz"
+    if not archive.exists():
+        save_archive(CORPUS, archive)
+    return [sys.executable, os.path.join(ROOT, "ExamplesTransformers",
+                                         "seq2seq_with_transformerFG.py"),
+            "--archive", str(archive), "--epochs", "200", "--embedding-size", "16",
+            "--num-layers", "1", "--num-atten-heads", "2", "--batch-size", "16",
+            "--checkpoint-freq", "1", "--checkpoints-dir", str(folder / "ck"), "--cpu",
+            "--no-eval", *extra]
+
+
+def test_sigint_writes_a_resumable_checkpoint(tmp_path):
+    env = dict(os.environ, PYTHONPATH=ROOT, MPLBACKEND="Agg")
+    proc = subprocess.Popen(_train_command(tmp_path), env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not list_checkpoints(tmp_path / "ck") and time.time() < deadline:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err[-2000:]
+    assert "interrupted by SIGINT" in err and "--resume" in err and "Traceback" not in err
+    newest = checkpoint_files(tmp_path / "ck")[-1]
+    assert newest in err
+    load_checkpoint(newest)
+    resumed = subprocess.run(_train_command(tmp_path, ["--resume", "--max-minutes", "0.05"]),
+                             env=env, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "resuming from" in resumed.stderr
+
+
+def test_sigkill_at_random_moments_never_leaves_a_bad_checkpoint(tmp_path):
+    results = kill_trials(trials=3, folder=tmp_path, seed=0)
+    assert all(r["bad"] == [] for r in results), results
+    assert sum(r["checked"] for r in results) > 0
