@@ -45,3 +45,7 @@ pictures: $(STAMP)
 	cd ExamplesTransformers && $(abspath $(PY)) show_attention.py $(RUN)/ck 7 "she will not eat the red apples" --out $(PICS)
 	cd ExamplesTransformers && $(abspath $(PY)) compare_fg_preln.py --minutes 1.5 --every 0.25 --out $(RUN)/compare
 	cp $(RUN)/compare/compare_fg_preln.png $(PICS)/
+	cd ExamplesTransformers && $(abspath $(PY)) image_recog_with_visTransformer.py --checkpoints-dir $(RUN)/vit --overwrite
+	cd ExamplesTransformers && $(abspath $(PY)) test_checkpoint_for_visTransformer.py $(RUN)/vit 9 --out $(RUN)/vit
+	cp $(RUN)/vit/confusion_matrix_9.png $(PICS)/vit_confusion_matrix.png
+	cp $(RUN)/vit/class_token_attention_9.png $(PICS)/vit_class_token_attention.png

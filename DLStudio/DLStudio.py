@@ -3,8 +3,9 @@
     dls = DLStudio(dataroot="./data/", path_saved_model="./saved_model",
                    learning_rate=1e-5, batch_size=50, epochs=40, use_gpu=True)
 
-It holds what the containers (`TransformerFG`, `TransformerPreLN`) and the trainer read:
-paths, optimiser settings, the seed and the device. It never reads data or builds models.
+It holds what the containers (`TransformerFG`, `TransformerPreLN`, `visTransformer`) and the
+trainer read: paths, optimiser settings, the seed and the device. It builds no models, and
+reads data only when a DLStudio script asks it to (``load_cifar_10_dataset``).
 """
 
 import random
@@ -92,6 +93,14 @@ class DLStudio:
         self.device = pick_device(self.use_gpu)
         if self.seed is not None:
             self.set_seed(self.seed)
+
+    def load_cifar_10_dataset(self, download=False):
+        """For DLStudio scripts that ask the configuration for CIFAR-10: read it (from
+        ``dataroot``) and keep it here until a visTransformer trains on it. Raises
+        ImageDataError saying where to put the data when it is missing."""
+        from .datasets.images import load_cifar10
+        self.image_datasets = (load_cifar10(self.dataroot, True, download),
+                               load_cifar10(self.dataroot, False, False))
 
     @staticmethod
     def set_seed(seed):

@@ -52,10 +52,10 @@ from .checkpoints import CheckpointError, checkpoint_path, load_checkpoint, save
 from .datasets import ArchiveError, Corpus, load_archive, normalize, split_pairs, vocab_fingerprint
 from .evaluation import evaluate_bleu, translate_ids
 from .tokens import EOS_INDEX, SOS_INDEX, causal_mask, padding_mask
-from .training import Trainer
+from .training import TranslationTrainer
 
-__all__ = ["TransformerFG", "TransformerPreLN", "TransformerBase", "scaled_dot_product",
-           "residual", "padding_mask", "causal_mask"]
+__all__ = ["TransformerFG", "TransformerPreLN", "visTransformer", "TransformerBase",
+           "scaled_dot_product", "residual", "padding_mask", "causal_mask"]
 
 log = logging.getLogger(__name__)
 
@@ -102,8 +102,9 @@ def _run_heads(heads, x_q, x_kv, mask, keep_weights, cache=None, full_width=Fals
 
     ``cache`` (a dict, for decoding one word at a time) keeps the keys and values already
     computed: self-attention appends the new word's K and V to them, cross-attention
-    computes the memory's K and V once. With ``full_width`` every head reads the whole
-    embedding (W_Q: M -> s_qkv) instead of its slice.
+    computes the memory's K and V once; the stacked weights are kept there too. With
+    ``full_width`` every head reads the whole embedding (W_Q: M -> s_qkv) instead of its
+    slice.
     """
     B, T_q, M = x_q.shape
     T_k, H = x_kv.size(1), len(heads)
@@ -122,8 +123,15 @@ def _run_heads(heads, x_q, x_kv, mask, keep_weights, cache=None, full_width=Fals
     def by_batch(t, T):                 # (H, B T, s) -> (B, H, T, s)
         return t.view(H, B, T, s).transpose(0, 1)
 
+    def weights(names):                 # while decoding, stacked once and kept in the cache
+        if cache is None:
+            return stacked(names)
+        if names not in cache:
+            cache[names] = stacked(names)
+        return cache[names]
+
     if x_kv is x_q:                     # self-attention: Q, K, V in one product
-        b, W = stacked(("WQ", "WK", "WV"))
+        b, W = weights(("WQ", "WK", "WV"))
         Q, K, V = torch.baddbmm(b, slices(x_q), W).chunk(3, dim=-1)     # (H, B T_q, s) each
         Q, K, V = by_batch(Q, T_q), by_batch(K, T_q), by_batch(V, T_q)  # (B, H, T_q, s)
         if cache is not None:           # earlier words' keys and values, then this one's
@@ -132,7 +140,7 @@ def _run_heads(heads, x_q, x_kv, mask, keep_weights, cache=None, full_width=Fals
                 V = torch.cat([cache["V"], V], dim=2)
             cache["K"], cache["V"] = K, V
     else:                               # cross-attention: Q from x_q, K and V from x_kv
-        bq, Wq = stacked(("WQ",))
+        bq, Wq = weights(("WQ",))
         Q = by_batch(torch.baddbmm(bq, slices(x_q), Wq), T_q)            # (B, H, T_q, s)
         if cache is not None and "K" in cache:
             K, V = cache["K"], cache["V"]
@@ -757,10 +765,10 @@ class TransformerBase:
         split at every checkpoint.
 
         Returns:
-            the ``Trainer`` (its ``model``, ``train_losses``, ``optimizer``).
+            the ``TranslationTrainer`` (its ``model``, ``train_losses``, ``optimizer``).
         """
         checkpoints_dir = checkpoints_dir or f"checkpoints_{self.variant}"
-        trainer = Trainer(self, master_encoder, master_decoder, checkpoints_dir,
+        trainer = TranslationTrainer(self, master_encoder, master_decoder, checkpoints_dir,
                           display_train_loss=display_train_loss, max_minutes=max_minutes,
                           overwrite=overwrite, resume=resume,
                           clip_grad_norm=clip_grad_norm, track_bleu=track_bleu)
@@ -989,3 +997,328 @@ class TransformerPreLN(TransformerBase):
     def make_optimizer(self, params):
         """Plain Adam at the DLStudio learning rate (no warm-up)."""
         return self._adam(params, lr=self.dl_studio.learning_rate)
+
+
+# ---------------------------------------------------------------------------------------
+class visTransformer(nn.Module):
+    """A vision transformer (Dosovitskiy et al. 2020): an image is read as a sentence of
+    patches by the translation models' own MasterEncoder, and classified from a class token.
+
+        image ──> PatchEmbeddingGenerator ──────────────> MasterEncoder ──> class token ──> Linear
+        (B, C, H, W)  patches (all C channels of a patch    (N x BasicEncoder, its output  (B, K)
+                      together), W_E, class token,           FG or PreLN      (B, M)
+                      position embeddings: (B, 1 + N_p, M)   layout)
+
+    Shapes add to the module's alphabet: C channels, H x W image, P_h x P_w patch,
+    N_p = (H / P_h)(W / P_w) patches, K classes. The encoder classes below are the very
+    classes of TransformerFG / TransformerPreLN (no copies); ``layout`` picks where
+    LayerNorm sits and how the optimiser is built, exactly as for translation.
+
+    Args (keyword-only; DLStudio's names):
+        dl_studio:          a DLStudio (batch size, epochs, learning rate, device, and
+                            ``image_size``, ``classes`` when not given here).
+        patch_size:         (P_h, P_w), dividing the image size.
+        embedding_size:     M.   num_basic_encoders, num_atten_heads: the encoder's depth, H.
+        image_size:         (H, W) (default: dl_studio.image_size, else (32, 32)).
+        classes:            the class names (default: dl_studio.classes).
+        in_channels:        C (3).
+        layout:             "PreLN" (default, as in Dosovitskiy et al.) or "FG" (post-LN,
+                            trained with the warm-up of ScheduledOptim).
+        num_warmup_steps, lr_mul, optimizer_params: FG's warm-up, as in TransformerFG.
+        dropout, label_smoothing, full_width_heads: the translation models' switches.
+        augment:            random shifts (4 pixels) and left-right flips of training images.
+        save_checkpoints, checkpoint_freq: a checkpoint every ``checkpoint_freq`` epochs.
+        max_seq_length:     accepted for DLStudio scripts; must be N_p + 1 when given.
+    Shape:
+        images (B, C, H, W), floats in [0, 1] -> logits (B, K)
+    Example:
+        >>> vit = visTransformer(dl_studio=dls, patch_size=(8, 8), embedding_size=128,
+        ...                      num_basic_encoders=4, num_atten_heads=4, classes=SHAPE_CLASSES)
+        >>> vit.load_shapes_dataset()
+        >>> vit.run_code_for_training_visTransformer(dls, vit, checkpoint_dir="ck_vit")
+
+    ClassPath: DLStudio.Transformers.visTransformer
+    """
+
+    variant = "visTransformer"
+
+    # The translation models' encoder classes, shared rather than copied.
+    AttentionHead = TransformerBase.AttentionHead
+    SelfAttention = TransformerBase.SelfAttention
+    FeedForward = TransformerBase.FeedForward
+    BasicEncoder = TransformerBase.BasicEncoder
+    MasterEncoder = TransformerBase.MasterEncoder
+    ScheduledOptim = TransformerBase.ScheduledOptim
+    _adam = TransformerBase._adam
+
+    class PatchEmbeddingGenerator(nn.Module):
+        """Patches -> vectors: cut every image into P_h x P_w patches, flatten each with its
+        C channels together (C P_h P_w numbers, channel by channel), project to M with W_E,
+        put the learnable class token in front and add the learnable position embeddings
+        (Dosovitskiy et al. 2020, eq. 1).
+
+        Shape: images (B, C, H, W) -> (B, 1 + N_p, M)
+        """
+
+        def __init__(self, vit, in_channels, patch_size, image_size, embedding_size):
+            super().__init__()
+            (P_h, P_w), (H, W) = patch_size, image_size
+            if H % P_h or W % P_w:
+                raise ValueError(f"patch_size {tuple(patch_size)} does not divide image_size "
+                                 f"{tuple(image_size)}: choose a patch size that does")
+            self.patch_size = (P_h, P_w)
+            self.num_patches = (H // P_h) * (W // P_w)
+            self.W_E = nn.Linear(in_channels * P_h * P_w, embedding_size)
+            self.class_token = nn.Parameter(torch.randn(1, 1, embedding_size) * 0.02)
+            self.position_embeddings = nn.Parameter(
+                torch.randn(1, 1 + self.num_patches, embedding_size) * 0.02)
+            self.dropout = nn.Dropout(vit.dropout)
+
+        @staticmethod
+        def patches(images, patch_size):
+            """Shape: (B, C, H, W) -> (B, N_p, C P_h P_w), patches row by row."""
+            B, C, H, W = images.shape
+            P_h, P_w = patch_size
+            x = images.unfold(2, P_h, P_h).unfold(3, P_w, P_w)   # (B, C, H/P_h, W/P_w, P_h, P_w)
+            x = x.permute(0, 2, 3, 1, 4, 5)                       # (B, H/P_h, W/P_w, C, P_h, P_w)
+            return x.reshape(B, -1, C * P_h * P_w)                # (B, N_p, C P_h P_w)
+
+        def forward(self, images):
+            x = self.W_E(self.patches(images, self.patch_size))              # (B, N_p, M)
+            cls = self.class_token.expand(x.size(0), -1, -1)                 # (B, 1, M)
+            x = torch.cat([cls, x], dim=1) + self.position_embeddings         # (B, 1 + N_p, M)
+            return self.dropout(x)
+
+    def __init__(self, *, dl_studio, patch_size=(8, 8), embedding_size=128,
+                 num_basic_encoders=4, num_atten_heads=4, image_size=None, classes=None,
+                 in_channels=3, layout="PreLN", num_warmup_steps=0, lr_mul=1.0,
+                 optimizer_params=None, dropout=0.0, label_smoothing=0.0,
+                 full_width_heads=False, augment=False, save_checkpoints=True,
+                 checkpoint_freq=5, max_seq_length=None):
+        super().__init__()
+        if layout not in ("FG", "PreLN"):
+            raise ValueError(f"layout must be 'FG' or 'PreLN', got {layout!r}")
+        classes = classes if classes is not None else dl_studio.classes
+        if not classes:
+            raise ValueError("visTransformer needs the class names: classes=(...) here or in "
+                             "DLStudio(classes=...), e.g. SHAPE_CLASSES or CIFAR10_CLASSES")
+        self.dl_studio = dl_studio
+        self.classes = tuple(classes)
+        self.image_size = tuple(image_size or dl_studio.image_size or (32, 32))
+        self.patch_size = tuple(patch_size)
+        self.in_channels, self.layout = in_channels, layout
+        self.norm_first = layout == "PreLN"
+        self.embedding_size = embedding_size
+        self.num_basic_encoders, self.num_atten_heads = num_basic_encoders, num_atten_heads
+        self.num_warmup_steps, self.lr_mul = num_warmup_steps, lr_mul
+        self.optimizer_params = dict(optimizer_params or
+                                     {"beta1": 0.9, "beta2": 0.98, "epsilon": 1e-9})
+        self.dropout, self.label_smoothing = dropout, label_smoothing
+        self.full_width_heads, self.augment = full_width_heads, augment
+        self.save_checkpoints, self.checkpoint_freq = save_checkpoints, checkpoint_freq
+        self.patch_embedding_generator = self.PatchEmbeddingGenerator(
+            self, in_channels, self.patch_size, self.image_size, embedding_size)
+        self.max_seq_length = 1 + self.patch_embedding_generator.num_patches
+        if max_seq_length is not None and max_seq_length != self.max_seq_length:
+            raise ValueError(f"max_seq_length {max_seq_length} does not fit: a "
+                             f"{self.image_size} image in {self.patch_size} patches is "
+                             f"{self.max_seq_length - 1} patches + the class token = "
+                             f"{self.max_seq_length}; leave max_seq_length out")
+        self.master_encoder = self.MasterEncoder(dl_studio, self, num_basic_encoders,
+                                                 num_atten_heads)
+        self.classifier = nn.Linear(embedding_size, len(self.classes))       # (B, M) -> (B, K)
+        # Pixel statistics of the training images (set by use_datasets), kept with the
+        # weights so that a checkpoint normalises new images as in training.
+        self.register_buffer("pixel_mean", torch.full((in_channels,), 0.5))
+        self.register_buffer("pixel_std", torch.full((in_channels,), 0.25))
+        self.training_set = self.test_set = None
+        self.dataset_spec = None
+
+    def forward(self, images):
+        x = (images - self.pixel_mean[:, None, None]) / self.pixel_std[:, None, None]
+        x = self.patch_embedding_generator(x)                               # (B, 1 + N_p, M)
+        x = self.master_encoder(x)                                          # (B, 1 + N_p, M)
+        return self.classifier(x[:, 0])                                     # (B, K)
+
+    def constructor_args(self):
+        """The keyword arguments that rebuild this model (stored in checkpoints)."""
+        names = ("patch_size", "embedding_size", "num_basic_encoders", "num_atten_heads",
+                 "image_size", "classes", "in_channels", "layout", "num_warmup_steps",
+                 "lr_mul", "optimizer_params", "dropout", "label_smoothing",
+                 "full_width_heads", "augment", "checkpoint_freq")
+        return {name: getattr(self, name) for name in names}
+
+    def make_optimizer(self, params):
+        """As the translation model of the same layout: FG's warm-up schedule (plain Adam
+        at dl_studio.learning_rate when num_warmup_steps=0), PreLN's plain Adam."""
+        variant = TransformerFG if self.layout == "FG" else TransformerPreLN
+        return variant.make_optimizer(self, params)
+
+    # -----------------------------------------------------------------------------------
+    # Data.
+    def use_datasets(self, training_set, test_set, spec=None):
+        """Train on ``training_set``, evaluate on ``test_set`` (ImageSets with this model's
+        classes, channels and image size); the pixel statistics come from training_set."""
+        for part in (training_set, test_set):
+            if tuple(part.classes) != self.classes:
+                raise ValueError(f"{part.name} has classes {part.classes}, this model "
+                                 f"{self.classes}: build the model with classes={part.classes}")
+            C, H, W = part.images.shape[1:]
+            if (C, H, W) != (self.in_channels, *self.image_size):
+                raise ValueError(f"{part.name} has images of {C} x {H} x {W}, this model "
+                                 f"expects {self.in_channels} x {self.image_size[0]} x "
+                                 f"{self.image_size[1]}: set image_size / in_channels")
+        self.training_set, self.test_set, self.dataset_spec = training_set, test_set, spec
+        mean, std = training_set.mean_std()
+        self.pixel_mean.copy_(mean)
+        self.pixel_std.copy_(std.clamp_min(1e-3))
+
+    def load_shapes_dataset(self, num_train=10_000, num_test=2_000, seed=0):
+        """Our own shapes (see DLStudio.datasets.images): training and test images drawn
+        with different seeds, so the test images are new."""
+        from .datasets.images import generate_shapes
+        size = self.image_size[0]
+        if self.image_size != (size, size):
+            raise ValueError(f"the shapes are square; image_size is {self.image_size}")
+        spec = {"name": "shapes", "num_train": num_train, "num_test": num_test, "seed": seed}
+        self.use_datasets(generate_shapes(num_train, size, seed=2 * seed),
+                          generate_shapes(num_test, size, seed=2 * seed + 1), spec)
+
+    def load_cifar_10_dataset(self, download=False):
+        """CIFAR-10 from ``dl_studio.dataroot`` (torchvision's layout; downloaded when
+        ``download=True``). Raises ImageDataError saying where to put it when missing."""
+        from .datasets.images import load_cifar10
+        root = self.dl_studio.dataroot
+        self.use_datasets(load_cifar10(root, True, download), load_cifar10(root, False, False),
+                          {"name": "cifar10", "dataroot": os.path.abspath(root)})
+
+    def load_dataset_of(self, payload_or_spec, download=False):
+        """Load the data set a checkpoint was trained on (its ``dataset`` entry)."""
+        spec = payload_or_spec.get("dataset", payload_or_spec) or {}
+        if spec.get("name") == "shapes":
+            self.load_shapes_dataset(spec["num_train"], spec["num_test"], spec["seed"])
+        elif spec.get("name") == "cifar10":
+            self.dl_studio.dataroot = spec["dataroot"]
+            self.load_cifar_10_dataset(download)
+        else:
+            raise ValueError(f"unknown data set {spec!r}: load one with load_shapes_dataset() "
+                             "or load_cifar_10_dataset()")
+
+    # -----------------------------------------------------------------------------------
+    # Training, checkpoints, evaluation (the work is done in DLStudio.training/evaluation).
+    def run_code_for_training_visTransformer(self, dls=None, model=None,
+                                             display_train_loss=False, checkpoint_dir=None,
+                                             checkpoints_dir=None, max_minutes=None,
+                                             overwrite=False, resume=False,
+                                             track_accuracy=False, callback=None):
+        """Train on the training images with the trainer of the translation models; write a
+        checkpoint every ``checkpoint_freq`` epochs and the final model to
+        ``dl_studio.path_saved_model``. (``dls`` and ``model`` are accepted for DLStudio
+        scripts, which pass the configuration and the model itself.)
+
+        Returns:
+            the ``ImageTrainer`` (its ``train_losses``, ``score_history``).
+        """
+        from .training import ImageTrainer
+        if model is not None and model is not self:
+            raise ValueError("visTransformer trains itself: pass the same model, or none")
+        folder = checkpoints_dir or checkpoint_dir or "checkpoints_visTrans"
+        if self.training_set is None and getattr(self.dl_studio, "image_datasets", None):
+            self.use_datasets(*self.dl_studio.image_datasets,       # dls.load_cifar_10_dataset()
+                              spec={"name": "cifar10",
+                                    "dataroot": os.path.abspath(self.dl_studio.dataroot)})
+        trainer = ImageTrainer(self, folder, display_train_loss=display_train_loss,
+                               max_minutes=max_minutes, overwrite=overwrite, resume=resume,
+                               track_accuracy=track_accuracy)
+        trainer.run(callback=callback)
+        path = self.dl_studio.path_saved_model
+        if isinstance(path, str):
+            save_checkpoint(trainer.payload(trainer.last_epoch, trainer.batches_done == 0), path)
+        return trainer
+
+    def load_weights(self, payload):
+        """Copy a checkpoint's weights in, after checking it was built like this model.
+        Raises CheckpointError on a mismatch."""
+        if isinstance(payload, str):
+            path, payload = payload, load_checkpoint(payload)
+        else:
+            path = "the checkpoint"
+        if payload.get("variant") != self.variant:
+            raise CheckpointError(f"{path} holds a {payload.get('variant')} model, not a "
+                                  "visTransformer")
+        theirs, ours = payload["container_args"], self.constructor_args()
+        for name in ("patch_size", "embedding_size", "num_basic_encoders", "num_atten_heads",
+                     "image_size", "classes", "in_channels", "layout", "full_width_heads"):
+            if _plain(theirs.get(name)) != _plain(ours[name]):
+                raise CheckpointError(f"{path} was trained with {name}={theirs.get(name)}, "
+                                      f"this model has {name}={ours[name]}")
+        self.load_state_dict(payload["model"])
+        return payload
+
+    @staticmethod
+    def from_checkpoint(path, dl_studio=None):
+        """Rebuild a visTransformer with its weights from a checkpoint file alone.
+        Returns ``(vit, payload)``; the model is in eval mode on the device."""
+        from .DLStudio import DLStudio
+        payload = load_checkpoint(path)
+        if payload.get("variant") != visTransformer.variant:
+            raise CheckpointError(f"{path} holds a {payload.get('variant')} model, not a "
+                                  "visTransformer")
+        dls = dl_studio or DLStudio(seed=None)
+        vit = visTransformer(dl_studio=dls, **payload["container_args"])
+        vit.load_weights(payload)
+        return vit.to(dls.device).eval(), payload
+
+    def predict(self, images, batch_size=500):
+        """Class indices of uint8 (N, C, H, W) images (or floats in [0, 1])."""
+        from .evaluation import classify
+        return classify(self, images, batch_size)
+
+    def run_code_for_evaluating_visTransformer(self, checkpoint=None, print_fn=print,
+                                               confusion_png=None):
+        """Accuracy and confusion matrix on the test images (printed; plotted to
+        ``confusion_png`` when given), with this model's weights or a checkpoint's.
+
+        Returns:
+            {"accuracy": percent, "confusion": (K, K) tensor, rows true, columns predicted}
+        """
+        from .evaluation import confusion_matrix, format_confusion
+        if checkpoint is not None:
+            self.load_weights(checkpoint)
+        if self.test_set is None:
+            raise ValueError("no test images: call load_shapes_dataset() or "
+                             "load_cifar_10_dataset() first")
+        self.to(self.dl_studio.device)
+        predicted = self.predict(self.test_set.images)
+        matrix = confusion_matrix(predicted, self.test_set.labels, len(self.classes))
+        accuracy = 100.0 * matrix.diag().sum().item() / max(1, len(predicted))
+        print_fn(f"held-out accuracy: {accuracy:.2f}% on {len(predicted)} test images "
+                 f"({self.test_set.name}; chance {100 / len(self.classes):.1f}%)")
+        print_fn(format_confusion(matrix, self.classes))
+        if confusion_png:
+            from .visualize import plot_confusion_matrix
+            plot_confusion_matrix(matrix, self.classes, confusion_png,
+                                  f"visTransformer: {accuracy:.1f}% on {self.test_set.name}")
+        return {"accuracy": accuracy, "confusion": matrix}
+
+    def attention_maps(self, images):
+        """The self-attention weights of every encoder layer for these images.
+
+        Returns: a list (one per layer) of (B, H, 1 + N_p, 1 + N_p) tensors; row 0 is where
+        the class token looks.
+        """
+        layers = [enc.self_attention for enc in self.master_encoder.basic_encoder_arr]
+        for layer in layers:
+            layer.record_attention = True
+        try:
+            with torch.no_grad():
+                self(images)
+            return [layer.attention_weights for layer in layers]
+        finally:
+            for layer in layers:
+                layer.record_attention = False
+
+
+def _plain(value):
+    """Tuples and lists compare alike (a checkpoint keeps lists)."""
+    return list(value) if isinstance(value, (tuple, list)) else value

@@ -12,13 +12,13 @@ import os
 import sys
 
 from .checkpoints import CheckpointError, checkpoint_path, list_checkpoints
-from .datasets import BUNDLED_ARCHIVE, ArchiveError, load_archive
+from .datasets import BUNDLED_ARCHIVE, ArchiveError, ImageDataError, load_archive
 from .DLStudio import DLStudio
 from .training import TrainingDiverged, TrainingInterrupted
 from .Transformers import TransformerBase, TransformerFG, TransformerPreLN
 
 __all__ = ["train_main", "test_checkpoint_main", "translate_main", "load_checkpoint_or_exit",
-           "LECTURE"]
+           "vit_train_main", "vit_test_checkpoint_main", "LECTURE", "VIT_DEFAULTS"]
 
 log = logging.getLogger("DLStudio")
 
@@ -58,8 +58,8 @@ def _run(fn, argv):
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
         return fn(argv)
-    except (UserError, ArchiveError, CheckpointError, FileNotFoundError, FileExistsError,
-            TrainingDiverged, TrainingInterrupted, ValueError) as e:
+    except (UserError, ArchiveError, ImageDataError, CheckpointError, FileNotFoundError,
+            FileExistsError, TrainingDiverged, TrainingInterrupted, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
 
@@ -247,4 +247,150 @@ def translate_main(argv=None):
         for words in prepared:  # one translation per input line, in order
             print(next(done) if words else "")
         return status
+    return _run(run, argv)
+
+
+# ---------------------------------------------------------------------------------------
+# The visTransformer's scripts.
+#: The default image classifier: reaches 90% on the shapes' test images in minutes on a CPU.
+VIT_DEFAULTS = {"patch_size": 8, "embedding_size": 64, "num_layers": 4, "num_atten_heads": 4,
+                "batch_size": 64, "epochs": 10, "learning_rate": 1e-3, "num_train": 50_000,
+                "num_test": 2_000}
+
+
+def vit_parser():
+    d = VIT_DEFAULTS
+    p = argparse.ArgumentParser(
+        description="Train a visTransformer to classify images: our own shapes (default, no "
+                    "download) or CIFAR-10.")
+    p.add_argument("--dataset", choices=("shapes", "cifar10"), default="shapes")
+    p.add_argument("--dataroot", default="./data/CIFAR-10/",
+                   help="CIFAR-10: the folder that holds (or gets) cifar-10-batches-py")
+    p.add_argument("--download", action="store_true", help="CIFAR-10: download it first")
+    p.add_argument("--num-train", type=_positive_int, default=d["num_train"],
+                   help="shapes: training images to generate")
+    p.add_argument("--num-test", type=_positive_int, default=d["num_test"],
+                   help="shapes: test images to generate")
+    p.add_argument("--patch-size", type=_positive_int, default=d["patch_size"])
+    p.add_argument("--embedding-size", type=_positive_int, default=d["embedding_size"])
+    p.add_argument("--num-layers", type=_positive_int, default=d["num_layers"],
+                   help="basic encoders")
+    p.add_argument("--num-atten-heads", type=_positive_int, default=d["num_atten_heads"])
+    p.add_argument("--layout", choices=("PreLN", "FG"), default="PreLN")
+    p.add_argument("--num-warmup-steps", type=int, default=0,
+                   help="FG layout: warm-up steps (0: Adam at --learning-rate)")
+    p.add_argument("--epochs", type=_positive_int, default=d["epochs"])
+    p.add_argument("--batch-size", type=_positive_int, default=d["batch_size"])
+    p.add_argument("--learning-rate", type=_positive_float, default=d["learning_rate"])
+    p.add_argument("--dropout", type=_nonnegative_float, default=0.0)
+    p.add_argument("--label-smoothing", type=_nonnegative_float, default=0.0)
+    p.add_argument("--augment", action="store_true", help="random shifts and flips")
+    p.add_argument("--checkpoint-freq", type=_positive_int, default=5)
+    p.add_argument("--checkpoints-dir", default="checkpoints_visTrans")
+    p.add_argument("--max-minutes", type=_positive_float, default=None)
+    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--resume", action="store_true")
+    p.add_argument("--track-accuracy", action="store_true",
+                   help="test accuracy at every checkpoint (plotted with the loss)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--cpu", action="store_true")
+    return p
+
+
+def _load_images(vit, dataset, args):
+    if dataset == "shapes":
+        vit.load_shapes_dataset(args.num_train, args.num_test, seed=args.seed)
+    else:
+        vit.load_cifar_10_dataset(download=args.download)
+
+
+def vit_train_main(argv=None):
+    """``image_recog_with_visTransformer.py``: train, checkpoint, evaluate."""
+    from .datasets.images import CIFAR10_CLASSES, SHAPE_CLASSES
+    from .Transformers import visTransformer
+
+    def run(argv):
+        args = vit_parser().parse_args(argv)
+        classes = SHAPE_CLASSES if args.dataset == "shapes" else CIFAR10_CLASSES
+        dls = DLStudio(dataroot=args.dataroot, image_size=(32, 32), classes=classes,
+                       path_saved_model=os.path.join(args.checkpoints_dir, "saved_vit.pt"),
+                       learning_rate=args.learning_rate, batch_size=args.batch_size,
+                       epochs=args.epochs, use_gpu=not args.cpu, seed=args.seed)
+        vit = visTransformer(dl_studio=dls, patch_size=(args.patch_size, args.patch_size),
+                             embedding_size=args.embedding_size,
+                             num_basic_encoders=args.num_layers,
+                             num_atten_heads=args.num_atten_heads, layout=args.layout,
+                             num_warmup_steps=args.num_warmup_steps, dropout=args.dropout,
+                             label_smoothing=args.label_smoothing, augment=args.augment,
+                             checkpoint_freq=args.checkpoint_freq)
+        _load_images(vit, args.dataset, args)
+        n_params = sum(p.numel() for p in vit.parameters())
+        print(f"visTransformer ({args.layout}) on {vit.training_set.name}: "
+              f"{len(vit.training_set)} training and {len(vit.test_set)} test images, "
+              f"{vit.max_seq_length - 1} patches of {args.patch_size}x{args.patch_size}; "
+              f"{n_params:,} parameters; device {dls.device}")
+        vit.run_code_for_training_visTransformer(
+            dls, vit, display_train_loss=True, checkpoints_dir=args.checkpoints_dir,
+            max_minutes=args.max_minutes, overwrite=args.overwrite, resume=args.resume,
+            track_accuracy=args.track_accuracy)
+        vit.run_code_for_evaluating_visTransformer(
+            confusion_png=os.path.join(args.checkpoints_dir, "confusion_matrix.png"))
+        print(f"wrote {args.checkpoints_dir}/confusion_matrix.png and train_loss.png")
+        return 0
+    return _run(run, argv)
+
+
+def vit_test_checkpoint_main(argv=None):
+    """``test_checkpoint_for_visTransformer.py DIR N``: accuracy, confusion matrix, a grid
+    of labelled test images and the class token's attention."""
+    from .Transformers import visTransformer
+    from .visualize import plot_class_token_attention, plot_image_grid
+
+    def run(argv):
+        p = argparse.ArgumentParser(description="Score a visTransformer checkpoint on its "
+                                                "test images and show what it sees.")
+        p.add_argument("checkpoints_dir")
+        p.add_argument("checkpoint_index", type=int)
+        p.add_argument("--dataroot", help="CIFAR-10: where it is now, if it has moved")
+        p.add_argument("--images", type=_positive_int, default=16,
+                       help="test images in the grid (and a quarter of them, at most 6, in "
+                            "the attention picture)")
+        p.add_argument("--out", help="folder for the pictures (default: the checkpoints')")
+        args = p.parse_args(argv)
+        path = checkpoint_path(args.checkpoints_dir, args.checkpoint_index)
+        if not os.path.isfile(path):
+            have = list_checkpoints(args.checkpoints_dir) if os.path.isdir(
+                args.checkpoints_dir) else []
+            raise UserError(f"no checkpoint {path}; {args.checkpoints_dir} has "
+                            f"{have or 'none'}: train first with "
+                            "image_recog_with_visTransformer.py")
+        vit, payload = visTransformer.from_checkpoint(path)
+        spec = dict(payload.get("dataset") or {})
+        if args.dataroot:
+            spec["dataroot"] = args.dataroot
+        vit.load_dataset_of(spec)
+        out = args.out or args.checkpoints_dir
+        print(f"visTransformer checkpoint {args.checkpoint_index} (epoch "
+              f"{payload['epoch'] + 1}, step {payload['step']}):")
+        result = vit.run_code_for_evaluating_visTransformer(
+            confusion_png=os.path.join(out, f"confusion_matrix_{args.checkpoint_index}.png"))
+        test = vit.test_set
+        n = min(args.images, len(test))
+        predicted = vit.predict(test.images[:n])
+        grid = plot_image_grid(test.images[:n], test.labels[:n], predicted, vit.classes,
+                               os.path.join(out, f"test_images_{args.checkpoint_index}.png"),
+                               f"checkpoint {args.checkpoint_index}: predicted (true)")
+        k = max(1, min(6, n // 4))
+        device = next(vit.parameters()).device
+        maps = [m.cpu() for m in vit.attention_maps(test.images[:k].float().div(255)
+                                                    .to(device))]
+        H, W = vit.image_size
+        P_h, P_w = vit.patch_size
+        attention = plot_class_token_attention(
+            test.images[:k], maps, (H // P_h, W // P_w),
+            os.path.join(out, f"class_token_attention_{args.checkpoint_index}.png"),
+            "where the class token looks (mean over heads)")
+        print(f"accuracy {result['accuracy']:.2f}%; wrote {grid}, {attention} and the "
+              "confusion matrix")
+        return 0
     return _run(run, argv)

@@ -2,7 +2,7 @@
 
 Translation is autoregressive: the decoder starts from SOS, predicts one word, and that word
 is fed back as input for the next, until EOS (or max_seq_length). Sentences are translated
-in batches; a finished sentence keeps emitting EOS while the others go on. The decoder
+in batches; in greedy decoding a finished sentence leaves the batch. The decoder
 keeps the keys and values of the words it has already read (a cache), so each step computes
 one new position instead of the whole prefix again.
 
@@ -22,7 +22,7 @@ import torch
 from .tokens import EOS_INDEX, SOS_INDEX
 
 __all__ = ["greedy_decode", "beam_search", "translate_ids", "held_out_references",
-           "bleu_scores", "evaluate_bleu"]
+           "bleu_scores", "evaluate_bleu", "classify", "confusion_matrix", "format_confusion"]
 
 
 class _NextWord:
@@ -43,6 +43,17 @@ class _NextWord:
         keep[:, -1] = True                         # logits for the last position only
         return self.model.decode(ys, self.memory, self.cross_mask, keep)  # (B, V_es)
 
+    def keep_rows(self, rows):
+        """Greedy decoding: go on with these sentences only (the others have finished), so
+        that no work is spent on finished sentences. Shape: rows (B_new,) indices."""
+        self.memory, self.cross_mask = self.memory[rows], self.cross_mask[rows]
+        if self.cache is not None:
+            for layer in self.cache:
+                for part in layer.values():
+                    for key in ("K", "V"):
+                        if key in part:
+                            part[key] = part[key][rows]
+
     def reorder(self, origin):
         """Beam search: hypothesis i continues hypothesis origin[i]."""
         if self.cache is not None:
@@ -52,24 +63,34 @@ class _NextWord:
 
 
 @torch.no_grad()
-def greedy_decode(model, src, max_len):
-    """The most likely next word, fed back, until every sentence has emitted EOS.
+def greedy_decode(model, src, max_len, stop_at_eos=True):
+    """The most likely next word, fed back, until every sentence has emitted EOS. A
+    sentence that has finished leaves the batch, so the steps after it cost nothing for it.
+
+    ``stop_at_eos=False`` makes every sentence run all max_len - 1 steps (for benchmarks
+    that must compare the same amount of work).
 
     Shape: src (B, T_src) -> (B, <= max_len - 1) predicted ids (EOS after the sentence end)
     """
     memory, cross_mask = model.encode(src)                             # (B, T_src, M)
     B = src.size(0)
+    out = torch.full((B, max_len - 1), EOS_INDEX, dtype=torch.long, device=src.device)
+    rows = torch.arange(B, device=src.device)        # the sentences still being translated
     ys = torch.full((B, 1), SOS_INDEX, dtype=torch.long, device=src.device)
-    done = torch.zeros(B, dtype=torch.bool, device=src.device)
     next_word_logits = _NextWord(model, memory, cross_mask)
-    for _ in range(max_len - 1):
-        logits = next_word_logits(ys)                                     # (B, V_es)
-        next_word = logits.argmax(dim=-1).masked_fill(done, EOS_INDEX)    # (B,)
-        ys = torch.cat([ys, next_word[:, None]], dim=1)                   # (B, t + 1)
-        done |= next_word == EOS_INDEX
-        if done.all():
-            break
-    return ys[:, 1:]
+    steps = 0
+    for t in range(max_len - 1):
+        next_word = next_word_logits(ys).argmax(dim=-1)                   # (B_t,)
+        out[rows, t] = next_word
+        steps = t + 1
+        going = next_word != EOS_INDEX                                    # (B_t,)
+        if stop_at_eos and not going.all():
+            if not going.any():
+                break
+            rows, ys, next_word = rows[going], ys[going], next_word[going]
+            next_word_logits.keep_rows(going.nonzero().squeeze(1))
+        ys = torch.cat([ys, next_word[:, None]], dim=1)                   # (B_t, t + 2)
+    return out[:, :steps]
 
 
 @torch.no_grad()
@@ -193,3 +214,37 @@ def evaluate_bleu(xformer, model, pairs, beam_width=1, device=None, show=0, seed
                 f.write(f"{' '.join(en.split()[1:-1])}\t{' '.join(h)}\t"
                         f"{' | '.join(' '.join(x) for x in r)}\n")
     return result
+
+
+# ---------------------------------------------------------------------------------------
+# Image classification (visTransformer).
+@torch.no_grad()
+def classify(model, images, batch_size=500):
+    """Predicted class of each image. Shape: (N, C, H, W) uint8 (or float in [0, 1]) -> (N,)"""
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    out = []
+    for chunk in images.split(batch_size):
+        x = chunk.float().div(255) if chunk.dtype == torch.uint8 else chunk.float()
+        out.append(model(x.to(device)).argmax(-1).cpu())
+    model.train(was_training)
+    return torch.cat(out) if out else torch.zeros(0, dtype=torch.long)
+
+
+def confusion_matrix(predicted, true, num_classes):
+    """(K, K) counts: row = true class, column = predicted class."""
+    flat = true.long() * num_classes + predicted.long()
+    return torch.bincount(flat, minlength=num_classes ** 2).view(num_classes, num_classes)
+
+
+def format_confusion(matrix, classes):
+    """The confusion matrix as a text table, with each class's accuracy (recall)."""
+    corner = "true \\ predicted"
+    L = max(len(corner), *(len(c) for c in classes)) + 1
+    w = max(6, *(len(c) for c in classes)) + 1
+    lines = [f"{corner:<{L}}" + "".join(f"{c:>{w}}" for c in classes) + f"{'correct':>9}"]
+    for k, (c, row) in enumerate(zip(classes, matrix.tolist())):
+        lines.append(f"{c:<{L}}" + "".join(f"{n:>{w}}" for n in row)
+                     + f"{100 * row[k] / max(sum(row), 1):>8.1f}%")
+    return "\n".join(lines)

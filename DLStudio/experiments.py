@@ -4,20 +4,27 @@
 import time
 
 from .evaluation import evaluate_bleu
-from .training import Trainer
+from .training import TranslationTrainer
 
 __all__ = ["budget_run"]
 
 
-def budget_run(xformer, master_encoder, master_decoder, minutes, every, report=print):
-    """Train for ``minutes`` of training time, scoring the held-out split (greedy) every
-    ``every`` minutes; evaluation time is not counted as training time.
+def budget_run(xformer, master_encoder, master_decoder, budget, every, report=print,
+               unit="minutes"):
+    """Train for ``budget`` minutes of training time (``unit="minutes"``) or ``budget``
+    optimiser steps (``unit="steps"``), scoring the held-out split (greedy) every ``every``
+    units; evaluation time is not counted as training time. A budget in steps gives the
+    same training to every run even when the machine is busy with something else.
 
     Returns:
         list of rows: minutes, steps, epoch, loss (mean of the last 100 steps), bleu,
         sacrebleu, eval_seconds.
     """
-    trainer = Trainer(xformer, master_encoder, master_decoder, checkpoints_dir=None)
+    if unit not in ("minutes", "steps"):
+        raise ValueError(f"unit must be 'minutes' or 'steps', not {unit!r}")
+    if budget <= 0 or every <= 0:
+        raise ValueError(f"budget and every must be > 0 (got {budget}, {every})")
+    trainer = TranslationTrainer(xformer, master_encoder, master_decoder, checkpoints_dir=None)
     rows, clock = [], {"eval": 0.0, "start": time.monotonic(), "next": every}
 
     def evaluate(minutes_now):
@@ -35,10 +42,12 @@ def budget_run(xformer, master_encoder, master_decoder, minutes, every, report=p
 
     def every_step(trainer):
         minutes_now = (time.monotonic() - clock["start"] - clock["eval"]) / 60
-        if minutes_now >= clock["next"] - 1e-9:
+        spent = minutes_now if unit == "minutes" else trainer.step
+        done = spent >= budget
+        if spent >= clock["next"] - 1e-9 or done:
             evaluate(minutes_now)
             clock["next"] += every
-        return minutes_now >= minutes
+        return done
 
     trainer.run(callback=every_step)
     return rows

@@ -1,11 +1,13 @@
-"""The training loop shared by TransformerFG and TransformerPreLN.
+"""The training loop shared by every model: TransformerFG, TransformerPreLN, visTransformer.
 
-    for each batch:  zero_grad -> forward (one decoder pass, teacher forcing) -> loss on
-                     the real target positions -> backward -> clip -> step -> log
+    for each batch:  zero_grad -> forward -> loss -> backward -> clip -> step -> log
 
-Batches are tensors built once: every pair is turned into token ids before training, and
-each batch is a set of rows cut to its longest sentence. Pairs of similar length are
-batched together (length bucketing), so little time goes into padding.
+`Trainer` is that loop, with checkpoints, resuming, Ctrl-C and the divergence check;
+`TranslationTrainer` feeds it sentence pairs (teacher forcing, one decoder pass, loss on the
+real target positions) and `ImageTrainer` feeds it images. Batches are tensors built once:
+every pair is turned into token ids before training, and each batch is a set of rows cut to
+its longest sentence. Pairs of similar length are batched together (length bucketing), so
+little time goes into padding.
 """
 
 import logging
@@ -27,11 +29,12 @@ from .checkpoints import (
     load_checkpoint,
     save_checkpoint,
 )
+from .datasets.images import random_crops_and_flips
 from .evaluation import evaluate_bleu
 from .tokens import padding_mask
 
-__all__ = ["Trainer", "TrainingDiverged", "TrainingInterrupted", "encode_pairs",
-           "bucketed_batches"]
+__all__ = ["Trainer", "TranslationTrainer", "ImageTrainer", "TrainingDiverged",
+           "TrainingInterrupted", "encode_pairs", "bucketed_batches"]
 
 log = logging.getLogger(__name__)
 
@@ -77,11 +80,18 @@ class TrainingInterrupted(RuntimeError):
 
 
 class Trainer:
-    """Trains an EncoderDecoder on the container's training split and writes checkpoints.
+    """The one training loop, for every model of the package (d2l's design): translation
+    (`TranslationTrainer`) and images (`ImageTrainer`) differ only in their batches, their
+    loss and what goes into a checkpoint; the loop, the checkpoints, resuming, Ctrl-C and
+    the divergence check are written once, here.
+
+        for each batch:  zero_grad -> forward -> loss -> backward -> clip -> step -> log
 
     Args:
-        xformer:          the container (TransformerFG or TransformerPreLN).
-        master_encoder, master_decoder: the stacks to train (with both embedding generators).
+        container:        what was configured: TransformerFG, TransformerPreLN or a
+                          visTransformer (``dl_studio``, ``make_optimizer``, ``variant``,
+                          ``save_checkpoints``, ``checkpoint_freq``).
+        model:            the nn.Module to train (moved to ``dl_studio.device``).
         checkpoints_dir:  where ``checkpoint_<epoch>.pt`` files go.
         max_minutes:      stop after this much training time (a checkpoint is written).
         clip_grad_norm:   clip the gradient norm to this value (None: no clipping).
@@ -90,33 +100,34 @@ class Trainer:
         resume:           continue from the newest complete checkpoint in checkpoints_dir
                           (weights, optimiser and warm-up step, epoch, position in the
                           epoch, random state): the run ends where an uninterrupted one would.
-        track_bleu:       score the held-out split (greedy) at every checkpoint; the scores
-                          go into the checkpoint and beside the loss in train_loss.png.
+        track_score:      score the held-out split at every checkpoint (BLEU, accuracy);
+                          the scores go into the checkpoint and beside the loss in
+                          train_loss.png.
+
+    A subclass provides: ``num_examples``, ``batches(epoch, skip)``,
+    ``loss_on_batch(*batch)``, ``model_payload()``, ``load_payload(payload)`` and
+    ``held_out_score()`` (with its ``score_name`` and checkpoint key ``score_key``).
     """
 
-    def __init__(self, xformer, master_encoder, master_decoder, checkpoints_dir,
-                 display_train_loss=False, max_minutes=None, clip_grad_norm=1.0,
-                 overwrite=False, resume=False, track_bleu=False):
-        dls = xformer.dl_studio
-        self.xformer, self.dls, self.device = xformer, dls, dls.device
-        self.encoder, self.decoder = master_encoder, master_decoder
-        self.model = xformer.EncoderDecoder(xformer, master_encoder, master_decoder)
-        self.model.to(self.device)
-        self.optimizer = xformer.make_optimizer(self.model.parameters())
+    score_name, score_key = "score", "held_out_score"
+
+    def __init__(self, container, model, checkpoints_dir, display_train_loss=False,
+                 max_minutes=None, clip_grad_norm=1.0, overwrite=False, resume=False,
+                 track_score=False):
+        dls = container.dl_studio
+        self.container, self.dls, self.device = container, dls, dls.device
+        self.model = model.to(self.device)
+        self.optimizer = container.make_optimizer(self.model.parameters())
         self.checkpoints_dir = checkpoints_dir
         self.display_train_loss = display_train_loss
         self.max_minutes, self.clip_grad_norm = max_minutes, clip_grad_norm
         self.step, self.epoch, self.batches_done, self.train_losses = 0, 0, 0, []
         self.last_epoch = None
         self.last_checkpoint = None
-        self.track_bleu, self.bleu_history = track_bleu, []       # (step, epoch, bleu)
-        if not xformer.training_corpus:
-            raise ValueError("the training split is empty: give the container an archive")
-        self.src, self.tgt, self.src_len, self.tgt_len = encode_pairs(
-            xformer, xformer.training_corpus)
+        self.track_score, self.score_history = track_score, []      # (step, epoch, score)
         if resume:
             self.resume()
-        elif xformer.save_checkpoints and checkpoints_dir:
+        elif container.save_checkpoints and checkpoints_dir:
             existing = checkpoint_files(checkpoints_dir)
             if existing and not overwrite:
                 raise FileExistsError(
@@ -127,22 +138,30 @@ class Trainer:
                     "or choose another directory.")
 
     # -----------------------------------------------------------------------------------
-    def loss_on_batch(self, src, tgt):
-        """Cross-entropy over the target positions up to and including the first EOS.
+    # What a subclass provides.
+    num_examples = 0
 
-        Shape: src (B, T_src), tgt (B, T_tgt) -> scalar
-        """
-        tgt_in, labels = tgt[:, :-1], tgt[:, 1:]                      # (B, T_tgt - 1)
-        keep = ~padding_mask(labels)                                  # (B, T_tgt - 1)
-        logits = self.model(src, tgt_in, keep)                        # (N, V_es)
-        return F.cross_entropy(logits, labels[keep],
-                               label_smoothing=self.xformer.label_smoothing)
+    def batches(self, epoch, skip=0):
+        raise NotImplementedError
 
-    def train_step(self, src, tgt):
+    def loss_on_batch(self, *batch):
+        raise NotImplementedError
+
+    def model_payload(self):
+        raise NotImplementedError
+
+    def load_payload(self, payload):
+        raise NotImplementedError
+
+    def held_out_score(self):
+        raise NotImplementedError
+
+    # -----------------------------------------------------------------------------------
+    def train_step(self, *batch):
         """zero_grad, forward, loss, backward, clip, step. A non-finite loss or gradient
         stops training before the weights are touched."""
         self.optimizer.zero_grad()
-        loss = self.loss_on_batch(src, tgt)
+        loss = self.loss_on_batch(*batch)
         value = loss.item()
         if not math.isfinite(value):
             self.diverged(f"the loss became {value}")
@@ -161,21 +180,16 @@ class Trainer:
         raise TrainingDiverged(
             f"training diverged: {what} in epoch {self.epoch + 1}, step {self.step + 1}, learning "
             f"rate {self.current_lr():.3g}; nothing was saved over good weights ({kept}). "
-            "Lower the peak learning rate (lr_mul for FG, learning_rate for PreLN) or "
+            "Lower the peak learning rate (lr_mul with a warm-up, else learning_rate) or "
             "lengthen the warm-up (num_warmup_steps).")
 
     def current_lr(self):
         return self.optimizer.param_groups[0]["lr"]
 
-    def batches(self, epoch, skip=0):
-        """The epoch's batches, in an order that depends only on the seed and the epoch (so
-        a resumed run sees the same batches); the first ``skip`` are left out."""
-        gen = torch.Generator().manual_seed((self.dls.seed or 0) * 1000003 + epoch)
-        lengths = torch.maximum(self.src_len, self.tgt_len)
-        for idx in bucketed_batches(lengths, self.dls.batch_size, gen)[skip:]:
-            T_src, T_tgt = int(self.src_len[idx].max()), int(self.tgt_len[idx].max())
-            yield (self.src[idx, :T_src].to(self.device, non_blocking=True),
-                   self.tgt[idx, :T_tgt].to(self.device, non_blocking=True))
+    def epoch_generator(self, epoch):
+        """Random numbers that depend only on the seed and the epoch, so that a resumed run
+        sees the same batches as an uninterrupted one."""
+        return torch.Generator().manual_seed((self.dls.seed or 0) * 1000003 + epoch)
 
     # -----------------------------------------------------------------------------------
     def run(self, callback=None):
@@ -188,7 +202,7 @@ class Trainer:
         """
         self.model.train()
         start = time.monotonic()
-        n_batches = math.ceil(len(self.src) / self.dls.batch_size)
+        n_batches = math.ceil(self.num_examples / self.dls.batch_size)
         stop = None
         with _StopSignals() as signals:
             for epoch in range(self.epoch, self.dls.epochs):
@@ -197,8 +211,8 @@ class Trainer:
                            initial=self.batches_done, leave=False, mininterval=1.0,
                            desc=f"epoch {epoch + 1}/{self.dls.epochs}")
                 total, count = 0.0, 0
-                for src, tgt in bar:
-                    loss = self.train_step(src, tgt)
+                for batch in bar:
+                    loss = self.train_step(*batch)
                     self.batches_done += 1
                     self.train_losses.append(loss)
                     total, count = total + loss, count + 1
@@ -218,9 +232,9 @@ class Trainer:
                 log.info("epoch %d/%d%s: mean loss %.4f, lr %.2e, %.0f s", epoch + 1,
                          self.dls.epochs, "" if complete else " (stopped inside it)",
                          total / max(count, 1), self.current_lr(), time.monotonic() - start)
-                due = complete and ((epoch + 1) % self.xformer.checkpoint_freq == 0
+                due = complete and ((epoch + 1) % self.container.checkpoint_freq == 0
                                     or epoch + 1 == self.dls.epochs)
-                if self.xformer.save_checkpoints and self.checkpoints_dir and (due or stop):
+                if self.container.save_checkpoints and self.checkpoints_dir and (due or stop):
                     self.save(epoch, complete)
                 if complete:                       # the next run() starts with the next epoch
                     self.epoch, self.batches_done = epoch + 1, 0
@@ -239,33 +253,27 @@ class Trainer:
     # -----------------------------------------------------------------------------------
     def payload(self, epoch, complete=True):
         """Everything a later script needs, in one dict (see DLStudio.checkpoints)."""
-        x = self.xformer
+        c = self.container
         return {
-            "format": FORMAT, "variant": x.variant, "epoch": epoch, "step": self.step,
+            "format": FORMAT, "variant": c.variant, "epoch": epoch, "step": self.step,
             "epoch_complete": complete, "batches_done": self.batches_done,
-            "container_args": x.constructor_args(),
-            "encoder_config": self.encoder.config(), "decoder_config": self.decoder.config(),
-            "vocab_en": list(x.vocab_en), "vocab_es": list(x.vocab_es),
-            "vocab_fingerprint": x.vocab_fingerprint,
-            "model": {"embeddings_generator_en": x.embeddings_generator_en.state_dict(),
-                      "embeddings_generator_es": x.embeddings_generator_es.state_dict(),
-                      "encoder": self.encoder.state_dict(),
-                      "decoder": self.decoder.state_dict()},
+            "container_args": c.constructor_args(),
+            **self.model_payload(),
             "optimizer": self.optimizer.state_dict(),
             "rng": {"torch": torch.get_rng_state()},
             "train_losses": list(self.train_losses),
-            "held_out_bleu": [list(row) for row in self.bleu_history],
+            self.score_key: [list(row) for row in self.score_history],
         }
 
     def save(self, epoch, complete=True):
         """Write checkpoint_<epoch>.pt (or checkpoint_<epoch>_partial.pt inside an epoch)."""
         path = checkpoint_path(self.checkpoints_dir, epoch if complete else f"{epoch}_partial")
-        if self.track_bleu and self.xformer.held_out_corpus:
-            bleu = evaluate_bleu(self.xformer, self.model, self.xformer.held_out_corpus,
-                                 show=0)["bleu"]
+        if self.track_score:
+            score = self.held_out_score()
             self.model.train()
-            self.bleu_history.append((self.step, epoch, bleu))
-            log.info("held-out BLEU at epoch %d: %.2f", epoch, bleu)
+            if score is not None:
+                self.score_history.append((self.step, epoch, score))
+                log.info("held-out %s at epoch %d: %.2f", self.score_name, epoch, score)
         save_checkpoint(self.payload(epoch, complete), path)
         self.last_checkpoint = path
         log.info("checkpoint written: %s", path)
@@ -277,13 +285,13 @@ class Trainer:
         for path in reversed(checkpoint_files(self.checkpoints_dir)):
             try:
                 payload = load_checkpoint(path)
-                self.xformer.load_weights(payload, self.encoder, self.decoder)
+                self.load_payload(payload)
             except CheckpointError as e:
                 log.warning("skipping %s: %s", path, e)
                 continue
             self.optimizer.load_state_dict(payload["optimizer"])
             self.step, self.train_losses = payload["step"], list(payload["train_losses"])
-            self.bleu_history = [tuple(row) for row in payload.get("held_out_bleu", [])]
+            self.score_history = [tuple(row) for row in payload.get(self.score_key, [])]
             if payload["epoch_complete"]:
                 self.epoch, self.batches_done = payload["epoch"] + 1, 0
             else:
@@ -307,16 +315,134 @@ class Trainer:
         ax.plot(torch.arange(len(smooth)) * k, smooth)
         ax.set_xlabel("training step")
         ax.set_ylabel("cross-entropy loss")
-        ax.set_title(f"Transformer{self.xformer.variant}: training loss")
-        if self.bleu_history:
+        ax.set_title(f"{type(self.container).__name__}: training loss")
+        if self.score_history:
             ax2 = ax.twinx()
-            ax2.plot([r[0] for r in self.bleu_history], [r[2] for r in self.bleu_history],
+            ax2.plot([r[0] for r in self.score_history], [r[2] for r in self.score_history],
                      color="tab:red", marker="o")
-            ax2.set_ylabel("held-out BLEU", color="tab:red")
+            ax2.set_ylabel(f"held-out {self.score_name}", color="tab:red")
         path = os.path.join(folder, "train_loss.png")
         fig.savefig(path, dpi=100)
         log.info("loss curve written: %s", path)
         return path
+
+
+class TranslationTrainer(Trainer):
+    """Trains an EncoderDecoder (TransformerFG or TransformerPreLN) on the container's
+    training split: teacher forcing, one decoder pass per batch, length-bucketed batches.
+
+    Args:
+        xformer: the container; master_encoder, master_decoder: the stacks to train (with
+        both embedding generators). track_bleu: score the held-out split (greedy) at every
+        checkpoint. The other arguments are those of `Trainer`.
+    """
+
+    score_name, score_key = "BLEU", "held_out_bleu"
+
+    def __init__(self, xformer, master_encoder, master_decoder, checkpoints_dir,
+                 track_bleu=False, **kwargs):
+        if not xformer.training_corpus:
+            raise ValueError("the training split is empty: give the container an archive")
+        self.xformer = xformer
+        self.encoder, self.decoder = master_encoder, master_decoder
+        self.src, self.tgt, self.src_len, self.tgt_len = encode_pairs(
+            xformer, xformer.training_corpus)
+        self.num_examples = len(self.src)
+        super().__init__(xformer, xformer.EncoderDecoder(xformer, master_encoder, master_decoder),
+                         checkpoints_dir, track_score=track_bleu, **kwargs)
+
+    def loss_on_batch(self, src, tgt):
+        """Cross-entropy over the target positions up to and including the first EOS.
+
+        Shape: src (B, T_src), tgt (B, T_tgt) -> scalar
+        """
+        tgt_in, labels = tgt[:, :-1], tgt[:, 1:]                      # (B, T_tgt - 1)
+        keep = ~padding_mask(labels)                                  # (B, T_tgt - 1)
+        logits = self.model(src, tgt_in, keep)                        # (N, V_es)
+        return F.cross_entropy(logits, labels[keep],
+                               label_smoothing=self.xformer.label_smoothing)
+
+    def batches(self, epoch, skip=0):
+        """The epoch's batches of (src, tgt), each cut to its longest sentence; the first
+        ``skip`` are left out."""
+        lengths = torch.maximum(self.src_len, self.tgt_len)
+        for idx in bucketed_batches(lengths, self.dls.batch_size,
+                                    self.epoch_generator(epoch))[skip:]:
+            T_src, T_tgt = int(self.src_len[idx].max()), int(self.tgt_len[idx].max())
+            yield (self.src[idx, :T_src].to(self.device, non_blocking=True),
+                   self.tgt[idx, :T_tgt].to(self.device, non_blocking=True))
+
+    def model_payload(self):
+        x = self.xformer
+        return {
+            "encoder_config": self.encoder.config(), "decoder_config": self.decoder.config(),
+            "vocab_en": list(x.vocab_en), "vocab_es": list(x.vocab_es),
+            "vocab_fingerprint": x.vocab_fingerprint,
+            "model": {"embeddings_generator_en": x.embeddings_generator_en.state_dict(),
+                      "embeddings_generator_es": x.embeddings_generator_es.state_dict(),
+                      "encoder": self.encoder.state_dict(),
+                      "decoder": self.decoder.state_dict()},
+        }
+
+    def load_payload(self, payload):
+        self.xformer.load_weights(payload, self.encoder, self.decoder)
+
+    def held_out_score(self):
+        if not self.xformer.held_out_corpus:
+            return None
+        return evaluate_bleu(self.xformer, self.model, self.xformer.held_out_corpus,
+                             show=0)["bleu"]
+
+
+class ImageTrainer(Trainer):
+    """Trains a visTransformer on its training images: batches of images in random order
+    (shifted and flipped when the model's ``augment`` is on), cross-entropy on the class.
+
+    Args:
+        vit: the visTransformer (with its data sets loaded). track_accuracy: score the test
+        images at every checkpoint. The other arguments are those of `Trainer`.
+    """
+
+    score_name, score_key = "accuracy", "held_out_accuracy"
+
+    def __init__(self, vit, checkpoints_dir, track_accuracy=False, **kwargs):
+        if vit.training_set is None:
+            raise ValueError("no training images: call load_shapes_dataset() or "
+                             "load_cifar_10_dataset() first")
+        self.vit = vit
+        self.images, self.labels = vit.training_set.images, vit.training_set.labels
+        self.num_examples = len(self.labels)
+        super().__init__(vit, vit, checkpoints_dir, track_score=track_accuracy, **kwargs)
+
+    def batches(self, epoch, skip=0):
+        """The epoch's batches of (images in [0, 1], labels); the first ``skip`` are left
+        out (their random shifts are still drawn, so a resumed run matches)."""
+        gen = self.epoch_generator(epoch)
+        order = torch.randperm(self.num_examples, generator=gen)
+        for i, idx in enumerate(order.split(self.dls.batch_size)):
+            images = self.images[idx].float().div_(255)                   # (B, C, H, W)
+            if self.vit.augment:
+                images = random_crops_and_flips(images, gen)
+            if i >= skip:
+                yield (images.to(self.device, non_blocking=True),
+                       self.labels[idx].to(self.device, non_blocking=True))
+
+    def loss_on_batch(self, images, labels):
+        """Shape: images (B, C, H, W), labels (B,) -> scalar"""
+        return F.cross_entropy(self.model(images), labels,
+                               label_smoothing=self.vit.label_smoothing)
+
+    def model_payload(self):
+        return {"model": self.vit.state_dict(), "dataset": self.vit.dataset_spec}
+
+    def load_payload(self, payload):
+        self.vit.load_weights(payload)
+
+    def held_out_score(self):
+        if self.vit.test_set is None:
+            return None
+        predicted = self.vit.predict(self.vit.test_set.images)
+        return 100.0 * (predicted == self.vit.test_set.labels).float().mean().item()
 
 
 class _StopSignals:

@@ -1,5 +1,6 @@
 """Pictures that show what the model does: attention maps, the positional encoding, the
-warm-up schedule, BLEU across checkpoints, and training curves side by side.
+warm-up schedule, BLEU across checkpoints, training curves side by side, and for the
+visTransformer the confusion matrix, labelled test images and the class token's attention.
 
 Every function writes a PNG with matplotlib's object-oriented API (no window, no global
 state) and returns its path.
@@ -10,7 +11,8 @@ import os
 from matplotlib.figure import Figure
 
 __all__ = ["plot_attention", "plot_positional_encoding", "plot_lr_schedule",
-           "plot_bleu_by_epoch", "plot_runs", "find_divergence"]
+           "plot_bleu_by_epoch", "plot_runs", "find_divergence", "plot_confusion_matrix",
+           "plot_image_grid", "plot_class_token_attention"]
 
 
 def _save(fig, path):
@@ -116,3 +118,62 @@ def plot_runs(runs, path, title):
     fig.suptitle(title)
     return _save(fig, path)
 
+
+
+def plot_confusion_matrix(matrix, classes, path, title):
+    """(K, K) counts, rows true class, columns predicted, shown as row fractions."""
+    K = len(classes)
+    fractions = matrix.float() / matrix.sum(1, keepdim=True).clamp_min(1)
+    fig = Figure(figsize=(1.0 + 0.7 * K, 0.8 + 0.7 * K))
+    ax = fig.add_subplot()
+    ax.imshow(fractions.numpy(), vmin=0.0, vmax=1.0, cmap="Blues")
+    for i in range(K):
+        for j in range(K):
+            ax.text(j, i, str(int(matrix[i, j])), ha="center", va="center", fontsize=7,
+                    color="white" if fractions[i, j] > 0.5 else "black")
+    ax.set_xticks(range(K), classes, rotation=45, ha="right")
+    ax.set_yticks(range(K), classes)
+    ax.set_xlabel("predicted")
+    ax.set_ylabel("true")
+    ax.set_title(title, fontsize=9)
+    return _save(fig, path)
+
+
+def plot_image_grid(images, true, predicted, classes, path, title, columns=8):
+    """Images (N, C, H, W) uint8 with their true and predicted labels (red when wrong)."""
+    n = len(images)
+    rows = (n + columns - 1) // columns
+    fig = Figure(figsize=(1.6 * columns, 1.8 * rows + 0.4))
+    for i in range(n):
+        ax = fig.add_subplot(rows, columns, i + 1)
+        ax.imshow(images[i].permute(1, 2, 0).numpy())
+        ok = int(true[i]) == int(predicted[i])
+        ax.set_title(f"{classes[int(predicted[i])]}\n(true {classes[int(true[i])]})",
+                     fontsize=7, color="black" if ok else "red")
+        ax.axis("off")
+    fig.suptitle(title)
+    return _save(fig, path)
+
+
+def plot_class_token_attention(images, maps, grid, path, title):
+    """Where the class token looks: for each image, its picture and, for every layer, the
+    class token's attention over the patches (mean over heads).
+
+    Args:
+        images: (N, C, H, W) uint8.  maps: list (one per layer) of (N, H, 1 + N_p, 1 + N_p).
+        grid: (rows, columns) of patches, N_p = rows * columns.
+    """
+    n, layers = len(images), len(maps)
+    fig = Figure(figsize=(1.8 * (layers + 1), 1.8 * n + 0.4))
+    axes = fig.subplots(n, layers + 1, squeeze=False)
+    for i in range(n):
+        axes[i][0].imshow(images[i].permute(1, 2, 0).numpy())
+        axes[i][0].set_title("image", fontsize=7)
+        for k, layer in enumerate(maps):
+            weights = layer[i, :, 0, 1:].mean(0).reshape(grid)             # (rows, columns)
+            axes[i][k + 1].imshow(weights.numpy(), cmap="magma")
+            axes[i][k + 1].set_title(f"layer {k}", fontsize=7)
+        for ax in axes[i]:
+            ax.axis("off")
+    fig.suptitle(title)
+    return _save(fig, path)

@@ -6,9 +6,16 @@ cache, our decoder re-running the whole prefix, and a baseline built from PyTorc
     python benchmarks/bench_decode.py                                    # bundled corpus
     python benchmarks/bench_decode.py --archive ../shared/data/en_es_xformer_8_90000.tar.gz
 
+    python benchmarks/bench_decode.py --archive ../shared/data/en_es_xformer_8_90000.tar.gz \
+        --checkpoint checkpoints_with_masking_FG/checkpoint_0.pt
+
 All three run the same decoding loops (DLStudio.evaluation.greedy_decode / beam_search) on
-the same batches of held-out sentences. The models are untrained, and decoding is forced to
-run every step to max_seq_length (no early stop), so that all do the same number of steps.
+the same batches of held-out sentences.
+    - With --checkpoint (a trained TransformerFG of that archive): our model stops each
+      sentence at its EOS, as real translation does (a finished sentence leaves the batch),
+      and the baseline, untrained, is run for exactly as many steps on each batch as ours
+      needed for that batch (a naive loop stops when the whole batch is done).
+    - Without: every model is untrained and runs every step to max_seq_length.
 """
 
 import argparse
@@ -84,15 +91,21 @@ def main():
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--batches", type=int, default=4, help="held-out batches per measurement")
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--checkpoint", help="a trained TransformerFG checkpoint of --archive")
     args = p.parse_args()
     torch.manual_seed(0)
-    M, H, L = args.embedding_size, args.num_atten_heads, args.num_layers
     corpus = load_archive(args.archive, max_seq_length=10)
     dls = DLStudio(use_gpu=False, seed=0)
-    x = TransformerFG(dl_studio=dls, corpus=corpus, embedding_size=M)
-    enc = x.MasterEncoder(dls, x, L, H)
-    dec = x.MasterDecoderWithMasking(dls, x, L, H)
-    ours = x.EncoderDecoder(x, enc, dec).eval()
+    if args.checkpoint:
+        x, ours = TransformerFG.from_checkpoint(args.checkpoint, dl_studio=dls, corpus=corpus)
+        M, L = x.embedding_size, ours.encoder.num_basic_encoders
+        H = ours.encoder.num_atten_heads
+    else:
+        M, H, L = args.embedding_size, args.num_atten_heads, args.num_layers
+        x = TransformerFG(dl_studio=dls, corpus=corpus, embedding_size=M)
+        enc = x.MasterEncoder(dls, x, L, H)
+        dec = x.MasterDecoderWithMasking(dls, x, L, H)
+        ours = x.EncoderDecoder(x, enc, dec).eval()
     baseline = NaiveBaseline(Baseline(x.vocab_en_size, x.vocab_es_size, M, H, L,
                                       x.FeedForward.expansion * M, x.max_seq_length,
                                       norm_first=False)).eval()
@@ -101,23 +114,32 @@ def main():
     batches = [src[i:i + args.batch_size]
                for i in range(0, len(src), args.batch_size)][:args.batches]
     n = sum(len(b) for b in batches)
-    # force every step: a finished sentence is never "done" early
-    evaluation.EOS_INDEX = -1
+    trained = bool(args.checkpoint)
     models = {"ours (cache)": ours, "ours (no cache)": NoCache(ours),
               "nn.Transformer naive": baseline}
     print(f"archive {args.archive}; embedding {M}, {L}+{L} layers, {H} heads; {n} held-out "
-          f"sentences in batches of {args.batch_size}; {torch.get_num_threads()} threads")
+          f"sentences in batches of {args.batch_size}; {torch.get_num_threads()} threads; "
+          + (f"ours trained ({args.checkpoint}), stopping at EOS" if trained else
+             "untrained models, every step run"))
+
+    def decode(model, b, width, max_len):
+        if width == 1:       # the untrained baseline runs its given steps, EOS or not
+            return evaluation.greedy_decode(model, b, max_len,
+                                            stop_at_eos=trained and model is not baseline)
+        return evaluation.beam_search(model, b, max_len, width)
+
     for name, width in (("greedy", 1), ("beam-4", 4)):
+        # the steps each batch takes with our model: the baseline is given the same
+        with torch.no_grad():
+            steps = [decode(ours, b, width, x.max_seq_length).size(1) + 1 for b in batches]
         rates = {}
         for _ in range(args.repeats):           # interleaved repeats
             for label, model in models.items():
                 t0 = time.perf_counter()
                 with torch.no_grad():
-                    for b in batches:
-                        if width == 1:
-                            evaluation.greedy_decode(model, b, x.max_seq_length)
-                        else:
-                            evaluation.beam_search(model, b, x.max_seq_length, width)
+                    for b, max_len in zip(batches, steps):
+                        decode(model, b, width, max_len if model is baseline else
+                               x.max_seq_length)
                 rates.setdefault(label, []).append(n / (time.perf_counter() - t0))
         base = statistics.median(rates["nn.Transformer naive"])
         for label, r in rates.items():

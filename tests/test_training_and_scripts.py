@@ -35,6 +35,22 @@ def test_short_training_raises_held_out_bleu(trained):
     assert not {en for en, _ in x.held_out_corpus} & {en for en, _ in x.training_corpus}
 
 
+def test_finished_sentences_leave_the_batch_without_changing_translations(trained):
+    from DLStudio.evaluation import greedy_decode
+    from DLStudio.tokens import EOS_INDEX
+    _, x, enc, dec, trainer, _ = trained
+    model = trainer.model.eval()
+    src = x.sentence_with_words_to_ints([en for en, _ in x.held_out_corpus[:200]], "en")
+    fast = greedy_decode(model, src, x.max_seq_length)
+    every_step = greedy_decode(model, src, x.max_seq_length, stop_at_eos=False)
+    assert every_step.size(1) == x.max_seq_length - 1
+    lengths = (fast != EOS_INDEX).sum(1)
+    assert len(set(lengths.tolist())) > 2          # sentences do finish at different steps
+    expected = every_step.masked_fill((every_step == EOS_INDEX).cumsum(1) > 0, EOS_INDEX)
+    assert torch.equal(fast, expected[:, :fast.size(1)])
+    assert (expected[:, fast.size(1):] == EOS_INDEX).all()
+
+
 def test_checkpoints_every_epoch_and_self_describing(trained):
     folder, x, enc, dec, trainer, _ = trained
     assert list_checkpoints(folder / "ck") == [0, 1]

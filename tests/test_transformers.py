@@ -156,8 +156,8 @@ def test_fg_and_preln_have_the_same_parameters():
 def test_every_parameter_changes_after_one_step(cls):
     torch.manual_seed(5)
     dls, x, enc, dec = make(cls)
-    from DLStudio.training import Trainer
-    trainer = Trainer(x, enc, dec, checkpoints_dir=None)
+    from DLStudio.training import TranslationTrainer
+    trainer = TranslationTrainer(x, enc, dec, checkpoints_dir=None)
     before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
     assert any(n.startswith("embeddings_generator_en") for n in before)
     assert any(n.startswith("embeddings_generator_es") for n in before)
@@ -319,10 +319,10 @@ def test_dropout_is_active_in_training_only():
 
 
 def test_label_smoothing_is_the_smoothed_cross_entropy():
-    from DLStudio.training import Trainer
+    from DLStudio.training import TranslationTrainer
     torch.manual_seed(11)
     _, x, enc, dec = make(TransformerFG, label_smoothing=0.1)
-    trainer = Trainer(x, enc, dec, checkpoints_dir=None)
+    trainer = TranslationTrainer(x, enc, dec, checkpoints_dir=None)
     trainer.model.eval()
     src, tgt = next(iter(trainer.batches(0)))
     labels, keep = tgt[:, 1:], ~padding_mask(tgt[:, 1:])
@@ -334,10 +334,10 @@ def test_label_smoothing_is_the_smoothed_cross_entropy():
 
 @pytest.mark.parametrize("switch", ["full_width_heads", "tie_embeddings", "learned_positions"])
 def test_every_parameter_is_trained_with_each_switch(switch):
-    from DLStudio.training import Trainer
+    from DLStudio.training import TranslationTrainer
     torch.manual_seed(12)
     dls, x, enc, dec = make(TransformerPreLN, **{switch: True})
-    trainer = Trainer(x, enc, dec, checkpoints_dir=None)
+    trainer = TranslationTrainer(x, enc, dec, checkpoints_dir=None)
     before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
     src, tgt = next(iter(trainer.batches(0)))
     trainer.train_step(src, tgt)

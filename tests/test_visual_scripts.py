@@ -109,3 +109,23 @@ def test_compare_fg_preln_runs_and_plots(tmp_path, extra):
     assert_picture(tmp_path / "compare_fg_preln" / "compare_fg_preln.png", 800, 500)
     lines = (tmp_path / "compare_fg_preln" / "compare_fg_preln.csv").read_text().splitlines()
     assert {line.split(",")[0] for line in lines[1:]} == {"FG", "FG-no-warmup", "PreLN"}
+
+
+def test_compare_runs_a_switch_each_for_the_same_number_of_steps(tmp_path):
+    from DLStudio.datasets import generate_corpus, save_archive
+    save_archive(generate_corpus(400, seed=6), tmp_path / "tiny.tar.gz")
+    runs = "FG,FG:tie_embeddings,PreLN:dropout=0.1:learned_positions"
+    out = run("compare_fg_preln.py", "--archive", tmp_path / "tiny.tar.gz", "--steps", 6,
+              "--every", 4, "--embedding-size", 32, "--num-layers", 1, "--runs", runs,
+              cwd=tmp_path)
+    assert "tie_embeddings True" in out and "learned_positions True" in out
+    lines = (tmp_path / "compare_fg_preln" / "compare_fg_preln.csv").read_text().splitlines()
+    rows = [line.split(",") for line in lines[1:]]
+    assert [r[0] for r in rows] == ["FG", "FG", "FG:tie_embeddings", "FG:tie_embeddings",
+                                    "PreLN:dropout=0.1:learned_positions"] * 1 + \
+        ["PreLN:dropout=0.1:learned_positions"]
+    assert [int(r[2]) for r in rows] == [4, 6] * 3      # scored at step 4 and at the end
+    bad = subprocess.run([sys.executable, os.path.join(EXAMPLES, "compare_fg_preln.py"),
+                          "--runs", "FG:tied"], capture_output=True, text=True, env=ENV,
+                         timeout=120)
+    assert bad.returncode == 2 and "unknown switch 'tied'" in bad.stderr

@@ -1,5 +1,6 @@
 """The data layer: DLStudio archives (safe loading, validation, split), the Tatoeba/Anki
-converter, and the generator of the bundled synthetic corpus.
+converter, the generator of the bundled synthetic corpus, and images (CIFAR-10 and our own
+shapes) for the visTransformer.
 
 Command line: ``python -m DLStudio.datasets {inspect,build-archive,synth} ...``.
 """
@@ -15,12 +16,22 @@ from .archive import (
                       split_pairs,
                       vocab_fingerprint,
 )
+from .images import (
+                     CIFAR10_CLASSES,
+                     SHAPE_CLASSES,
+                     ImageDataError,
+                     ImageSet,
+                     generate_shapes,
+                     load_cifar10,
+                     random_crops_and_flips,
+)
 from .synth import generate_corpus, generate_pairs
 
 __all__ = ["ArchiveError", "Corpus", "archive_bytes", "build_corpus", "load_archive",
            "save_archive", "split_pairs", "vocab_fingerprint", "curate_pairs",
            "expand_contractions", "normalize", "read_tsv_pairs", "generate_corpus",
-           "generate_pairs", "BUNDLED_ARCHIVE"]
+           "generate_pairs", "BUNDLED_ARCHIVE", "ImageSet", "ImageDataError", "SHAPE_CLASSES",
+           "CIFAR10_CLASSES", "generate_shapes", "load_cifar10", "random_crops_and_flips"]
 
 import os as _os
 

@@ -1,0 +1,169 @@
+"""Images for the visTransformer: CIFAR-10 (through torchvision) and a shapes set of our own.
+
+An `ImageSet` holds images as uint8 tensors (N, C, H, W), their labels (N,) and the class
+names. Pixels become floats in [0, 1] only batch by batch (in the trainer), and the model
+normalises them itself, so a set of 50,000 CIFAR-10 images stays at 150 MB.
+
+``generate_shapes(n, seed)`` draws bright coloured shapes (circle, ring, square, triangle,
+cross, star) of random size, position, rotation and colour on a dark noisy background: a
+set that a small vision transformer learns in minutes on a CPU, with no download.
+The same arguments always give the same images.
+"""
+
+import math
+import os
+from dataclasses import dataclass
+
+import torch
+
+__all__ = ["ImageSet", "ImageDataError", "SHAPE_CLASSES", "CIFAR10_CLASSES", "generate_shapes",
+           "load_cifar10", "random_crops_and_flips"]
+
+SHAPE_CLASSES = ("circle", "ring", "square", "triangle", "cross", "star")
+CIFAR10_CLASSES = ("plane", "car", "bird", "cat", "deer", "dog", "frog", "horse", "ship",
+                   "truck")
+CIFAR10_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
+
+
+class ImageDataError(RuntimeError):
+    """Image data that cannot be used, with what to do about it."""
+
+
+@dataclass
+class ImageSet:
+    """Images (N, C, H, W) uint8, labels (N,) int64 in [0, K), class names (K,)."""
+
+    images: torch.Tensor
+    labels: torch.Tensor
+    classes: tuple
+    name: str = ""
+
+    def __post_init__(self):
+        if self.images.dtype != torch.uint8 or self.images.dim() != 4:
+            raise ImageDataError(f"{self.name}: images must be a uint8 tensor (N, C, H, W), "
+                                 f"got {self.images.dtype} {tuple(self.images.shape)}")
+        if len(self.labels) != len(self.images):
+            raise ImageDataError(f"{self.name}: {len(self.images)} images but "
+                                 f"{len(self.labels)} labels")
+        if len(self.labels) and not 0 <= int(self.labels.min()) <= int(self.labels.max()) \
+                < len(self.classes):
+            raise ImageDataError(f"{self.name}: labels must lie in [0, {len(self.classes)})")
+
+    def __len__(self):
+        return len(self.labels)
+
+    def mean_std(self):
+        """Per-channel mean and standard deviation of the pixels in [0, 1] (C,), (C,)."""
+        x = self.images.float().div_(255).transpose(0, 1).reshape(self.images.size(1), -1)
+        return x.mean(1), x.std(1)
+
+
+# ---------------------------------------------------------------------------------------
+# Our own shapes.
+def _shape_masks(u, v, r):
+    """Which pixels each shape covers, for pixel offsets (u, v) from the centre in the
+    shape's own rotated frame and a size r. Shape: (N, H, W) each -> (N, 6, H, W) bool."""
+    rho2 = u ** 2 + v ** 2
+    phi = torch.atan2(v, u)
+    triangle = torch.ones_like(rho2, dtype=torch.bool)
+    for k in range(3):                       # inside all three sides (inradius r / 2)
+        a = math.pi / 2 + 2 * math.pi * k / 3
+        triangle &= u * math.cos(a) + v * math.sin(a) <= r / 2
+    arm = 0.3 * r
+    return torch.stack([
+        rho2 <= r ** 2,                                                      # circle
+        (rho2 <= r ** 2) & (rho2 >= (0.55 * r) ** 2),                        # ring
+        (u.abs() <= 0.8 * r) & (v.abs() <= 0.8 * r),                         # square
+        triangle,                                                            # triangle
+        ((u.abs() <= arm) & (v.abs() <= r)) | ((v.abs() <= arm) & (u.abs() <= r)),  # cross
+        rho2.sqrt() <= r * (0.6 + 0.4 * torch.cos(5 * phi)),                 # star
+    ], dim=1)
+
+
+def generate_shapes(n, image_size=32, seed=0, noise=0.08, chunk=5000):
+    """``n`` images of one coloured shape each, classes drawn uniformly.
+
+    Each image: a dark background colour (each channel in [0, 0.4]) with Gaussian pixel
+    noise (std ``noise``), a shape of a bright colour (each channel in [0.6, 1]), radius
+    0.2-0.4 of the image, centred anywhere it fits, rotated at random.
+
+    Returns:
+        an ImageSet of (n, 3, image_size, image_size) images.
+    """
+    g = torch.Generator().manual_seed(seed)
+    chunks = [_draw_shapes(min(chunk, n - start), image_size, g, noise)
+              for start in range(0, n, chunk)]
+    images = torch.cat([c[0] for c in chunks]) if chunks else \
+        torch.zeros(0, 3, image_size, image_size, dtype=torch.uint8)
+    labels = torch.cat([c[1] for c in chunks]) if chunks else torch.zeros(0, dtype=torch.long)
+    return ImageSet(images, labels, SHAPE_CLASSES, name=f"shapes(n={n}, seed={seed})")
+
+
+def _draw_shapes(n, S, g, noise):
+    """``n`` shape images of S x S pixels from the generator ``g``: (images, labels)."""
+    labels = torch.randint(len(SHAPE_CLASSES), (n,), generator=g)
+    r = S * (0.2 + 0.2 * torch.rand(n, generator=g))                         # (n,)
+    cx = r + (S - 2 * r) * torch.rand(n, generator=g)
+    cy = r + (S - 2 * r) * torch.rand(n, generator=g)
+    theta = 2 * math.pi * torch.rand(n, generator=g)
+    background = 0.4 * torch.rand(n, 3, generator=g)                          # dark
+    foreground = 0.6 + 0.4 * torch.rand(n, 3, generator=g)                    # bright
+    ys, xs = torch.meshgrid(torch.arange(S) + 0.5, torch.arange(S) + 0.5, indexing="ij")
+    dx, dy = xs - cx[:, None, None], ys - cy[:, None, None]                  # (n, S, S)
+    c, s = torch.cos(theta)[:, None, None], torch.sin(theta)[:, None, None]
+    u, v = c * dx + s * dy, -s * dx + c * dy                                 # rotated frame
+    masks = _shape_masks(u, v, r[:, None, None])                            # (n, 6, S, S)
+    mask = masks[torch.arange(n), labels].unsqueeze(1)                       # (n, 1, S, S)
+    images = torch.where(mask, foreground[:, :, None, None], background[:, :, None, None])
+    images = images + noise * torch.randn(images.shape, generator=g)        # (n, 3, S, S)
+    images = (images.clamp(0, 1) * 255).round().to(torch.uint8)
+    return images, labels
+
+
+# ---------------------------------------------------------------------------------------
+# CIFAR-10.
+def load_cifar10(dataroot, train=True, download=False):
+    """The CIFAR-10 training (50,000) or test (10,000) images, read by torchvision from
+    ``dataroot/cifar-10-batches-py`` (downloaded there first when ``download=True``).
+
+    Raises ImageDataError saying where to put the data when it is missing and cannot be
+    downloaded.
+    """
+    try:
+        from torchvision.datasets import CIFAR10
+    except ImportError as e:
+        raise ImageDataError("CIFAR-10 is read with torchvision, which is not installed: "
+                             "pip install torchvision") from e
+    folder = os.path.join(os.path.abspath(dataroot), "cifar-10-batches-py")
+    try:
+        data = CIFAR10(root=dataroot, train=train, download=download)
+    except (RuntimeError, OSError) as e:     # not found, or no network (URLError is OSError)
+        how = ("the download failed (" + str(e).splitlines()[0] + ")" if download else
+               "it is not there")
+        raise ImageDataError(
+            f"CIFAR-10 is needed in {folder}, and {how}. Download {CIFAR10_URL} on a machine "
+            f"with network, unpack it into {os.path.abspath(dataroot)} (it makes the folder "
+            "cifar-10-batches-py), or run again with --download (download=True) where "
+            "there is network. The shapes set (--dataset shapes) needs no download.") from None
+    images = torch.from_numpy(data.data).permute(0, 3, 1, 2).contiguous()   # (N, 3, 32, 32)
+    return ImageSet(images, torch.tensor(data.targets), CIFAR10_CLASSES,
+                    name=f"CIFAR-10 {'train' if train else 'test'}")
+
+
+# ---------------------------------------------------------------------------------------
+# Augmentation, on a batch.
+def random_crops_and_flips(images, generator, pad=4):
+    """Shift each image by up to ``pad`` pixels (zero padding, as a random crop of the
+    padded image) and flip half of them left-right.
+
+    Shape: images (B, C, H, W) float -> (B, C, H, W)
+    """
+    B, C, H, W = images.shape
+    shift = torch.randint(0, 2 * pad + 1, (B, 2), generator=generator)      # (B, 2)
+    flip = torch.rand(B, generator=generator) < 0.5                          # (B,)
+    padded = torch.nn.functional.pad(images, (pad, pad, pad, pad))          # (B, C, H+2p, W+2p)
+    rows = shift[:, 0, None] + torch.arange(H)                               # (B, H)
+    cols = shift[:, 1, None] + torch.arange(W)                               # (B, W)
+    cols = torch.where(flip[:, None], cols.flip(1), cols)
+    out = padded[torch.arange(B)[:, None, None], :, rows[:, :, None], cols[:, None, :]]
+    return out.permute(0, 3, 1, 2)                                           # (B, C, H, W)

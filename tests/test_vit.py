@@ -1,0 +1,183 @@
+"""The visTransformer: patches, parameters, learning, checkpoints, data and its scripts."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from DLStudio import DLStudio, TransformerFG, visTransformer
+from DLStudio.checkpoints import CheckpointError
+from DLStudio.datasets import (
+    SHAPE_CLASSES,
+    ImageDataError,
+    generate_shapes,
+    load_cifar10,
+    random_crops_and_flips,
+)
+from DLStudio.training import ImageTrainer
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXAMPLES = os.path.join(ROOT, "ExamplesTransformers")
+ENV = dict(os.environ, PYTHONPATH=ROOT, MPLBACKEND="Agg")
+
+
+def tiny_vit(layout="PreLN", epochs=1, num_train=600, num_test=300, **kwargs):
+    dls = DLStudio(batch_size=32, epochs=epochs, learning_rate=2e-3, use_gpu=False, seed=0)
+    vit = visTransformer(dl_studio=dls, patch_size=(8, 8), embedding_size=32,
+                         num_basic_encoders=2, num_atten_heads=4, classes=SHAPE_CLASSES,
+                         layout=layout, **kwargs)
+    vit.load_shapes_dataset(num_train, num_test)
+    return vit
+
+
+def test_patches_keep_the_channels_of_a_patch_together():
+    images = torch.rand(2, 3, 16, 24)
+    patches = visTransformer.PatchEmbeddingGenerator.patches(images, (8, 8))
+    assert patches.shape == (2, 6, 3 * 8 * 8)
+    # Patch 4 of image 1 is row 1, column 1: pixels 8..15 down and 8..15 across, channel by
+    # channel, each channel's pixels row by row.
+    by_hand = torch.cat([images[1, c, 8:16, 8:16].flatten() for c in range(3)])
+    assert torch.equal(patches[1, 4], by_hand)
+    patches = visTransformer.PatchEmbeddingGenerator.patches(images, (4, 8))
+    assert torch.equal(patches[0, 3 * 1 + 2],
+                       torch.cat([images[0, c, 4:8, 16:24].flatten() for c in range(3)]))
+
+
+def test_a_patch_size_that_does_not_divide_the_image_is_refused():
+    dls = DLStudio(use_gpu=False)
+    with pytest.raises(ValueError, match="does not divide"):
+        visTransformer(dl_studio=dls, patch_size=(5, 5), classes=SHAPE_CLASSES)
+    with pytest.raises(ValueError, match="class names"):
+        visTransformer(dl_studio=dls, patch_size=(8, 8))
+
+
+def test_the_encoder_is_the_translation_models_own():
+    vit = tiny_vit(layout="FG")
+    layer = vit.master_encoder.basic_encoder_arr[0]
+    assert type(layer) is TransformerFG.BasicEncoder and not layer.norm_first
+    assert tiny_vit(layout="PreLN").master_encoder.basic_encoder_arr[0].norm_first
+
+
+@pytest.mark.parametrize("layout", ["PreLN", "FG"])
+def test_every_parameter_changes_after_one_step(layout):
+    vit = tiny_vit(layout=layout)
+    trainer = ImageTrainer(vit, checkpoints_dir=None)
+    names = [n for n, _ in vit.named_parameters()]
+    assert "patch_embedding_generator.class_token" in names
+    assert "patch_embedding_generator.position_embeddings" in names
+    before = {n: p.detach().clone() for n, p in vit.named_parameters()}
+    for _ in range(2):          # FG's warm-up makes the first rate tiny but not zero
+        trainer.train_step(*next(iter(trainer.batches(0))))
+    unchanged = [n for n, p in vit.named_parameters() if torch.equal(p, before[n])]
+    assert unchanged == []
+
+
+def test_a_short_training_learns_the_shapes(tmp_path):
+    vit = tiny_vit(epochs=4, num_train=3000, num_test=600)
+    assert (vit.predict(vit.test_set.images) == vit.test_set.labels).float().mean() < 0.3
+    trainer = vit.run_code_for_training_visTransformer(
+        checkpoint_dir=str(tmp_path / "ck"), track_accuracy=True)
+    result = vit.run_code_for_evaluating_visTransformer(print_fn=lambda *a: None)
+    chance = 100 / len(SHAPE_CLASSES)
+    assert result["accuracy"] > 2 * chance, result["accuracy"]
+    assert result["confusion"].sum() == 600
+    assert result["accuracy"] == pytest.approx(
+        100 * result["confusion"].diag().sum().item() / 600)
+    assert trainer.score_history[-1][2] == pytest.approx(result["accuracy"])
+    assert sum(trainer.train_losses[-20:]) < sum(trainer.train_losses[:20])
+
+
+def test_checkpoint_round_trip_gives_identical_predictions(tmp_path):
+    vit = tiny_vit(epochs=1)
+    vit.run_code_for_training_visTransformer(checkpoints_dir=str(tmp_path))
+    images = vit.test_set.images[:64].float() / 255
+    vit.eval()
+    with torch.no_grad():
+        expected = vit(images)
+    again, payload = visTransformer.from_checkpoint(str(tmp_path / "checkpoint_0.pt"))
+    assert payload["dataset"]["name"] == "shapes"
+    with torch.no_grad():
+        assert torch.equal(again(images), expected)
+    assert torch.equal(again.pixel_mean, vit.pixel_mean)
+    other = visTransformer(dl_studio=vit.dl_studio, patch_size=(4, 4), embedding_size=32,
+                           num_basic_encoders=2, num_atten_heads=4, classes=SHAPE_CLASSES)
+    with pytest.raises(CheckpointError, match="patch_size"):
+        other.load_weights(str(tmp_path / "checkpoint_0.pt"))
+
+
+def test_resumed_image_training_ends_where_an_uninterrupted_one_does(tmp_path):
+    whole = tiny_vit(epochs=2, augment=True)
+    ImageTrainer(whole, str(tmp_path / "a")).run()
+    first = tiny_vit(epochs=1, augment=True)
+    ImageTrainer(first, str(tmp_path / "b")).run()
+    resumed = tiny_vit(epochs=2, augment=True)
+    ImageTrainer(resumed, str(tmp_path / "b"), resume=True).run()
+    for (name, a), b in zip(whole.state_dict().items(), resumed.state_dict().values()):
+        assert torch.equal(a, b), name
+
+
+def test_shapes_are_repeatable_and_the_test_images_are_new():
+    a, b = generate_shapes(50, seed=3), generate_shapes(50, seed=3)
+    assert torch.equal(a.images, b.images) and torch.equal(a.labels, b.labels)
+    assert not torch.equal(generate_shapes(50, seed=4).images, a.images)
+    vit = tiny_vit(num_train=200, num_test=100)
+    train = vit.training_set.images.flatten(1)
+    assert not (vit.test_set.images.flatten(1)[:, None] == train[None]).all(-1).any()
+
+
+def test_crops_and_flips_move_pixels_as_drawn():
+    images = torch.rand(6, 3, 8, 8)
+    out = random_crops_and_flips(images, torch.Generator().manual_seed(1), pad=2)
+    g = torch.Generator().manual_seed(1)
+    shift = torch.randint(0, 5, (6, 2), generator=g)
+    flip = torch.rand(6, generator=g) < 0.5
+    padded = torch.nn.functional.pad(images, (2, 2, 2, 2))
+    for i in range(6):
+        crop = padded[i, :, shift[i, 0]:shift[i, 0] + 8, shift[i, 1]:shift[i, 1] + 8]
+        assert torch.equal(out[i], crop.flip(-1) if flip[i] else crop)
+
+
+def test_class_token_attention_rows_sum_to_one():
+    vit = tiny_vit()
+    maps = vit.attention_maps(vit.test_set.images[:3].float() / 255)
+    assert len(maps) == 2 and maps[0].shape == (3, 4, 1 + 16, 1 + 16)
+    assert torch.allclose(maps[0].sum(-1), torch.ones(3, 4, 17), atol=1e-5)
+    assert vit.master_encoder.basic_encoder_arr[0].self_attention.record_attention is False
+
+
+def test_missing_cifar10_says_where_to_put_it(tmp_path):
+    with pytest.raises(ImageDataError) as e:
+        load_cifar10(str(tmp_path))
+    message = str(e.value)
+    assert str(tmp_path / "cifar-10-batches-py") in message and "--download" in message
+    out = subprocess.run([sys.executable, "image_recog_with_visTransformer.py", "--dataset",
+                          "cifar10", "--dataroot", str(tmp_path)], cwd=EXAMPLES,
+                         capture_output=True, text=True, env=ENV, timeout=120)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert "cifar-10-batches-py" in out.stderr
+
+
+def test_the_scripts_train_and_show_a_checkpoint(tmp_path):
+    ck = tmp_path / "ck"
+    out = subprocess.run(
+        [sys.executable, "image_recog_with_visTransformer.py", "--num-train", "400",
+         "--num-test", "100", "--embedding-size", "32", "--num-layers", "1", "--epochs", "1",
+         "--checkpoints-dir", str(ck)],
+        cwd=EXAMPLES, capture_output=True, text=True, env=ENV, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "held-out accuracy" in out.stdout and "true \\ predicted" in out.stdout
+    out = subprocess.run([sys.executable, "test_checkpoint_for_visTransformer.py", str(ck), "0",
+                          "--images", "8"], cwd=EXAMPLES, capture_output=True, text=True,
+                         env=ENV, timeout=300)
+    assert out.returncode == 0, out.stderr
+    from matplotlib.image import imread
+    for name in ("confusion_matrix_0.png", "test_images_0.png",
+                 "class_token_attention_0.png", "train_loss.png"):
+        picture = imread(str(ck / name))
+        assert picture.shape[0] > 150 and picture.shape[1] > 150, name
+        assert picture[..., :3].std() > 0.05, f"{name} is blank"
+    out = subprocess.run([sys.executable, "test_checkpoint_for_visTransformer.py", str(ck), "7"],
+                         cwd=EXAMPLES, capture_output=True, text=True, env=ENV, timeout=120)
+    assert out.returncode == 1 and "no checkpoint" in out.stderr and "Traceback" not in out.stderr
