@@ -53,9 +53,19 @@ class ImageSet:
         return len(self.labels)
 
     def mean_std(self):
-        """Per-channel mean and standard deviation of the pixels in [0, 1] (C,), (C,)."""
-        x = self.images.float().div_(255).transpose(0, 1).reshape(self.images.size(1), -1)
-        return x.mean(1), x.std(1)
+        """Per-channel mean and standard deviation of the pixels in [0, 1] (C,), (C,),
+        summed chunk by chunk (no float copy of the whole set)."""
+        C = self.images.size(1)
+        total = torch.zeros(C, dtype=torch.float64)
+        squares = torch.zeros(C, dtype=torch.float64)
+        for chunk in self.images.split(5000):
+            x = chunk.double().div_(255)
+            total += x.sum((0, 2, 3))
+            squares += x.square().sum((0, 2, 3))
+        n = max(1, self.images.numel() // C)
+        mean = total / n
+        var = (squares / n - mean.square()).clamp_min(0) * n / max(1, n - 1)
+        return mean.float(), var.sqrt().float()
 
 
 # ---------------------------------------------------------------------------------------
