@@ -3,11 +3,15 @@
 A checkpoint is a dict of plain data and tensors (so ``torch.load(weights_only=True)``
 reads it and a crafted file cannot run code):
 
-    format, variant ("FG" | "PreLN"), epoch, step,
-    container_args, encoder_config, decoder_config,   # everything needed to rebuild
+    format, variant ("FG" | "PreLN" | "visTransformer"), epoch, step, epoch_complete,
+    container_args,                                     # everything needed to rebuild
+    optimizer, rng, train_losses, held_out_bleu | held_out_accuracy,
+  translation:
+    encoder_config, decoder_config,
     vocab_en, vocab_es, vocab_fingerprint,              # the model needs no archive
-    model {embeddings_generator_en, embeddings_generator_es, encoder, decoder},
-    optimizer, rng, train_losses
+    model {embeddings_generator_en, embeddings_generator_es, encoder, decoder}
+  visTransformer:
+    model (its state_dict, pixel statistics included), dataset (how to get its images back)
 """
 
 import glob
