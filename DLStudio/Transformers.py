@@ -1,10 +1,10 @@
-"""Transformers for English-to-Spanish translation, written to be read beside the lecture.
+"""Transformers for English-to-Spanish translation and for images, to be read beside the
+lecture. Containers hold the architecture as nested classes that read like the diagram of
+Vaswani et al. 2017, Fig. 1:
 
-Two containers hold the whole architecture as nested classes, so that the class names read
-like the diagram of Vaswani et al. 2017, Fig. 1:
-
-    TransformerFG      post-LayerNorm, as in Vaswani et al. 2017, trained with warm-up
-    TransformerPreLN   pre-LayerNorm, as in Xiong et al. 2020, no warm-up needed
+    TransformerFG      post-LayerNorm (Vaswani et al. 2017), trained with warm-up
+    TransformerPreLN   pre-LayerNorm (Xiong et al. 2020), no warm-up needed
+    visTransformer     an image as a sentence of patches (Dosovitskiy et al. 2020)
 
         token ids ──> EmbeddingsGenerator ──> MasterEncoder (N x BasicEncoder) ──┐
         (English)     word + position code     SelfAttention, FeedForward        │ memory
@@ -13,34 +13,31 @@ like the diagram of Vaswani et al. 2017, Fig. 1:
         (Spanish)                              masked SelfAttention, CrossAttention, FeedForward
                                                ──> output layer ──> logits over Spanish words
 
-Both containers share every class; they differ only in `norm_first` (where LayerNorm sits,
-see `residual`) and in `make_optimizer` (FG's warm-up). A student's subclass that overrides
-one nested class (say `AttentionHead`) gets it used everywhere, because every class builds
-its parts through the container: ``xformer.AttentionHead(...)``.
+In the lecture's order: embeddings, attention, the encoder (`EncoderParts`, shared by every
+container), the decoder (`TransformerBase`), the containers, visTransformer. FG and PreLN
+differ only in `norm_first` (see `residual`) and in whether `make_optimizer` warms up. Every
+part is built through the container (``xformer.AttentionHead(...)``), so overriding one
+nested class in a subclass changes it everywhere; constructors take DLStudio's signatures,
+and each ``forward``'s docstring is its contract (checked at build: DLStudio.overrides).
 
 Shapes (one alphabet for the whole module):
     B       batch size                  T_src, T_tgt  source / target sequence lengths
     M       embedding_size              H             num_atten_heads
     s_qkv   qkv_size = M // H           F             feed-forward hidden size (2 M)
     V_en    English vocabulary size     V_es          Spanish vocabulary size
-Masks are boolean and True where attention is NOT allowed; they broadcast to
-(B, H, T_query, T_key).
+Masks are boolean, True where attention is NOT allowed, broadcast to (B, H, T_q, T_k).
 
 Deliberate departures from the paper (and from DLStudio 2.5.8):
-    - Heads work on slices of the embedding axis (s_qkv = M // H each) and their outputs are
-      concatenated with no output projection W^O: the lecture's design. W_Q, W_K, W_V act on
-      each word separately (s_qkv x s_qkv), not on the whole flattened sentence as in DLStudio.
-    - The feed-forward network is position-wise with F = 2 M (DLStudio's expansion factor;
-      the paper uses 4 M) and is applied to each word separately, as in the paper.
-    - Positional encoding uses the paper's base 10000 (the lecture's code uses 100; both give
-      distinct codes for 10 positions, and 10000 matches the paper and PyTorch tutorials).
-    - Word embeddings are scaled by sqrt(M) before the position code is added (paper, 3.4),
-      and initialised with standard deviation M^-0.5 so that words and positions start at
-      the same scale (PyTorch's default N(0, 1) would make words 16 times larger at M = 256).
+    - Heads work on slices of the embedding (s_qkv = M // H each), concatenated with no
+      output projection W^O (the lecture's design); W_Q, W_K, W_V act on each word
+      separately (s_qkv x s_qkv), not on the flattened sentence as in DLStudio.
+    - The feed-forward network has F = 2 M (DLStudio's factor; the paper's is 4 M).
+    - Positional encoding uses the paper's base 10000 (the lecture's code uses 100).
+    - Word embeddings are scaled by sqrt(M) (paper, 3.4) and initialised with standard
+      deviation M^-0.5, so that words and positions start at the same scale.
     - No dropout by default (the lecture has none); ``dropout=`` turns it on.
 """
 
-import logging
 import math
 import os
 import warnings
@@ -48,30 +45,22 @@ import warnings
 import torch
 import torch.nn as nn
 
-from .checkpoints import CheckpointError, checkpoint_path, load_checkpoint, save_checkpoint
-from .datasets import ArchiveError, Corpus, load_archive, normalize, split_pairs, vocab_fingerprint
-from .evaluation import evaluate_bleu, translate_ids
-from .tokens import EOS_INDEX, SOS_INDEX, causal_mask, padding_mask
-from .training import TranslationTrainer
+from .kv_cache import NO_CACHE, KeyValueCache, attached
+from .overrides import check_forwards, class_path, runs_base, say_once
+from .schedule import ADAM_DEFAULTS, ScheduledOptim, adam
+from .tokens import causal_mask, padding_mask
 
 __all__ = ["TransformerFG", "TransformerPreLN", "visTransformer", "TransformerBase",
-           "scaled_dot_product", "residual", "padding_mask", "causal_mask"]
-
-log = logging.getLogger(__name__)
-
-_masking_warned = False
+           "EncoderParts", "KeyValueCache", "scaled_dot_product", "residual", "padding_mask",
+           "causal_mask"]
 
 
-# ---------------------------------------------------------------------------------------
-# The three pieces of arithmetic every class below uses.
 def scaled_dot_product(Q, K, V, mask=None):
     """Attention(Q, K, V) = softmax(Q K^T / sqrt(s_qkv)) V   (Vaswani et al. 2017, eq. 1).
 
-    Shape:
-        Q: (..., T_q, s_qkv), K and V: (..., T_k, s_qkv), mask: broadcastable to
-        (..., T_q, T_k), True where a query may not look.
-    Returns:
-        (output (..., T_q, s_qkv), weights (..., T_q, T_k)); each row of weights sums to 1.
+    Shape: Q (..., T_q, s_qkv), K and V (..., T_k, s_qkv), mask broadcastable to
+        (..., T_q, T_k), True where a query may not look
+        -> output (..., T_q, s_qkv), weights (..., T_q, T_k) (each row sums to 1)
     """
     scores = Q @ K.transpose(-2, -1) / math.sqrt(Q.size(-1))          # (..., T_q, T_k)
     if mask is not None:
@@ -92,216 +81,21 @@ def residual(x, norm, sublayer, norm_first):
     return norm(x + sublayer(x))
 
 
-def _run_heads(heads, x_q, x_kv, mask, keep_weights, cache=None, full_width=False):
-    """Run every head of a (Self|Cross)Attention at once, each on its own slice.
-
-    Each head's own W_Q, W_K, W_V are stacked into one (H, s_qkv, 3 s_qkv) tensor, and one
-    batched matrix product (a batch of H) applies every head to its slice of every word:
-    exactly what calling each head on its slice and concatenating gives (a test checks
-    this), without a Python loop over heads.
-
-    ``cache`` (a dict, for decoding one word at a time) keeps the keys and values already
-    computed: self-attention appends the new word's K and V to them, cross-attention
-    computes the memory's K and V once; the stacked weights are kept there too. With
-    ``full_width`` every head reads the whole embedding (W_Q: M -> s_qkv) instead of its
-    slice.
-    """
-    B, T_q, M = x_q.shape
-    T_k, H = x_kv.size(1), len(heads)
-    s = M // H
-
-    def stacked(names):                 # the heads' weights side by side, transposed
-        W = torch.stack([torch.cat([getattr(h, n).weight for n in names]) for h in heads])
-        b = torch.stack([torch.cat([getattr(h, n).bias for n in names]) for h in heads])
-        return b.unsqueeze(1), W.transpose(1, 2)          # (H, 1, k s), (H, s, k s)
-
-    def slices(x):                      # (B, T, M) -> (H, B T, s): head h gets slice h
-        if full_width:                  # (B, T, M) -> (H, B T, M): every head sees all
-            return x.reshape(1, -1, M).expand(H, -1, -1)
-        return x.reshape(-1, H, s).transpose(0, 1)
-
-    def by_batch(t, T):                 # (H, B T, s) -> (B, H, T, s)
-        return t.view(H, B, T, s).transpose(0, 1)
-
-    def weights(names):                 # while decoding, stacked once and kept in the cache
-        if cache is None:
-            return stacked(names)
-        if names not in cache:
-            cache[names] = stacked(names)
-        return cache[names]
-
-    if x_kv is x_q:                     # self-attention: Q, K, V in one product
-        b, W = weights(("WQ", "WK", "WV"))
-        Q, K, V = torch.baddbmm(b, slices(x_q), W).chunk(3, dim=-1)     # (H, B T_q, s) each
-        Q, K, V = by_batch(Q, T_q), by_batch(K, T_q), by_batch(V, T_q)  # (B, H, T_q, s)
-        if cache is not None:           # earlier words' keys and values, then this one's
-            if "K" in cache:
-                K = torch.cat([cache["K"], K], dim=2)                   # (B, H, T_k, s)
-                V = torch.cat([cache["V"], V], dim=2)
-            cache["K"], cache["V"] = K, V
-    else:                               # cross-attention: Q from x_q, K and V from x_kv
-        bq, Wq = weights(("WQ",))
-        Q = by_batch(torch.baddbmm(bq, slices(x_q), Wq), T_q)            # (B, H, T_q, s)
-        if cache is not None and "K" in cache:
-            K, V = cache["K"], cache["V"]
-        else:
-            bkv, Wkv = stacked(("WK", "WV"))
-            K, V = torch.baddbmm(bkv, slices(x_kv), Wkv).chunk(2, dim=-1)  # (H, B T_k, s)
-            K, V = by_batch(K, T_k), by_batch(V, T_k)                       # (B, H, T_k, s)
-            if cache is not None:
-                cache["K"], cache["V"] = K, V
-    out, weights = scaled_dot_product(Q, K, V, mask)                  # (B, H, T_q, s)
-    out = out.transpose(1, 2).reshape(B, T_q, M)                      # (B, T_q, M)
-    return out, (weights.detach() if keep_weights else None)
-
-
-class TransformerBase:
-    """What TransformerFG and TransformerPreLN share: data, vocabularies and the classes.
-
-    Args (keyword-only):
-        dl_studio:        a ``DLStudio`` (batch size, epochs, learning rate, device, paths).
-        dataroot:         folder of ``data_archive`` (default: ``dl_studio.dataroot``).
-        data_archive:     a DLStudio archive file name (or path).
-        max_seq_length:   tokens per sentence, SOS and EOS included (10 for the 8-word data).
-        embedding_size:   M, the width of every word vector.
-        save_checkpoints: write a checkpoint every ``checkpoint_freq`` epochs.
-        num_warmup_steps, optimizer_params, lr_mul: FG's warm-up schedule (see
-                          ``ScheduledOptim``); ``optimizer_params`` = {"beta1", "beta2",
-                          "epsilon"} for Adam.
-        masking:          accepted for DLStudio scripts; the decoder's own ``masking`` rules.
-        checkpoint_freq:  epochs between checkpoints (5 in the lecture).
-        held_out_fraction, split_seed: the held-out split, grouped by English sentence.
-        The lecture's design is the default; these switches turn on other designs:
-        dropout:          dropout after each sublayer and on the embeddings (Vaswani 5.4).
-        label_smoothing:  of the training loss (Vaswani et al. 2017, sec. 5.4).
-        full_width_heads: heads read the whole embedding, and W^O projects their
-                          concatenation (Vaswani et al. 2017, sec. 3.2.2).
-        tie_embeddings:   the decoder's output layer shares the Spanish embedding matrix
-                          (Press and Wolf 2017; Vaswani et al. 2017, sec. 3.4).
-        learned_positions: trained position vectors instead of the sinusoids.
-        corpus:           a ``Corpus`` to use instead of reading ``data_archive``.
-
-    Attributes read by DLStudio scripts: ``vocab_en_size``, ``vocab_es_size``,
-    ``en_vocab_dict``, ``es_vocab_dict``, ``es_index_2_word``, ``training_corpus``.
+class EncoderParts:
+    """The classes of the encoder side, shared by the translation containers and
+    visTransformer (which reads patches instead of words). A container, passed as
+    ``xformer`` below, provides ``embedding_size``, ``max_seq_length``, ``norm_first``,
+    ``dropout``, ``full_width_heads`` and builds every part through itself.
     """
 
-    variant = None        # "FG" or "PreLN"
     norm_first = None     # where LayerNorm sits: see `residual`
 
-    def __init__(self, *, dl_studio, dataroot=None, data_archive=None, max_seq_length=10,
-                 embedding_size=256, save_checkpoints=True, num_warmup_steps=4000,
-                 optimizer_params=None, lr_mul=1.0, masking=True, checkpoint_freq=5,
-                 held_out_fraction=0.05, split_seed=0, dropout=0.0, label_smoothing=0.0,
-                 full_width_heads=False, tie_embeddings=False, learned_positions=False,
-                 corpus=None):
-        if embedding_size % 2:
-            raise ValueError(f"embedding_size must be even (sin/cos pairs), got {embedding_size}")
-        self.dl_studio = dl_studio
-        self.dataroot = dataroot if dataroot is not None else dl_studio.dataroot
-        self.data_archive = data_archive
-        self.max_seq_length = max_seq_length
-        self.embedding_size = embedding_size
-        self.save_checkpoints = save_checkpoints
-        self.num_warmup_steps = num_warmup_steps
-        self.optimizer_params = dict(optimizer_params or
-                                     {"beta1": 0.9, "beta2": 0.98, "epsilon": 1e-9})
-        self.lr_mul = lr_mul
-        self.masking = masking
-        self.checkpoint_freq = checkpoint_freq
-        self.held_out_fraction = held_out_fraction
-        self.split_seed = split_seed
-        self.dropout = dropout
-        self.label_smoothing = label_smoothing
-        self.full_width_heads = full_width_heads
-        self.tie_embeddings = tie_embeddings
-        self.learned_positions = learned_positions
-        if corpus is None:
-            if data_archive is None:
-                raise ValueError("give data_archive= (a DLStudio archive) or corpus=")
-            corpus = load_archive(self.archive_path(), max_seq_length=max_seq_length)
-        self.corpus = corpus
-        self.vocab_en, self.vocab_es = corpus.vocab_en, corpus.vocab_es
-        self.en_vocab_dict = {w: i for i, w in enumerate(self.vocab_en)}
-        self.es_vocab_dict = {w: i for i, w in enumerate(self.vocab_es)}
-        self.en_index_2_word = dict(enumerate(self.vocab_en))
-        self.es_index_2_word = dict(enumerate(self.vocab_es))
-        self.vocab_en_size, self.vocab_es_size = len(self.vocab_en), len(self.vocab_es)
-        self.vocab_fingerprint = vocab_fingerprint(self.vocab_en, self.vocab_es)
-        if corpus.pairs:
-            self.training_corpus, self.held_out_corpus = split_pairs(
-                corpus.pairs, held_out_fraction, split_seed)
-        else:
-            self.training_corpus, self.held_out_corpus = [], []
-        # The two embedding generators belong to the experiment, not to one stack: the
-        # encoder reads English, the decoder reads (and predicts) Spanish.
-        self.embeddings_generator_en = self.EmbeddingsGenerator(self, "en", embedding_size)
-        self.embeddings_generator_es = self.EmbeddingsGenerator(self, "es", embedding_size)
-
-    def archive_path(self):
-        """Where ``data_archive`` is: as given if that file exists, else under dataroot."""
-        if os.path.isfile(self.data_archive):
-            return self.data_archive
-        return os.path.join(self.dataroot, self.data_archive)
-
-    def constructor_args(self):
-        """The keyword arguments that rebuild this container (stored in checkpoints)."""
-        names = ("data_archive", "max_seq_length", "embedding_size", "num_warmup_steps",
-                 "optimizer_params", "lr_mul", "checkpoint_freq", "held_out_fraction",
-                 "split_seed", "dropout", "label_smoothing", "full_width_heads",
-                 "tie_embeddings", "learned_positions")
-        args = {name: getattr(self, name) for name in names}
-        args["dataroot"] = os.path.abspath(self.dataroot)
-        if self.data_archive:
-            archive = os.path.abspath(self.archive_path())
-            args["dataroot"], args["data_archive"] = os.path.split(archive)
-        return args
-
-    # -----------------------------------------------------------------------------------
-    # Words <-> token ids.
-    def sentence_with_words_to_ints(self, sentences, lang):
-        """Token ids of sentences (strings or word lists, SOS/EOS optional), EOS-padded.
-
-        Shape: list of B sentences -> LongTensor (B, max_seq_length)
-        Raises ValueError naming unknown words or a sentence that is too long.
-        """
-        vocab = self.en_vocab_dict if lang == "en" else self.es_vocab_dict
-        out = torch.full((len(sentences), self.max_seq_length), EOS_INDEX, dtype=torch.long)
-        for row, sentence in enumerate(sentences):
-            words = sentence.split() if isinstance(sentence, str) else list(sentence)
-            words = [w for w in words if w not in ("SOS", "EOS")]
-            unknown = [w for w in words if w not in vocab]
-            if unknown:
-                raise ValueError(f"unknown {'English' if lang == 'en' else 'Spanish'} "
-                                 f"word(s) {', '.join(map(repr, unknown))}: the model only "
-                                 "knows the words of its training vocabulary")
-            if len(words) + 2 > self.max_seq_length:
-                raise ValueError(f"{' '.join(words)!r} has {len(words)} words; this model "
-                                 f"takes at most {self.max_seq_length - 2}")
-            ids = [SOS_INDEX] + [vocab[w] for w in words] + [EOS_INDEX]
-            out[row, :len(ids)] = torch.tensor(ids)
-        return out
-
-    def ints_to_words(self, ids):
-        """Spanish words of one id sequence, stopping at EOS, without SOS/EOS."""
-        words = []
-        for i in ids:
-            i = int(i)
-            if i == EOS_INDEX:
-                break
-            if i != SOS_INDEX:
-                words.append(self.es_index_2_word[i])
-        return words
-
-    # -----------------------------------------------------------------------------------
-    # The architecture.
     class EmbeddingsGenerator(nn.Module):
         """Word embeddings plus the sinusoidal position code (Vaswani et al. 2017, sec. 3.5).
 
-        Args:
-            xformer: the container (for the vocabulary size and max_seq_length).
-            lang: "en" or "es".  embedding_size: M.
-        Shape:
-            ids (B, T) -> (B, T, M);  ``start`` offsets the positions (incremental decoding).
+        Args: xformer (vocabulary sizes, max_seq_length), lang ("en" | "es"), embedding_size.
+        Shape: ids (B, T) -> (B, T, M); position t depends on ids[:, :t + 1] only (decoding
+            embeds the prefix and keeps its last position).
         """
 
         positional_base = 10000.0
@@ -313,14 +107,11 @@ class TransformerBase:
             vocab_size = xformer.vocab_en_size if lang == "en" else xformer.vocab_es_size
             self.lang, self.embedding_size = lang, embedding_size
             self.embedding = nn.Embedding(vocab_size, embedding_size)
-            # std M^-0.5, so that after the sqrt(M) scaling a word vector has entries of
-            # about the size of the position code's (+-1) and does not drown it.
+            # std M^-0.5: after the sqrt(M) scaling, words are of the position code's size.
             nn.init.normal_(self.embedding.weight, std=embedding_size ** -0.5)
             self.register_buffer("positional_encoding", self.sinusoids(
                 xformer.max_seq_length, embedding_size, self.positional_base), persistent=False)
-            # learned_positions=True: a trained vector per position instead of the sinusoid
-            # (as in BERT and GPT); initialised small, like the word vectors.
-            self.learned_positions = None
+            self.learned_positions = None     # or a trained vector per position (BERT, GPT)
             if xformer.learned_positions:
                 self.learned_positions = nn.Parameter(
                     torch.randn(xformer.max_seq_length, embedding_size) * 0.02)
@@ -328,10 +119,7 @@ class TransformerBase:
 
         @staticmethod
         def sinusoids(num_positions, embedding_size, base):
-            """PE[pos, 2i] = sin(pos / base^(2i/M)),  PE[pos, 2i+1] = cos(pos / base^(2i/M)).
-
-            Shape: (num_positions, M)
-            """
+            """PE[pos, 2i] = sin(pos / base^(2i/M)), PE[pos, 2i+1] = cos(...). Shape: (T, M)"""
             pos = torch.arange(num_positions, dtype=torch.float32).unsqueeze(1)   # (T, 1)
             two_i = torch.arange(0, embedding_size, 2, dtype=torch.float32)       # (M/2,)
             angle = pos / base ** (two_i / embedding_size)                        # (T, M/2)
@@ -339,25 +127,27 @@ class TransformerBase:
             pe[:, 0::2], pe[:, 1::2] = torch.sin(angle), torch.cos(angle)
             return pe                                                             # (T, M)
 
-        def forward(self, ids, start=0):
+        def forward(self, ids):
             T = ids.size(1)
             x = self.embedding(ids) * math.sqrt(self.embedding_size)             # (B, T, M)
             positions = (self.positional_encoding if self.learned_positions is None
                          else self.learned_positions)
-            x = x + positions[start:start + T]                                    # (B, T, M)
-            return self.dropout(x)
+            return self.dropout(x + positions[:T])                                # (B, T, M)
 
     class AttentionHead(nn.Module):
         """One attention head with its own W_Q, W_K, W_V, applied to each word of its slice.
 
         Args:
             dl_studio, max_seq_length, num_atten_heads: accepted as in DLStudio.
-            qkv_size: s_qkv, the width of this head's slice of the embedding.
-            input_size: what the head reads: its slice (s_qkv, the lecture's design) or,
-                with ``full_width_heads``, the whole embedding (M).
-        Shape:
-            x (B, T, input_size), mask broadcastable to (B, T, T) -> (B, T, s_qkv)
+            qkv_size: s_qkv.  input_size (ours, optional): M with ``full_width_heads``.
+        Shape (the contract of ``forward``, for a student's head too):
+            x (B, T_q, s_qkv), mask broadcastable to (B, T_q, T_k), memory (B, T_k, s_qkv) or
+            None -> (B, T_q, s_qkv): queries from x, keys and values from memory
+            (cross-attention) or x. A head's own forward shows its attention maps by
+            handing its weights (B, T_q, T_k) to ``self.keep_weights``.
         """
+
+        record_attention = False
 
         def __init__(self, dl_studio, max_seq_length, qkv_size, num_atten_heads,
                      input_size=None):
@@ -368,40 +158,30 @@ class TransformerBase:
             self.WK = nn.Linear(input_size, qkv_size)
             self.WV = nn.Linear(input_size, qkv_size)
 
-        def forward(self, x, mask=None):
-            out, _ = scaled_dot_product(self.WQ(x), self.WK(x), self.WV(x), mask)
-            return out
+        def forward(self, x, mask=None, memory=None):
+            kv = x if memory is None else memory
+            out, weights = scaled_dot_product(self.WQ(x), self.WK(kv), self.WV(kv), mask)
+            self.keep_weights(weights)
+            return out                                                     # (B, T_q, s_qkv)
 
-    class CrossAttentionHead(AttentionHead):
-        """One head of cross-attention: queries from the decoder, keys and values from the
-        encoder's output (the memory).
-
-        Shape:
-            x (B, T_tgt, s_qkv), memory (B, T_src, s_qkv), mask broadcastable to
-            (B, T_tgt, T_src) -> (B, T_tgt, s_qkv)
-        """
-
-        def forward(self, x, memory, mask=None):
-            out, _ = scaled_dot_product(self.WQ(x), self.WK(memory), self.WV(memory), mask)
-            return out
+        def keep_weights(self, weights):
+            """Keep (B, T_q, T_k) weights for attention maps, only while they are recorded."""
+            self.attention_weights = weights.detach() if self.record_attention else None
 
     class SelfAttention(nn.Module):
-        """H heads, each on its own slice of the embedding; outputs concatenated.
+        """H heads, each on its own slice of the embedding; outputs concatenated. With
+        ``full_width_heads`` each head reads all of M and W^O (M x M) projects the
+        concatenation: multi-head attention as in Vaswani et al. 2017, sec. 3.2.2.
 
-        With the container's ``full_width_heads=True`` each head reads the whole embedding
-        and the concatenation goes through an output projection W^O (M x M): multi-head
-        attention as in Vaswani et al. 2017, sec. 3.2.2.
-
-        Args:
-            dls, xformer: the configuration and the container; num_atten_heads: H.
-        Shape:
-            x (B, T, M), mask broadcastable to (B, H, T, T) -> (B, T, M)
+        Args: dls, xformer, num_atten_heads (H).
+        Shape: x (B, T, M), mask broadcastable to (B, H, T, T) -> (B, T, M)
         Attributes:
-            record_attention: set True to keep ``attention_weights`` (B, H, T, T) of the
-            last forward pass (for plots); off by default, so training pays nothing.
+            batched: one batched product (the standard head), or head by head (a student's).
+            record_attention: keep ``attention_weights`` (B, H, T_q, T_k) of the last pass.
+            kv_cache: `NO_CACHE`, or a KeyValueCache while decoding word by word.
         """
 
-        head_class_name = "AttentionHead"
+        kv_cache = NO_CACHE
 
         def __init__(self, dls, xformer, num_atten_heads):
             super().__init__()
@@ -411,67 +191,103 @@ class TransformerBase:
                                  f"num_atten_heads {num_atten_heads}")
             self.num_atten_heads, self.qkv_size = num_atten_heads, M // num_atten_heads
             self.full_width = xformer.full_width_heads
-            head_class = getattr(xformer, self.head_class_name)
+            head_class = self.head_class(xformer)
+            size = {"input_size": M} if self.full_width else {}   # DLStudio's heads take none
             self.heads = nn.ModuleList([
-                head_class(dls, xformer.max_seq_length, self.qkv_size, num_atten_heads,
-                           input_size=M if self.full_width else None)
+                head_class(dls, xformer.max_seq_length, self.qkv_size, num_atten_heads, **size)
                 for _ in range(num_atten_heads)])
             self.W_O = nn.Linear(M, M) if self.full_width else nn.Identity()
-            # The batched path reproduces the standard head; a student's head with its own
-            # forward is run head by head instead, so that it is the code that runs.
-            base = getattr(TransformerBase, self.head_class_name)
-            self.batched = all(type(h).forward is base.forward for h in self.heads)
-            self.record_attention = False
-            self.attention_weights = None
+            self.batched = self.can_batch()
+            self.record_attention, self.attention_weights = False, None
 
-        def forward(self, x, mask=None, cache=None):
-            return self.attend(x, x, mask, cache)
+        @staticmethod
+        def head_class(xformer):
+            return xformer.AttentionHead
 
-        def attend(self, x_q, x_kv, mask, cache=None):
-            if self.batched:
-                out, weights = _run_heads(self.heads, x_q, x_kv, mask, self.record_attention,
-                                          cache, self.full_width)
-                self.attention_weights = weights
-            else:
-                out = self.per_head(x_q, x_kv, mask)
+        def forward(self, x, mask=None):
+            return self.attend(x, x, mask)                                 # (B, T, M)
+
+        def attend(self, x_q, x_kv, mask):
+            out = self.all_heads(x_q, x_kv, mask) if self.batched else \
+                self.per_head(x_q, x_kv, mask)                             # (B, T_q, M)
             return self.W_O(out)
 
         def per_head(self, x_q, x_kv, mask):
-            """Reference path: each head on its own slice, outputs concatenated (before W^O)."""
+            """The definition: head i reads slice i of every word (all of it with
+            ``full_width``); the heads' outputs are concatenated (before W^O)."""
             s = self.qkv_size
             if mask is not None and mask.dim() == 4:
-                mask = mask[:, 0]                                         # (B, T_q, T_k)
+                mask = mask[:, 0]                                          # (B, T_q | 1, T_k)
 
             def part(x, i):
-                return x if self.full_width else x[..., i * s:(i + 1) * s]
+                return x if self.full_width else x[..., i * s:(i + 1) * s]  # (B, T, s_qkv)
 
             outs = [self.call_head(h, part(x_q, i), part(x_kv, i), mask)
                     for i, h in enumerate(self.heads)]
-            return torch.cat(outs, dim=-1)                                # (B, T_q, M)
+            if self.record_attention:
+                kept = [getattr(h, "attention_weights", None) for h in self.heads]
+                self.attention_weights = None if None in kept else torch.stack(kept, dim=1)
+            return torch.cat(outs, dim=-1)                                 # (B, T_q, M)
 
         def call_head(self, head, x_q, x_kv, mask):
-            return head(x_q, mask)
+            return head(x_q, mask=mask)
 
-    class CrossAttention(SelfAttention):
-        """Cross-attention: queries from the decoder, keys and values from the memory.
+        def all_heads(self, x_q, x_kv, mask):
+            """What `per_head` computes, without a loop over heads: head i's W_Q, W_K, W_V
+            are the i-th of H stacked matrices, and one batched product (torch.baddbmm, a
+            batch of H) applies each to its slice of every word (a test checks equality)."""
+            B, T_q, M = x_q.shape
+            Q, K, V = self.queries_keys_values(x_q, x_kv)                  # (B, H, T, s_qkv)
+            out, weights = scaled_dot_product(Q, K, V, mask)               # (B, H, T_q, s_qkv)
+            if self.record_attention:
+                self.attention_weights = weights.detach()                  # (B, H, T_q, T_k)
+            return out.transpose(1, 2).reshape(B, T_q, M)                  # (B, T_q, M)
 
-        Shape:
-            x (B, T_tgt, M), memory (B, T_src, M), mask broadcastable to (B, H, T_tgt, T_src)
-            -> (B, T_tgt, M)
-        """
+        def queries_keys_values(self, x_q, x_kv):
+            Q, K, V = self.project(x_q, ("WQ", "WK", "WV"))
+            return (Q, *self.kv_cache.extend(K, V))        # earlier words' K, V, then these
 
-        head_class_name = "CrossAttentionHead"
+        def project(self, x, names):
+            """Every head's W_<name> for each name, applied to its slice of every word.
 
-        def forward(self, x, memory, mask=None, cache=None):
-            return self.attend(x, memory, mask, cache)
+            Shape: x (B, T, M) -> one (B, H, T, s_qkv) per name
+            """
+            B, T, M = x.shape
+            H, s = self.num_atten_heads, self.qkv_size
+            b, W = self.kv_cache.weights(names, self.stacked)        # (H, 1, k s), (H, ., k s)
+            if self.full_width:
+                x = x.reshape(1, B * T, M).expand(H, -1, -1)                # (H, B T, M)
+            else:
+                x = x.reshape(B * T, H, s).transpose(0, 1)                  # (H, B T, s_qkv)
+            out = torch.baddbmm(b, x, W)                                    # (H, B T, k s)
+            return [t.view(H, B, T, s).transpose(0, 1)                      # (B, H, T, s_qkv)
+                    for t in out.chunk(len(names), dim=-1)]
 
-        def call_head(self, head, x_q, x_kv, mask):
-            return head(x_q, x_kv, mask)
+        def stacked(self, names):
+            """The heads' weights and biases side by side: (H, 1, k s), (H, s_in, k s)."""
+            W = torch.stack([torch.cat([getattr(h, n).weight for n in names]) for h in self.heads])
+            b = torch.stack([torch.cat([getattr(h, n).bias for n in names]) for h in self.heads])
+            return b.unsqueeze(1), W.transpose(1, 2)
+
+        def can_batch(self):
+            """The batched product reproduces the standard head only: a student's head (its
+            own forward, or W_Q, W_K, W_V other than Linear with bias) runs head by head."""
+            for head in self.heads:
+                standard = runs_base(head, EncoderParts.AttentionHead, "forward") and all(
+                    isinstance(getattr(head, n, None), nn.Linear)
+                    and getattr(head, n).bias is not None for n in ("WQ", "WK", "WV"))
+                if not standard:
+                    say_once(f"{type(head).__qualname__} is not the standard head: its heads "
+                             "run one by one (its own code runs; the batched product does not)")
+                    return False
+            return True
 
     class FeedForward(nn.Module):
         """Position-wise feed-forward network: W2 ReLU(W1 x)  (Vaswani et al. 2017, eq. 2).
 
-        Shape: (B, T, M) -> (B, T, M), with a hidden width F = 2 M.
+        Args: dls, xformer (for M).
+        Shape: (B, T, M) -> (B, T, M), each position on its own (decoding one word at a time
+            relies on that), with a hidden width F = 2 M.
         """
 
         expansion = 2
@@ -489,6 +305,7 @@ class TransformerBase:
         """One encoder layer: self-attention, then the feed-forward network, each inside
         `residual` (post-LN for FG, pre-LN for PreLN).
 
+        Args: dls, xformer, num_atten_heads (H).
         Shape: x (B, T_src, M), mask (B, 1, 1, T_src) -> (B, T_src, M)
         """
 
@@ -511,6 +328,7 @@ class TransformerBase:
         """A stack of ``num_basic_encoders`` BasicEncoders (with a final LayerNorm for PreLN,
         Xiong et al. 2020).
 
+        Args: dls, xformer, num_basic_encoders (N), num_atten_heads (H).
         Shape: x (B, T_src, M) embedded English, mask (B, 1, 1, T_src) -> (B, T_src, M)
         """
 
@@ -532,17 +350,130 @@ class TransformerBase:
                 x = encoder(x, mask)                                       # (B, T_src, M)
             return self.final_norm(x)
 
+    ScheduledOptim = ScheduledOptim       # the warm-up of Vaswani et al. 2017, eq. 3
+
+    def make_optimizer(self, params):
+        """Adam (``optimizer_params``): post-LN (FG) with ``num_warmup_steps`` > 0 driven by
+        the warm-up of `ScheduledOptim`; pre-LN, or FG with ``num_warmup_steps=0`` (to see
+        what the warm-up is for), at ``dl_studio.learning_rate``."""
+        if self.norm_first or not self.num_warmup_steps:
+            return adam(params, self.dl_studio.learning_rate, self.optimizer_params)
+        return self.ScheduledOptim(adam(params, 0.0, self.optimizer_params), self.lr_mul,
+                                   self.embedding_size, self.num_warmup_steps)
+
+
+def record_attention(attentions, run):
+    """Run ``run()`` with every attention module (and head) keeping its weights; return
+    them, one (B, H, T_q, T_k) tensor per module, rows summing to 1."""
+    parts = [m for a in attentions for m in (a, *a.heads)]
+    for m in parts:
+        m.record_attention = True
+    try:
+        run()
+        maps = [a.attention_weights for a in attentions]
+    finally:
+        for m in parts:
+            m.record_attention, m.attention_weights = False, None
+    if any(weights is None for weights in maps):
+        raise ValueError(f"no attention weights from {type(attentions[0].heads[0]).__qualname__}"
+                         ": a head's own forward hands them to self.keep_weights(weights)")
+    return maps
+
+
+class TransformerBase(EncoderParts):
+    """What TransformerFG and TransformerPreLN share: the decoder's classes, the whole model,
+    the vocabularies and DLStudio's methods (delegates at the end).
+
+    Args (keyword-only):
+        dl_studio: a ``DLStudio`` (batch size, epochs, learning rate, device, paths).
+        dataroot, data_archive: where the DLStudio archive is (or ``corpus``: a Corpus).
+        max_seq_length: tokens per sentence, SOS and EOS included (10 for 8-word sentences).
+        embedding_size: M.  save_checkpoints, checkpoint_freq: every 5 epochs by default.
+        num_warmup_steps, lr_mul, optimizer_params ({"beta1", "beta2", "epsilon"}): FG's
+            warm-up (``ScheduledOptim``) and Adam.  masking: accepted for DLStudio scripts.
+        held_out_fraction, split_seed: the held-out split, grouped by English sentence.
+        Other designs than the lecture's, as switches: dropout (Vaswani 5.4), label_smoothing
+        (5.4), full_width_heads (heads read all of M, then W^O: 3.2.2), tie_embeddings (the
+        output layer shares the Spanish embeddings: Press and Wolf 2017), learned_positions.
+    Attributes read by DLStudio scripts: ``vocab_en_size``, ``vocab_es_size``,
+    ``en_vocab_dict``, ``es_vocab_dict``, ``es_index_2_word``, ``training_corpus``.
+    """
+
+    variant = None        # "FG" or "PreLN"
+
+    def __init__(self, *, dl_studio, dataroot=None, data_archive=None, max_seq_length=10,
+                 embedding_size=256, save_checkpoints=True, num_warmup_steps=4000,
+                 optimizer_params=None, lr_mul=1.0, masking=True, checkpoint_freq=5,
+                 held_out_fraction=0.05, split_seed=0, dropout=0.0, label_smoothing=0.0,
+                 full_width_heads=False, tie_embeddings=False, learned_positions=False,
+                 corpus=None):
+        if embedding_size % 2:
+            raise ValueError(f"embedding_size must be even (sin/cos pairs), got {embedding_size}")
+        check_forwards(self, ["EmbeddingsGenerator", "AttentionHead", "SelfAttention",
+                              "CrossAttention", "FeedForward", "BasicEncoder", "MasterEncoder",
+                              "BasicDecoderWithMasking", "MasterDecoderWithMasking"],
+                       {"CrossAttentionHead": self.CrossAttention.head_class(self)})
+        self.dl_studio, self.masking, self.save_checkpoints = dl_studio, masking, save_checkpoints
+        self.dataroot = dataroot if dataroot is not None else dl_studio.dataroot
+        self.data_archive, self.max_seq_length = data_archive, max_seq_length
+        self.embedding_size, self.num_warmup_steps = embedding_size, num_warmup_steps
+        self.optimizer_params = dict(optimizer_params or ADAM_DEFAULTS)
+        self.lr_mul, self.checkpoint_freq = lr_mul, checkpoint_freq
+        self.held_out_fraction, self.split_seed = held_out_fraction, split_seed
+        self.dropout, self.label_smoothing = dropout, label_smoothing
+        self.full_width_heads, self.tie_embeddings = full_width_heads, tie_embeddings
+        self.learned_positions = learned_positions
+        self.class_path = class_path(type(self))
+        self.use_corpus(corpus)
+        # The encoder reads English, the decoder reads (and predicts) Spanish.
+        self.embeddings_generator_en = self.EmbeddingsGenerator(self, "en", embedding_size)
+        self.embeddings_generator_es = self.EmbeddingsGenerator(self, "es", embedding_size)
+
+    class CrossAttentionHead(EncoderParts.AttentionHead):
+        """One head of cross-attention: the AttentionHead, keys and values from the encoder's
+        output (``memory``). When a subclass overrides AttentionHead alone, cross-attention
+        builds that head, so one override changes every attention; override this class to
+        change cross-attention only.
+
+        Shape: x (B, T_tgt, s_qkv), mask broadcastable to (B, T_tgt, T_src), memory
+            (B, T_src, s_qkv) -> (B, T_tgt, s_qkv)
+        """
+
+    class CrossAttention(EncoderParts.SelfAttention):
+        """Cross-attention: queries from the decoder, keys and values from the memory.
+
+        Args: dls, xformer, num_atten_heads (H).
+        Shape: x (B, T_tgt, M), memory (B, T_src, M), mask broadcastable to
+            (B, H, T_tgt, T_src) -> (B, T_tgt, M)
+        """
+
+        @staticmethod
+        def head_class(xformer):
+            """An override of CrossAttentionHead wins; else an override of AttentionHead."""
+            cls = type(xformer)
+            if cls.CrossAttentionHead is TransformerBase.CrossAttentionHead and \
+                    cls.AttentionHead is not EncoderParts.AttentionHead:
+                return cls.AttentionHead
+            return cls.CrossAttentionHead
+
+        def forward(self, x, memory, mask=None):
+            return self.attend(x, memory, mask)                            # (B, T_tgt, M)
+
+        def call_head(self, head, x_q, x_kv, mask):
+            return head(x_q, mask=mask, memory=x_kv)
+
+        def queries_keys_values(self, x_q, x_kv):
+            Q, = self.project(x_q, ("WQ",))
+            return (Q, *self.kv_cache.once(lambda: self.project(x_kv, ("WK", "WV"))))
+
     class BasicDecoderWithMasking(nn.Module):
         """One decoder layer: masked self-attention, cross-attention to the memory, then the
         feed-forward network, each inside `residual`.
 
-        Args:
-            masking: accepted as in DLStudio; the mask itself is built once per batch by
-                     MasterDecoderWithMasking and passed in.
-        Shape:
-            x (B, T_tgt, M), memory (B, T_src, M), self_mask (T_tgt, T_tgt),
+        Args: dls, xformer, num_atten_heads (H); masking: accepted as in DLStudio (the mask
+            is built once per batch by MasterDecoderWithMasking and passed in).
+        Shape: x (B, T_tgt, M), memory (B, T_src, M), self_mask (T_tgt, T_tgt),
             cross_mask (B, 1, 1, T_src) -> (B, T_tgt, M)
-            With ``cache`` (decoding), x is the newest word only: (B, 1, M).
         """
 
         def __init__(self, dls, xformer, num_atten_heads, masking=True):
@@ -555,14 +486,12 @@ class TransformerBase:
             self.norm1, self.norm2, self.norm3 = nn.LayerNorm(M), nn.LayerNorm(M), nn.LayerNorm(M)
             self.dropout = nn.Dropout(xformer.dropout)
 
-        def forward(self, x, memory, self_mask=None, cross_mask=None, cache=None):
-            self_cache, cross_cache = (cache["self"], cache["cross"]) if cache else (None, None)
+        def forward(self, x, memory, self_mask=None, cross_mask=None):
             x = residual(x, self.norm1,
-                         lambda y: self.dropout(self.self_attention(y, self_mask, self_cache)),
+                         lambda y: self.dropout(self.self_attention(y, self_mask)),
                          self.norm_first)                                  # (B, T_tgt, M)
             x = residual(x, self.norm2,
-                         lambda y: self.dropout(self.cross_attention(y, memory, cross_mask,
-                                                                     cross_cache)),
+                         lambda y: self.dropout(self.cross_attention(y, memory, cross_mask)),
                          self.norm_first)                                  # (B, T_tgt, M)
             return residual(x, self.norm3, lambda y: self.dropout(self.feed_forward(y)),
                             self.norm_first)                               # (B, T_tgt, M)
@@ -570,24 +499,18 @@ class TransformerBase:
     class MasterDecoderWithMasking(nn.Module):
         """A stack of BasicDecoderWithMasking layers and the output layer over Spanish words.
 
-        Args:
-            masking: True (the default) gives the causal mask, so that position t sees only
-                     target words 0..t. False lets every position see the whole target,
-                     including the word it must predict: useful only to watch that go wrong.
-        Shape:
-            x (B, T_tgt, M) embedded Spanish, memory (B, T_src, M), cross_mask
+        Args: dls, xformer, num_basic_decoders (N), num_atten_heads (H), masking: True gives
+            the causal mask (position t sees target words 0..t only); False lets it see the
+            word it must predict: useful only to watch that go wrong.
+        Shape: x (B, T_tgt, M) embedded Spanish, memory (B, T_src, M), cross_mask
             (B, 1, 1, T_src) -> logits (B, T_tgt, V_es), or (N, V_es) for the N positions
             where ``keep`` (B, T_tgt) is True (training computes no logits for padding).
-            With ``cache`` (from ``new_cache``), x is only the newest word (B, 1, M): the
-            earlier words' keys and values are in the cache (incremental decoding).
         """
 
         def __init__(self, dls, xformer, num_basic_decoders=4, num_atten_heads=4,
                      masking=True):
             super().__init__()
-            global _masking_warned
-            if not masking and not _masking_warned:
-                _masking_warned = True
+            if not masking:
                 warnings.warn("masking=False: the decoder can now see the word it must "
                               "predict, so training will look perfect and translation will "
                               "fail. Use masking=True for a model that translates.",
@@ -605,29 +528,21 @@ class TransformerBase:
             return {"num_basic_decoders": self.num_basic_decoders,
                     "num_atten_heads": self.num_atten_heads, "masking": self.masking}
 
-        def new_cache(self):
-            """Empty key/value caches, one per layer, for decoding one word at a time."""
-            return [{"self": {}, "cross": {}} for _ in self.basic_decoder_arr]
-
-        def forward(self, x, memory, cross_mask=None, keep=None, cache=None):
-            T = x.size(1)
-            # The newest word may look at every cached word: no causal mask is needed then.
-            causal = self.masking and cache is None
-            self_mask = causal_mask(T, x.device) if causal else None          # (T_tgt, T_tgt)
-            for i, decoder in enumerate(self.basic_decoder_arr):
-                x = decoder(x, memory, self_mask, cross_mask,
-                            cache[i] if cache else None)                       # (B, T_tgt, M)
+        def forward(self, x, memory, cross_mask=None, keep=None):
+            # Decoding one word with a KeyValueCache: T = 1, and that word may see all.
+            self_mask = causal_mask(x.size(1), x.device) if self.masking else None
+            for decoder in self.basic_decoder_arr:
+                x = decoder(x, memory, self_mask, cross_mask)              # (B, T_tgt, M)
             x = self.final_norm(x)
             if keep is not None:
-                x = x[keep]                                                   # (N, M)
+                x = x[keep]                                                # (N, M)
             return self.out(x)                                   # (B, T_tgt, V_es) | (N, V_es)
 
     class EncoderDecoder(nn.Module):
         """The whole model as one module: both embedding generators, the MasterEncoder and
         the MasterDecoderWithMasking (so one optimiser sees every parameter).
 
-        Shape:
-            src (B, T_src) English ids, tgt (B, T_tgt) Spanish ids (starting with SOS)
+        Shape: src (B, T_src) English ids, tgt (B, T_tgt) Spanish ids (starting with SOS)
             -> logits (B, T_tgt, V_es), or (N, V_es) with ``keep``
         """
 
@@ -638,6 +553,11 @@ class TransformerBase:
             self.encoder, self.decoder = master_encoder, master_decoder
             if xformer.tie_embeddings:   # the output layer reuses the Spanish word vectors
                 master_decoder.out.weight = self.embeddings_generator_es.embedding.weight
+            self.spec = xformer.spec()   # what a checkpoint needs to rebuild the container
+
+        def forward(self, src, tgt, keep=None):
+            memory, cross_mask = self.encode(src)
+            return self.decode(tgt, memory, cross_mask, keep)
 
         def encode(self, src):
             cross_mask = padding_mask(src)[:, None, None, :]                  # (B, 1, 1, T_src)
@@ -647,15 +567,36 @@ class TransformerBase:
         def decode(self, tgt, memory, cross_mask, keep=None):
             return self.decoder(self.embeddings_generator_es(tgt), memory, cross_mask, keep)
 
-        def decode_next(self, word, position, memory, cross_mask, cache):
-            """Logits for the word after ``word`` (at ``position``), reusing ``cache``.
+        def decode_newest(self, ys, memory, cross_mask):
+            """Inside `decoding`: logits for the word after ys (B, t), computing the newest
+            position only (the earlier ones are in the caches). Shape: -> (B, V_es)"""
+            x = self.embeddings_generator_es(ys)[:, -1:]                      # (B, 1, M)
+            return self.decoder(x, memory, cross_mask)[:, -1]                 # (B, V_es)
 
-            Shape: word (B, 1) -> (B, V_es)
-            """
-            x = self.embeddings_generator_es(word, start=position)            # (B, 1, M)
-            return self.decoder(x, memory, cross_mask, cache=cache)[:, -1]     # (B, V_es)
+        def decoding(self):
+            """``with model.decoding() as caches``: a KeyValueCache on each attention of the
+            decoder; [] (each step re-reads the prefix) where a student's class would not
+            read them."""
+            own = self.own_code_in_decoder()
+            if own:
+                say_once(f"{type(own[0]).__qualname__} has code of its own: decoding re-reads "
+                         "the whole prefix at every step (no key/value cache)")
+            layers = [] if own else self.decoder.basic_decoder_arr
+            return attached([a for d in layers for a in (d.self_attention, d.cross_attention)])
 
-        @torch.no_grad()
+        def own_code_in_decoder(self):
+            """The decoder's modules that run a student's code where word-by-word decoding
+            needs ours (a forward that would not read the caches)."""
+            base, attention = TransformerBase, ("forward", "attend", "all_heads",
+                                                "queries_keys_values", "project")
+            layers = list(self.decoder.basic_decoder_arr)
+            checks = [(self.decoder, base.MasterDecoderWithMasking, ("forward",))]
+            checks += [(d, base.BasicDecoderWithMasking, ("forward",)) for d in layers]
+            checks += [(d.self_attention, base.SelfAttention, attention) for d in layers]
+            checks += [(d.cross_attention, base.CrossAttention, attention) for d in layers]
+            return [m for m, cls, methods in checks
+                    if not (runs_base(m, cls, *methods) and getattr(m, "batched", True))]
+
         def attention_maps(self, src, tgt):
             """The attention weights of one teacher-forced pass (for plots).
 
@@ -663,143 +604,50 @@ class TransformerBase:
             and "cross": lists (one per layer) of (B, H, T_q, T_k) weights; each row sums
             to 1 and masked positions are exactly 0.
             """
-            encoders = [e.self_attention for e in self.encoder.basic_encoder_arr]
-            selfs = [d.self_attention for d in self.decoder.basic_decoder_arr]
-            crosses = [d.cross_attention for d in self.decoder.basic_decoder_arr]
-            everything = encoders + selfs + crosses
-            if not all(a.batched for a in everything):
-                raise ValueError("attention maps are recorded on the batched path only; a "
-                                 "custom head's forward must keep its own weights")
-            for a in everything:
-                a.record_attention = True
-            try:
-                self(src, tgt)
-                return {"encoder": [a.attention_weights for a in encoders],
-                        "decoder_self": [a.attention_weights for a in selfs],
-                        "cross": [a.attention_weights for a in crosses]}
-            finally:
-                for a in everything:
-                    a.record_attention, a.attention_weights = False, None
+            layers = self.decoder.basic_decoder_arr
+            kinds = {"encoder": [e.self_attention for e in self.encoder.basic_encoder_arr],
+                     "decoder_self": [d.self_attention for d in layers],
+                     "cross": [d.cross_attention for d in layers]}
+            with torch.no_grad():
+                maps = iter(record_attention(sum(kinds.values(), []), lambda: self(src, tgt)))
+            return {kind: [next(maps) for _ in attentions] for kind, attentions in kinds.items()}
 
-        def can_cache(self):
-            """Incremental decoding needs every attention on the batched path."""
-            return all(m.batched for m in self.decoder.modules()
-                       if isinstance(m, TransformerBase.SelfAttention))
+        def parts(self):
+            """The parts whose weights a checkpoint keeps, by DLStudio's names."""
+            return {"embeddings_generator_en": self.embeddings_generator_en,
+                    "embeddings_generator_es": self.embeddings_generator_es,
+                    "encoder": self.encoder, "decoder": self.decoder}
 
-        def forward(self, src, tgt, keep=None):
-            memory, cross_mask = self.encode(src)
-            return self.decode(tgt, memory, cross_mask, keep)
+        def description(self):
+            """What rebuilds this model (see DLStudio.checkpoints)."""
+            return dict(self.spec, encoder_config=self.encoder.config(),
+                        decoder_config=self.decoder.config())
 
-    class ScheduledOptim:
-        """Adam with the warm-up schedule of Vaswani et al. 2017, eq. 3:
+    # DLStudio's API beyond the model: delegates to the modules that do the work. -------
+    def spec(self):
+        """The container's part of a checkpoint (DLStudio.checkpoints)."""
+        from .checkpoints import container_spec
+        return container_spec(self)
 
-            lr(step) = lr_mul * d_model^-0.5 * min(step^-0.5, step * n_warmup_steps^-1.5)
+    def use_corpus(self, corpus=None):
+        """Read the archive (or take ``corpus``): vocabularies, training and held-out split."""
+        from .vocabulary import use_corpus
+        use_corpus(self, corpus)
 
-        The rate rises linearly for ``n_warmup_steps`` steps, then decays as 1/sqrt(step).
+    def sentence_with_words_to_ints(self, sentences, lang):
+        """Token ids (B, max_seq_length), EOS-padded: see ``Vocabulary.encode``."""
+        return self.vocab.encode(sentences, lang)
 
-        Args:
-            optimizer: a torch optimiser (Adam).  lr_mul, d_model, n_warmup_steps: as above.
-        """
-
-        def __init__(self, optimizer, lr_mul, d_model, n_warmup_steps):
-            self.optimizer, self.lr_mul = optimizer, lr_mul
-            self.d_model, self.n_warmup_steps = d_model, n_warmup_steps
-            self.n_steps = 0
-
-        def lr_at(self, step):
-            """The learning rate at optimiser step ``step`` (1-based): a pure function."""
-            step = max(step, 1)
-            return self.lr_mul * self.d_model ** -0.5 * min(step ** -0.5,
-                                                            step * self.n_warmup_steps ** -1.5)
-
-        def step(self):
-            """Set the rate for the next step, then take it."""
-            self.n_steps += 1
-            for group in self.optimizer.param_groups:
-                group["lr"] = self.lr_at(self.n_steps)
-            self.optimizer.step()
-
-        step_and_update_lr = step   # DLStudio's name
-
-        def zero_grad(self, set_to_none=True):
-            self.optimizer.zero_grad(set_to_none=set_to_none)
-
-        @property
-        def param_groups(self):
-            return self.optimizer.param_groups
-
-        def state_dict(self):
-            return {"optimizer": self.optimizer.state_dict(), "n_steps": self.n_steps}
-
-        def load_state_dict(self, state):
-            self.optimizer.load_state_dict(state["optimizer"])
-            self.n_steps = state["n_steps"]
-
-    # -----------------------------------------------------------------------------------
-    # Building the optimiser: the other place where FG and PreLN differ.
-    def _adam(self, params, lr):
-        p = self.optimizer_params
-        kwargs = {"lr": lr, "betas": (p.get("beta1", 0.9), p.get("beta2", 0.98)),
-                  "eps": p.get("epsilon", 1e-9)}
-        params = list(params)
-        try:     # one fused kernel for all parameters (PyTorch >= 2.4): same maths, faster
-            return torch.optim.Adam(params, fused=True, **kwargs)
-        except (RuntimeError, TypeError):
-            return torch.optim.Adam(params, **kwargs)
-
-    def make_optimizer(self, params):
-        raise NotImplementedError
-
-    # -----------------------------------------------------------------------------------
-    # Training, checkpoints and evaluation, with DLStudio's method names. The work is done
-    # in DLStudio.training and DLStudio.evaluation; these methods only connect the parts.
     def run_code_for_training(self, dls, master_encoder, master_decoder,
-                              display_train_loss=False, checkpoints_dir=None,
-                              max_minutes=None, overwrite=False, resume=False,
-                              clip_grad_norm=1.0, track_bleu=False):
-        """Train every parameter (both embedding generators included) on the training
-        split, write a checkpoint every ``checkpoint_freq`` epochs to ``checkpoints_dir``
-        and the final model to ``dls.path_saved_model``. ``resume=True`` continues from the
-        newest readable checkpoint in ``checkpoints_dir``; ``overwrite=True`` allows a
-        directory that already holds checkpoints; ``track_bleu=True`` scores the held-out
-        split at every checkpoint.
-
-        Returns:
-            the ``TranslationTrainer`` (its ``model``, ``train_losses``, ``optimizer``).
-        """
-        checkpoints_dir = checkpoints_dir or f"checkpoints_{self.variant}"
-        trainer = TranslationTrainer(self, master_encoder, master_decoder, checkpoints_dir,
-                          display_train_loss=display_train_loss, max_minutes=max_minutes,
-                          overwrite=overwrite, resume=resume,
-                          clip_grad_norm=clip_grad_norm, track_bleu=track_bleu)
-        trainer.run()
-        self.save_model(trainer.payload(trainer.last_epoch, trainer.batches_done == 0),
-                        dls.path_saved_model)
-        self.trained_model = trainer.model
-        return trainer
+                              checkpoints_dir=None, **options):
+        """Train; checkpoints to ``checkpoints_dir``, the final model to
+        ``dls.path_saved_model``. Options: see ``Trainer``. Returns the trainer."""
+        from .training import train_translation
+        return train_translation(self, master_encoder, master_decoder,
+                                 checkpoints_dir or f"checkpoints_{self.variant}", **options)
 
     run_code_for_training_TransformerFG = run_code_for_training
     run_code_for_training_TransformerPreLN = run_code_for_training
-
-    def save_model(self, payload, path_saved_model):
-        """Write the final model. One path: one checkpoint file. A dict of paths (DLStudio's
-        ``encoder_FG``, ``decoder_FG``, ``embeddings_generator_en_FG``, ...): the complete
-        checkpoint under the encoder's path, and each component's weights under its own."""
-        if isinstance(path_saved_model, str):
-            save_checkpoint(payload, path_saved_model)
-            return
-        for key, path in path_saved_model.items():
-            part = key.rsplit("_", 1)[0]          # "encoder_FG" -> "encoder"
-            if part == "encoder":
-                save_checkpoint(payload, path)
-            elif part in payload["model"]:
-                save_checkpoint(payload["model"][part], path)
-
-    def saved_model_path(self):
-        saved = self.dl_studio.path_saved_model
-        if isinstance(saved, str):
-            return saved
-        return next((p for k, p in saved.items() if k.startswith("encoder")), None)
 
     def model_from(self, master_encoder, master_decoder, checkpoint=None):
         """An EncoderDecoder of these stacks (on the device), with a checkpoint's weights."""
@@ -808,152 +656,53 @@ class TransformerBase:
             self.load_weights(checkpoint, master_encoder, master_decoder)
         return model.to(self.dl_studio.device).eval()
 
-    def load_weights(self, payload, master_encoder, master_decoder):
-        """Copy a checkpoint's weights into the embedding generators and the given stacks,
-        after checking that they were built alike. Raises CheckpointError on a mismatch."""
-        if isinstance(payload, str):
-            path, payload = payload, load_checkpoint(payload)
-        else:
-            path = "the checkpoint"
-        expected = {"variant": self.variant, "vocab_fingerprint": self.vocab_fingerprint,
-                    "encoder_config": master_encoder.config(),
-                    "decoder_config": master_decoder.config()}
-        args = payload["container_args"]
-        for name in ("embedding_size", "max_seq_length"):
-            if args.get(name) != getattr(self, name):
-                raise CheckpointError(f"{path} was trained with {name}={args.get(name)}, this "
-                                      f"model has {name}={getattr(self, name)}")
-        for name, value in expected.items():
-            if payload.get(name) != value:
-                what = ("vocabularies (another archive)" if name == "vocab_fingerprint"
-                        else name)
-                raise CheckpointError(f"{path} does not fit this model: its {what} is "
-                                      f"{payload.get(name)}, this model's is {value}")
-        parts = payload["model"]
-        self.embeddings_generator_en.load_state_dict(parts["embeddings_generator_en"])
-        self.embeddings_generator_es.load_state_dict(parts["embeddings_generator_es"])
-        master_encoder.load_state_dict(parts["encoder"])
-        master_decoder.load_state_dict(parts["decoder"])
-        return payload
+    def load_weights(self, checkpoint, master_encoder, master_decoder):
+        """Copy a checkpoint's weights in, after checking they fit (else CheckpointError)."""
+        from .checkpoints import load_into
+        return load_into(self.EncoderDecoder(self, master_encoder, master_decoder), checkpoint)
 
     def run_code_for_evaluating(self, master_encoder, master_decoder, result_file=None,
-                                checkpoint=None, beam_width=1, show=20, print_fn=print,
-                                model=None):
-        """Translate the held-out split, print ``show`` random translations beside their
-        references, and return the BLEU scores (NLTK and sacreBLEU).
-
-        The weights are those of ``checkpoint`` when given; else those of the model just
-        trained in this process; else those saved at ``dl_studio.path_saved_model``
-        (or, given ``model``, that EncoderDecoder as it is).
-        """
-        if model is None:
-            if checkpoint is None and getattr(self, "trained_model", None) is None:
-                checkpoint = self.saved_model_path()
-            model = self.model_from(master_encoder, master_decoder, checkpoint)
-        if not self.held_out_corpus:
-            raise ValueError("no held-out pairs: the container was built without an archive")
-        result = evaluate_bleu(self, model, self.held_out_corpus, beam_width=beam_width,
-                               show=show, result_file=result_file, print_fn=print_fn)
-        line = (f"held-out BLEU (NLTK corpus_bleu, 4-gram, smoothing method1): "
-                f"{result['bleu']:.2f} on {result['sentences']} English sentences")
-        if "sacrebleu" in result:
-            line += f"\nsacreBLEU: {result['sacrebleu']:.2f}  ({result['signature']})"
-        print_fn(line)
-        return result
+                                checkpoint=None, model=None, **options):
+        """Held-out translations and BLEU (see evaluation.evaluate_container)."""
+        from .evaluation import evaluate_container
+        return evaluate_container(self, master_encoder, master_decoder, result_file,
+                                  checkpoint, model, **options)
 
     run_code_for_evaluating_TransformerFG = run_code_for_evaluating
     run_code_for_evaluating_TransformerPreLN = run_code_for_evaluating
 
     def run_code_for_evaluating_checkpoint(self, master_encoder, master_decoder,
                                            checkpoints_dir, checkpoint_index, result_file=None,
-                                           beam_width=1, show=20, print_fn=print):
+                                           **options):
         """Evaluate ``checkpoints_dir/checkpoint_<checkpoint_index>.pt`` on the held-out split."""
+        from .checkpoints import checkpoint_path
         return self.run_code_for_evaluating(
-            master_encoder, master_decoder, result_file=result_file, beam_width=beam_width,
-            checkpoint=checkpoint_path(checkpoints_dir, checkpoint_index), show=show,
-            print_fn=print_fn)
-
-    def prepare_sentence(self, sentence):
-        """Normalise raw English like the corpus (lower case, contractions expanded,
-        punctuation removed) and check it; return its words.
-
-        Raises ValueError naming unknown words, or saying what is wrong with an empty or
-        over-long sentence.
-        """
-        if not isinstance(sentence, str):
-            return list(sentence)
-        words = [w for w in normalize(sentence, expand=True).split() if w not in ("sos", "eos")]
-        if not words:
-            raise ValueError(f"nothing to translate in {sentence!r}: give an English "
-                             f"sentence of 1 to {self.max_seq_length - 2} words")
-        unknown = [w for w in words if w not in self.en_vocab_dict]
-        if unknown:
-            raise ValueError(f"{sentence!r}: the model has never seen the word(s) "
-                             f"{', '.join(map(repr, unknown))}; rephrase with words of its "
-                             "training vocabulary")
-        if len(words) > self.max_seq_length - 2:
-            raise ValueError(f"{sentence!r} has {len(words)} words; this model translates "
-                             f"at most {self.max_seq_length - 2}")
-        return words
+            master_encoder, master_decoder, result_file,
+            checkpoint=checkpoint_path(checkpoints_dir, checkpoint_index), **options)
 
     def translate(self, model, sentences, beam_width=1):
-        """Translate English sentences (raw strings or word lists) in one batch; return
-        the Spanish strings."""
-        words = [self.prepare_sentence(s) for s in sentences]
-        device = next(model.parameters()).device
-        src = self.sentence_with_words_to_ints(words, "en").to(device)
-        ids = translate_ids(model, src, self.max_seq_length, beam_width)
-        return [" ".join(self.ints_to_words(seq)) for seq in ids]
+        """Translate English sentences (raw strings or word lists); return Spanish strings."""
+        from .evaluation import translate_sentences
+        return translate_sentences(model, self.vocab, sentences, beam_width)
 
     def run_code_for_translating_user_input(self, master_encoder, master_decoder,
                                             checkpoints_dir, checkpoint_index, sentence,
                                             beam_width=1):
         """Translate one sentence (or a list) with a checkpoint; return the Spanish."""
+        from .checkpoints import checkpoint_path
         model = self.model_from(master_encoder, master_decoder,
                                 checkpoint_path(checkpoints_dir, checkpoint_index))
         many = not isinstance(sentence, str)
         out = self.translate(model, sentence if many else [sentence], beam_width)
         return out if many else out[0]
 
-    @staticmethod
-    def from_checkpoint(path, dl_studio=None, corpus=None):
-        """Rebuild container, stacks and weights from a checkpoint file alone.
-
-        Args:
-            dl_studio: a DLStudio (default: CPU, or the GPU when present).
-            corpus: the archive's Corpus, to get the held-out split back (default: read the
-                    archive named in the checkpoint when it is there; else no pairs).
-        Returns:
-            ``(xformer, model)``, the model an EncoderDecoder in eval mode.
-        """
-        from .DLStudio import DLStudio
-        payload = load_checkpoint(path)
-        cls = {"FG": TransformerFG, "PreLN": TransformerPreLN}.get(payload["variant"])
-        if cls is None:
-            raise CheckpointError(f"{path}: unknown variant {payload['variant']!r}")
-        dls = dl_studio or DLStudio(seed=None)
-        args = dict(payload["container_args"])
-        if corpus is None:
-            corpus = _archive_or_vocab_only(args, payload)
-        xformer = cls(dl_studio=dls, corpus=corpus, **args)
-        encoder = cls.MasterEncoder(dls, xformer, **payload["encoder_config"])
-        decoder = cls.MasterDecoderWithMasking(dls, xformer, **payload["decoder_config"])
-        return xformer, xformer.model_from(encoder, decoder, payload)
-
-
-def _archive_or_vocab_only(args, payload):
-    """The archive a checkpoint was trained on, if it is still where it was and still has
-    the checkpoint's vocabularies; else a corpus with the vocabularies and no pairs."""
-    path = os.path.join(args.get("dataroot") or ".", args.get("data_archive") or "")
-    if args.get("data_archive") and os.path.isfile(path):
-        try:
-            corpus = load_archive(path, max_seq_length=args["max_seq_length"])
-        except ArchiveError:
-            corpus = None
-        if corpus and vocab_fingerprint(corpus.vocab_en, corpus.vocab_es) == \
-                payload["vocab_fingerprint"]:
-            return corpus
-    return Corpus([], payload["vocab_en"], payload["vocab_es"], name="checkpoint")
+    @classmethod
+    def from_checkpoint(cls, path, dl_studio=None, corpus=None, model_class=None):
+        """``(xformer, model)`` from a checkpoint file alone (checkpoints.rebuild_translation);
+        a student's class: ``model_class="module:Class"``, or ``MyFG.from_checkpoint``."""
+        from .checkpoints import rebuild_translation
+        return rebuild_translation(cls, path, dl_studio, corpus, model_class,
+                                   {"FG": TransformerFG, "PreLN": TransformerPreLN})
 
 
 class TransformerFG(TransformerBase):
@@ -973,15 +722,6 @@ class TransformerFG(TransformerBase):
     variant = "FG"
     norm_first = False
 
-    def make_optimizer(self, params):
-        """Adam (optimizer_params) driven by the warm-up schedule; with
-        ``num_warmup_steps=0``, plain Adam at ``dl_studio.learning_rate`` (to see what the
-        warm-up is for)."""
-        if not self.num_warmup_steps:
-            return self._adam(params, lr=self.dl_studio.learning_rate)
-        return self.ScheduledOptim(self._adam(params, lr=0.0), self.lr_mul,
-                                   self.embedding_size, self.num_warmup_steps)
-
 
 class TransformerPreLN(TransformerBase):
     """The pre-LN Transformer of Xiong et al. 2020: LayerNorm before each sublayer, inside
@@ -994,43 +734,27 @@ class TransformerPreLN(TransformerBase):
     variant = "PreLN"
     norm_first = True
 
-    def make_optimizer(self, params):
-        """Plain Adam at the DLStudio learning rate (no warm-up)."""
-        return self._adam(params, lr=self.dl_studio.learning_rate)
 
-
-# ---------------------------------------------------------------------------------------
-class visTransformer(nn.Module):
+class visTransformer(EncoderParts, nn.Module):
     """A vision transformer (Dosovitskiy et al. 2020): an image is read as a sentence of
-    patches by the translation models' own MasterEncoder, and classified from a class token.
+    patches by the translation models' own encoder classes, and classified from a class token.
 
-        image ──> PatchEmbeddingGenerator ──────────────> MasterEncoder ──> class token ──> Linear
-        (B, C, H, W)  patches (all C channels of a patch    (N x BasicEncoder, its output  (B, K)
-                      together), W_E, class token,           FG or PreLN      (B, M)
-                      position embeddings: (B, 1 + N_p, M)   layout)
+        image ──> PatchEmbeddingGenerator ──────────> MasterEncoder ──> class token ──> Linear
+        (B, C, H, W)  patches, W_E, class token,       (N x BasicEncoder,  its output   (B, K)
+                      positions: (B, 1 + N_p, M)        FG or PreLN)       (B, M)
 
-    Shapes add to the module's alphabet: C channels, H x W image, P_h x P_w patch,
-    N_p = (H / P_h)(W / P_w) patches, K classes. The encoder classes below are the very
-    classes of TransformerFG / TransformerPreLN (no copies); ``layout`` picks where
-    LayerNorm sits and how the optimiser is built, exactly as for translation.
+    Shapes add C channels, H x W image, P_h x P_w patch, N_p = (H / P_h)(W / P_w), K classes.
+    ``layout`` ("PreLN", the default, or "FG") picks where LayerNorm sits and whether the
+    optimiser warms up, as for translation.
 
-    Args (keyword-only; DLStudio's names):
-        dl_studio:          a DLStudio (batch size, epochs, learning rate, device, and
-                            ``image_size``, ``classes`` when not given here).
-        patch_size:         (P_h, P_w), dividing the image size.
-        embedding_size:     M.   num_basic_encoders, num_atten_heads: the encoder's depth, H.
-        image_size:         (H, W) (default: dl_studio.image_size, else (32, 32)).
-        classes:            the class names (default: dl_studio.classes).
-        in_channels:        C (3).
-        layout:             "PreLN" (default, as in Dosovitskiy et al.) or "FG" (post-LN,
-                            trained with the warm-up of ScheduledOptim).
-        num_warmup_steps, lr_mul, optimizer_params: FG's warm-up, as in TransformerFG.
-        dropout, label_smoothing, full_width_heads: the translation models' switches.
-        augment:            random shifts (4 pixels) and left-right flips of training images.
-        save_checkpoints, checkpoint_freq: a checkpoint every ``checkpoint_freq`` epochs.
-        max_seq_length:     accepted for DLStudio scripts; must be N_p + 1 when given.
-    Shape:
-        images (B, C, H, W), floats in [0, 1] -> logits (B, K)
+    Args (keyword-only; DLStudio's names): dl_studio; patch_size (P_h, P_w), dividing
+        image_size (H, W; default dl_studio.image_size or (32, 32)); embedding_size (M);
+        num_basic_encoders (N); num_atten_heads (H); classes (default dl_studio.classes);
+        in_channels (C); layout; augment (random shifts and flips of training images);
+        num_warmup_steps, lr_mul, optimizer_params, dropout, label_smoothing,
+        full_width_heads, save_checkpoints, checkpoint_freq: as in TransformerFG;
+        max_seq_length: accepted for DLStudio scripts, must be N_p + 1.
+    Shape: images (B, C, H, W), floats in [0, 1] -> logits (B, K)
     Example:
         >>> vit = visTransformer(dl_studio=dls, patch_size=(8, 8), embedding_size=128,
         ...                      num_basic_encoders=4, num_atten_heads=4, classes=SHAPE_CLASSES)
@@ -1041,15 +765,7 @@ class visTransformer(nn.Module):
     """
 
     variant = "visTransformer"
-
-    # The translation models' encoder classes, shared rather than copied.
-    AttentionHead = TransformerBase.AttentionHead
-    SelfAttention = TransformerBase.SelfAttention
-    FeedForward = TransformerBase.FeedForward
-    BasicEncoder = TransformerBase.BasicEncoder
-    MasterEncoder = TransformerBase.MasterEncoder
-    ScheduledOptim = TransformerBase.ScheduledOptim
-    _adam = TransformerBase._adam
+    learned_positions = False
 
     class PatchEmbeddingGenerator(nn.Module):
         """Patches -> vectors: cut every image into P_h x P_w patches, flatten each with its
@@ -1102,37 +818,33 @@ class visTransformer(nn.Module):
         if not classes:
             raise ValueError("visTransformer needs the class names: classes=(...) here or in "
                              "DLStudio(classes=...), e.g. SHAPE_CLASSES or CIFAR10_CLASSES")
-        self.dl_studio = dl_studio
-        self.classes = tuple(classes)
+        check_forwards(self, ["AttentionHead", "SelfAttention", "FeedForward", "BasicEncoder",
+                              "MasterEncoder"])
+        self.dl_studio, self.classes, self.layout = dl_studio, tuple(classes), layout
         self.image_size = tuple(image_size or dl_studio.image_size or (32, 32))
-        self.patch_size = tuple(patch_size)
-        self.in_channels, self.layout = in_channels, layout
-        self.norm_first = layout == "PreLN"
-        self.embedding_size = embedding_size
+        self.patch_size, self.in_channels = tuple(patch_size), in_channels
+        self.norm_first, self.embedding_size = layout == "PreLN", embedding_size
         self.num_basic_encoders, self.num_atten_heads = num_basic_encoders, num_atten_heads
         self.num_warmup_steps, self.lr_mul = num_warmup_steps, lr_mul
-        self.optimizer_params = dict(optimizer_params or
-                                     {"beta1": 0.9, "beta2": 0.98, "epsilon": 1e-9})
+        self.optimizer_params = dict(optimizer_params or ADAM_DEFAULTS)
         self.dropout, self.label_smoothing = dropout, label_smoothing
         self.full_width_heads, self.augment = full_width_heads, augment
         self.save_checkpoints, self.checkpoint_freq = save_checkpoints, checkpoint_freq
         self.patch_embedding_generator = self.PatchEmbeddingGenerator(
             self, in_channels, self.patch_size, self.image_size, embedding_size)
         self.max_seq_length = 1 + self.patch_embedding_generator.num_patches
-        if max_seq_length is not None and max_seq_length != self.max_seq_length:
-            raise ValueError(f"max_seq_length {max_seq_length} does not fit: a "
-                             f"{self.image_size} image in {self.patch_size} patches is "
-                             f"{self.max_seq_length - 1} patches + the class token = "
-                             f"{self.max_seq_length}; leave max_seq_length out")
+        if max_seq_length not in (None, self.max_seq_length):
+            raise ValueError(f"max_seq_length {max_seq_length} does not fit: {self.image_size} "
+                             f"images in {self.patch_size} patches give {self.max_seq_length}"
+                             " tokens with the class token; leave max_seq_length out")
         self.master_encoder = self.MasterEncoder(dl_studio, self, num_basic_encoders,
                                                  num_atten_heads)
         self.classifier = nn.Linear(embedding_size, len(self.classes))       # (B, M) -> (B, K)
-        # Pixel statistics of the training images (set by use_datasets), kept with the
-        # weights so that a checkpoint normalises new images as in training.
+        # Pixel statistics of the training images (use_datasets), kept with the weights.
         self.register_buffer("pixel_mean", torch.full((in_channels,), 0.5))
         self.register_buffer("pixel_std", torch.full((in_channels,), 0.25))
-        self.training_set = self.test_set = None
-        self.dataset_spec = None
+        self.training_set = self.test_set = self.dataset_spec = None
+        self.class_path = class_path(type(self))
 
     def forward(self, images):
         x = (images - self.pixel_mean[:, None, None]) / self.pixel_std[:, None, None]
@@ -1140,185 +852,67 @@ class visTransformer(nn.Module):
         x = self.master_encoder(x)                                          # (B, 1 + N_p, M)
         return self.classifier(x[:, 0])                                     # (B, K)
 
-    def constructor_args(self):
-        """The keyword arguments that rebuild this model (stored in checkpoints)."""
-        names = ("patch_size", "embedding_size", "num_basic_encoders", "num_atten_heads",
-                 "image_size", "classes", "in_channels", "layout", "num_warmup_steps",
-                 "lr_mul", "optimizer_params", "dropout", "label_smoothing",
-                 "full_width_heads", "augment", "checkpoint_freq")
-        return {name: getattr(self, name) for name in names}
+    def attention_maps(self, images):
+        """The self-attention weights of every encoder layer for these images: a list (one
+        per layer) of (B, H, 1 + N_p, 1 + N_p); row 0 is where the class token looks."""
+        layers = [enc.self_attention for enc in self.master_encoder.basic_encoder_arr]
+        with torch.no_grad():
+            return record_attention(layers, lambda: self(images))
 
-    def make_optimizer(self, params):
-        """As the translation model of the same layout: FG's warm-up schedule (plain Adam
-        at dl_studio.learning_rate when num_warmup_steps=0), PreLN's plain Adam."""
-        variant = TransformerFG if self.layout == "FG" else TransformerPreLN
-        return variant.make_optimizer(self, params)
+    # DLStudio's API beyond the model: delegates to the modules that do the work. -------
+    def description(self):
+        """What rebuilds this model (see DLStudio.checkpoints)."""
+        from .checkpoints import vit_spec
+        return vit_spec(self)
 
-    # -----------------------------------------------------------------------------------
-    # Data.
     def use_datasets(self, training_set, test_set, spec=None):
-        """Train on ``training_set``, evaluate on ``test_set`` (ImageSets with this model's
-        classes, channels and image size); the pixel statistics come from training_set."""
-        for part in (training_set, test_set):
-            if tuple(part.classes) != self.classes:
-                raise ValueError(f"{part.name} has classes {part.classes}, this model "
-                                 f"{self.classes}: build the model with classes={part.classes}")
-            C, H, W = part.images.shape[1:]
-            if (C, H, W) != (self.in_channels, *self.image_size):
-                raise ValueError(f"{part.name} has images of {C} x {H} x {W}, this model "
-                                 f"expects {self.in_channels} x {self.image_size[0]} x "
-                                 f"{self.image_size[1]}: set image_size / in_channels")
-        self.training_set, self.test_set, self.dataset_spec = training_set, test_set, spec
-        mean, std = training_set.mean_std()
-        self.pixel_mean.copy_(mean)
-        self.pixel_std.copy_(std.clamp_min(1e-3))
+        """Train on ``training_set`` (its pixel statistics too), test on ``test_set``."""
+        from .datasets.images import use_datasets
+        use_datasets(self, training_set, test_set, spec)
 
     def load_shapes_dataset(self, num_train=10_000, num_test=2_000, seed=0):
-        """Our own shapes (see DLStudio.datasets.images): training and test images drawn
-        with different seeds, so the test images are new."""
-        from .datasets.images import generate_shapes
-        size = self.image_size[0]
-        if self.image_size != (size, size):
-            raise ValueError(f"the shapes are square; image_size is {self.image_size}")
-        spec = {"name": "shapes", "num_train": num_train, "num_test": num_test, "seed": seed}
-        self.use_datasets(generate_shapes(num_train, size, seed=2 * seed),
-                          generate_shapes(num_test, size, seed=2 * seed + 1), spec)
+        """Our own shapes, training and test images drawn with different seeds."""
+        self.load_dataset_of({"name": "shapes", "num_train": num_train, "num_test": num_test,
+                              "seed": seed})
 
     def load_cifar_10_dataset(self, download=False):
-        """CIFAR-10 from ``dl_studio.dataroot`` (torchvision's layout; downloaded when
-        ``download=True``). Raises ImageDataError saying where to put it when missing."""
-        from .datasets.images import load_cifar10
-        root = self.dl_studio.dataroot
-        self.use_datasets(load_cifar10(root, True, download), load_cifar10(root, False, False),
-                          {"name": "cifar10", "dataroot": os.path.abspath(root)})
+        """CIFAR-10 from ``dl_studio.dataroot`` (ImageDataError says where to put it)."""
+        self.load_dataset_of({"name": "cifar10",
+                              "dataroot": os.path.abspath(self.dl_studio.dataroot)}, download)
 
-    def load_dataset_of(self, payload_or_spec, download=False):
-        """Load the data set a checkpoint was trained on (its ``dataset`` entry)."""
-        spec = payload_or_spec.get("dataset", payload_or_spec) or {}
-        if spec.get("name") == "shapes":
-            self.load_shapes_dataset(spec["num_train"], spec["num_test"], spec["seed"])
-        elif spec.get("name") == "cifar10":
-            self.dl_studio.dataroot = spec["dataroot"]
-            self.load_cifar_10_dataset(download)
-        else:
-            raise ValueError(f"unknown data set {spec!r}: load one with load_shapes_dataset() "
-                             "or load_cifar_10_dataset()")
+    def load_dataset_of(self, spec, download=False):
+        """Load the data set that a spec, or a checkpoint's ``dataset`` entry, names."""
+        from .datasets.images import dataset_of
+        spec = spec.get("dataset", spec)
+        self.use_datasets(*dataset_of(spec, self.image_size, download), spec)
 
-    # -----------------------------------------------------------------------------------
-    # Training, checkpoints, evaluation (the work is done in DLStudio.training/evaluation).
-    def run_code_for_training_visTransformer(self, dls=None, model=None,
-                                             display_train_loss=False, checkpoint_dir=None,
-                                             checkpoints_dir=None, max_minutes=None,
-                                             overwrite=False, resume=False,
-                                             track_accuracy=False, callback=None):
-        """Train on the training images with the trainer of the translation models; write a
-        checkpoint every ``checkpoint_freq`` epochs and the final model to
-        ``dl_studio.path_saved_model``. (``dls`` and ``model`` are accepted for DLStudio
-        scripts, which pass the configuration and the model itself.)
+    def run_code_for_training_visTransformer(self, dls=None, model=None, checkpoint_dir=None,
+                                             **options):
+        """Train (see training.train_images); ``dls`` and ``model`` are accepted for DLStudio
+        scripts. Returns the ``ImageTrainer``."""
+        from .training import train_images
+        return train_images(self, model, checkpoint_dir, **options)
 
-        Returns:
-            the ``ImageTrainer`` (its ``train_losses``, ``score_history``).
-        """
-        from .training import ImageTrainer
-        if model is not None and model is not self:
-            raise ValueError("visTransformer trains itself: pass the same model, or none")
-        folder = checkpoints_dir or checkpoint_dir or "checkpoints_visTrans"
-        if self.training_set is None and getattr(self.dl_studio, "image_datasets", None):
-            self.use_datasets(*self.dl_studio.image_datasets,       # dls.load_cifar_10_dataset()
-                              spec={"name": "cifar10",
-                                    "dataroot": os.path.abspath(self.dl_studio.dataroot)})
-        trainer = ImageTrainer(self, folder, display_train_loss=display_train_loss,
-                               max_minutes=max_minutes, overwrite=overwrite, resume=resume,
-                               track_accuracy=track_accuracy)
-        trainer.run(callback=callback)
-        path = self.dl_studio.path_saved_model
-        if isinstance(path, str):
-            save_checkpoint(trainer.payload(trainer.last_epoch, trainer.batches_done == 0), path)
-        return trainer
+    def load_weights(self, checkpoint):
+        """Copy a checkpoint's weights in, after checking it was built like this model."""
+        from .checkpoints import load_into
+        return load_into(self, checkpoint)
 
-    def load_weights(self, payload):
-        """Copy a checkpoint's weights in, after checking it was built like this model.
-        Raises CheckpointError on a mismatch."""
-        if isinstance(payload, str):
-            path, payload = payload, load_checkpoint(payload)
-        else:
-            path = "the checkpoint"
-        if payload.get("variant") != self.variant:
-            raise CheckpointError(f"{path} holds a {payload.get('variant')} model, not a "
-                                  "visTransformer")
-        theirs, ours = payload["container_args"], self.constructor_args()
-        for name in ("patch_size", "embedding_size", "num_basic_encoders", "num_atten_heads",
-                     "image_size", "classes", "in_channels", "layout", "full_width_heads"):
-            if _plain(theirs.get(name)) != _plain(ours[name]):
-                raise CheckpointError(f"{path} was trained with {name}={theirs.get(name)}, "
-                                      f"this model has {name}={ours[name]}")
-        self.load_state_dict(payload["model"])
-        return payload
-
-    @staticmethod
-    def from_checkpoint(path, dl_studio=None):
+    @classmethod
+    def from_checkpoint(cls, path, dl_studio=None, model_class=None):
         """Rebuild a visTransformer with its weights from a checkpoint file alone.
         Returns ``(vit, payload)``; the model is in eval mode on the device."""
-        from .DLStudio import DLStudio
-        payload = load_checkpoint(path)
-        if payload.get("variant") != visTransformer.variant:
-            raise CheckpointError(f"{path} holds a {payload.get('variant')} model, not a "
-                                  "visTransformer")
-        dls = dl_studio or DLStudio(seed=None)
-        vit = visTransformer(dl_studio=dls, **payload["container_args"])
-        vit.load_weights(payload)
-        return vit.to(dls.device).eval(), payload
+        from .checkpoints import rebuild_vit
+        return rebuild_vit(cls, path, dl_studio, model_class, visTransformer)
 
     def predict(self, images, batch_size=500):
         """Class indices of uint8 (N, C, H, W) images (or floats in [0, 1])."""
         from .evaluation import classify
         return classify(self, images, batch_size)
 
-    def run_code_for_evaluating_visTransformer(self, checkpoint=None, print_fn=print,
-                                               confusion_png=None):
-        """Accuracy and confusion matrix on the test images (printed; plotted to
-        ``confusion_png`` when given), with this model's weights or a checkpoint's.
-
-        Returns:
-            {"accuracy": percent, "confusion": (K, K) tensor, rows true, columns predicted}
-        """
-        from .evaluation import confusion_matrix, format_confusion
+    def run_code_for_evaluating_visTransformer(self, checkpoint=None, **options):
+        """Test accuracy and confusion matrix (see evaluation.evaluate_images)."""
+        from .evaluation import evaluate_images
         if checkpoint is not None:
             self.load_weights(checkpoint)
-        if self.test_set is None:
-            raise ValueError("no test images: call load_shapes_dataset() or "
-                             "load_cifar_10_dataset() first")
-        self.to(self.dl_studio.device)
-        predicted = self.predict(self.test_set.images)
-        matrix = confusion_matrix(predicted, self.test_set.labels, len(self.classes))
-        accuracy = 100.0 * matrix.diag().sum().item() / max(1, len(predicted))
-        print_fn(f"held-out accuracy: {accuracy:.2f}% on {len(predicted)} test images "
-                 f"({self.test_set.name}; chance {100 / len(self.classes):.1f}%)")
-        print_fn(format_confusion(matrix, self.classes))
-        if confusion_png:
-            from .visualize import plot_confusion_matrix
-            plot_confusion_matrix(matrix, self.classes, confusion_png,
-                                  f"visTransformer: {accuracy:.1f}% on {self.test_set.name}")
-        return {"accuracy": accuracy, "confusion": matrix}
-
-    def attention_maps(self, images):
-        """The self-attention weights of every encoder layer for these images.
-
-        Returns: a list (one per layer) of (B, H, 1 + N_p, 1 + N_p) tensors; row 0 is where
-        the class token looks.
-        """
-        layers = [enc.self_attention for enc in self.master_encoder.basic_encoder_arr]
-        for layer in layers:
-            layer.record_attention = True
-        try:
-            with torch.no_grad():
-                self(images)
-            return [layer.attention_weights for layer in layers]
-        finally:
-            for layer in layers:
-                layer.record_attention = False
-
-
-def _plain(value):
-    """Tuples and lists compare alike (a checkpoint keeps lists)."""
-    return list(value) if isinstance(value, (tuple, list)) else value
+        return evaluate_images(self, **options)

@@ -1,17 +1,23 @@
-"""Checkpoints: one self-describing file each, written atomically, read safely.
+"""Checkpoints: one self-describing file each, written atomically, read safely, and the
+one place where their contents are built (`make_payload`) and checked (`check_fits`).
 
 A checkpoint is a dict of plain data and tensors (so ``torch.load(weights_only=True)``
-reads it and a crafted file cannot run code):
+reads it and a crafted file cannot run code; no class is ever unpickled from it):
 
-    format, variant ("FG" | "PreLN" | "visTransformer"), epoch, step, epoch_complete,
-    container_args,                                     # everything needed to rebuild
-    optimizer, rng, train_losses, held_out_bleu | held_out_accuracy,
+    format, variant ("FG" | "PreLN" | "visTransformer"),
+    container_class ("module:Class", e.g. "DLStudio.Transformers:TransformerFG" or a
+                     student's "homework_my_attention_head:TransformerFGWithTemperature"),
+    container_args, shape_args,                         # everything needed to rebuild
+    epoch, step, epoch_complete, batches_done, optimizer, rng, train_losses,
+    held_out_bleu | held_out_accuracy,
   translation:
     encoder_config, decoder_config,
     vocab_en, vocab_es, vocab_fingerprint,              # the model needs no archive
     model {embeddings_generator_en, embeddings_generator_es, encoder, decoder}
   visTransformer:
     model (its state_dict, pixel statistics included), dataset (how to get its images back)
+
+The model describes itself (``model.description()``); this module never imports it.
 """
 
 import glob
@@ -21,9 +27,13 @@ import tempfile
 
 import torch
 
+from .overrides import class_path, import_class
+from .vocabulary import archive_path
+
 __all__ = ["CheckpointError", "FORMAT", "checkpoint_path", "checkpoint_files",
-           "list_checkpoints",
-           "save_checkpoint", "load_checkpoint"]
+           "list_checkpoints", "save_checkpoint", "load_checkpoint", "make_payload",
+           "check_fits", "load_into", "save_final", "container_spec", "vit_spec",
+           "rebuild_translation", "rebuild_vit"]
 
 FORMAT = "dlstudio-transformers-checkpoint-v1"
 
@@ -94,3 +104,180 @@ def load_checkpoint(path, map_location="cpu"):
         raise CheckpointError(f"{path} is not a checkpoint of this framework "
                               f"(expected format {FORMAT!r})")
     return payload
+
+
+# ---------------------------------------------------------------------------------------
+# What goes into a checkpoint, and whether one fits a model.
+#: The translation containers' constructor arguments kept in a checkpoint, and those that
+#: shape the weights (a checkpoint fits a model only when these agree).
+TRANSLATION_ARGS = ("data_archive", "max_seq_length", "embedding_size", "num_warmup_steps",
+                    "optimizer_params", "lr_mul", "checkpoint_freq", "held_out_fraction",
+                    "split_seed", "dropout", "label_smoothing", "full_width_heads",
+                    "tie_embeddings", "learned_positions")
+TRANSLATION_SHAPE_ARGS = ("embedding_size", "max_seq_length", "full_width_heads",
+                          "tie_embeddings", "learned_positions")
+VIT_SHAPE_ARGS = ("patch_size", "embedding_size", "num_basic_encoders", "num_atten_heads",
+                  "image_size", "classes", "in_channels", "layout", "full_width_heads")
+VIT_ARGS = VIT_SHAPE_ARGS + ("num_warmup_steps", "lr_mul", "optimizer_params", "dropout",
+                             "label_smoothing", "augment", "checkpoint_freq")
+
+
+def container_spec(xformer):
+    """A translation container's part of a checkpoint: class, variant, constructor
+    arguments (the archive as an absolute path) and vocabularies."""
+    args = {name: getattr(xformer, name) for name in TRANSLATION_ARGS}
+    args["dataroot"] = os.path.abspath(xformer.dataroot)
+    if xformer.data_archive:
+        archive = archive_path(xformer.dataroot, xformer.data_archive)
+        args["dataroot"], args["data_archive"] = os.path.split(os.path.abspath(archive))
+    return {"variant": xformer.variant, "container_class": xformer.class_path,
+            "container_args": args, "shape_args": list(TRANSLATION_SHAPE_ARGS),
+            "vocab_en": list(xformer.vocab.vocab_en), "vocab_es": list(xformer.vocab.vocab_es),
+            "vocab_fingerprint": xformer.vocab.fingerprint}
+
+
+def vit_spec(vit):
+    """A visTransformer's description: class, constructor arguments, data set."""
+    return {"variant": vit.variant, "container_class": vit.class_path,
+            "container_args": {name: getattr(vit, name) for name in VIT_ARGS},
+            "shape_args": list(VIT_SHAPE_ARGS), "dataset": vit.dataset_spec}
+
+
+def _weights(model):
+    if hasattr(model, "parts"):     # translation: each part under its DLStudio name
+        return {name: part.state_dict() for name, part in model.parts().items()}
+    return model.state_dict()
+
+
+def make_payload(model, training_state):
+    """The checkpoint of ``model`` (its ``description()`` and weights) with the trainer's
+    ``training_state`` (epoch, step, optimizer, rng, losses, scores)."""
+    return {"format": FORMAT, **model.description(), "model": _weights(model),
+            **training_state}
+
+
+def _plain(value):
+    """Tuples and lists compare alike (a checkpoint keeps lists)."""
+    return list(value) if isinstance(value, (tuple, list)) else value
+
+
+def check_fits(payload, description, path="the checkpoint"):
+    """Raise CheckpointError unless the checkpoint was built like the described model: the
+    same variant, vocabularies, stacks and weight-shaping constructor arguments."""
+    for key, what in (("variant", "variant"), ("vocab_fingerprint",
+                      "vocabularies (another archive)"), ("encoder_config", "encoder_config"),
+                      ("decoder_config", "decoder_config")):
+        if key in description and payload.get(key) != description[key]:
+            raise CheckpointError(f"{path} does not fit this model: its {what} is "
+                                  f"{payload.get(key)}, this model's is {description[key]}")
+    theirs, ours = payload.get("container_args", {}), description["container_args"]
+    for name in description["shape_args"]:
+        if _plain(theirs.get(name)) != _plain(ours[name]):
+            raise CheckpointError(f"{path} was trained with {name}={theirs.get(name)}, this "
+                                  f"model has {name}={ours[name]}")
+
+
+def load_into(model, checkpoint):
+    """Copy a checkpoint's (path or dict) weights into ``model`` after `check_fits`.
+    Returns the checkpoint's dict."""
+    path, payload = ((checkpoint, load_checkpoint(checkpoint)) if isinstance(checkpoint, str)
+                     else ("the checkpoint", checkpoint))
+    check_fits(payload, model.description(), path)
+    weights = payload["model"]
+    try:
+        if hasattr(model, "parts"):
+            for name, part in model.parts().items():
+                part.load_state_dict(weights[name])
+        else:
+            model.load_state_dict(weights)
+    except (RuntimeError, KeyError) as e:
+        raise CheckpointError(f"{path}: its weights do not fit this model ("
+                              f"{str(e).splitlines()[0][:300]}); was it written by another "
+                              "class? See its container_class.") from None
+    return payload
+
+
+def save_final(payload, path_saved_model):
+    """Write the final model. One path: one checkpoint file. A dict of paths (DLStudio's
+    ``encoder_FG``, ``decoder_FG``, ``embeddings_generator_en_FG``, ...): the complete
+    checkpoint under the encoder's path, and each component's weights under its own."""
+    if isinstance(path_saved_model, str):
+        save_checkpoint(payload, path_saved_model)
+        return
+    for key, path in path_saved_model.items():
+        part = key.rsplit("_", 1)[0]          # "encoder_FG" -> "encoder"
+        if part == "encoder":
+            save_checkpoint(payload, path)
+        elif isinstance(payload["model"], dict) and part in payload["model"]:
+            save_checkpoint(payload["model"][part], path)
+
+
+# ---------------------------------------------------------------------------------------
+# Rebuilding a model from a checkpoint file alone.
+def container_class(payload, path, called_on, model_class, ours):
+    """The class a checkpoint was trained with: ``model_class`` (a class or "module:Class",
+    refused when it is not the recorded one), the class ``from_checkpoint`` was called on,
+    or one of ``ours``. A student's class is never imported on the checkpoint's word."""
+    recorded = payload.get("container_class") or class_path(ours[payload.get("variant")])
+    if model_class is not None:
+        cls = import_class(model_class) if isinstance(model_class, str) else model_class
+        if class_path(cls) != recorded:
+            raise CheckpointError(f"{path} was trained with {recorded}, not {class_path(cls)}; "
+                                  f"give --model-class {recorded}")
+        return cls
+    for cls in (called_on, *ours.values()):
+        if class_path(cls) == recorded:
+            return cls
+    module = recorded.partition(":")[0]
+    raise CheckpointError(
+        f"{path} was trained with a class of your own, {recorded}: rebuild it with "
+        f"--model-class {recorded}, run from the folder that holds {module}.py (in Python: "
+        f"{recorded.rpartition(':')[2]}.from_checkpoint(path))")
+
+
+def corpus_of(payload):
+    """The archive a checkpoint was trained on, if it is still where it was and still has
+    the checkpoint's vocabularies; else a corpus with the vocabularies and no pairs."""
+    from .datasets import ArchiveError, Corpus, load_archive, vocab_fingerprint
+    args = payload["container_args"]
+    path = os.path.join(args.get("dataroot") or ".", args.get("data_archive") or "")
+    if args.get("data_archive") and os.path.isfile(path):
+        try:
+            corpus = load_archive(path, max_seq_length=args["max_seq_length"])
+        except ArchiveError:
+            corpus = None
+        if corpus and vocab_fingerprint(corpus.vocab_en, corpus.vocab_es) == \
+                payload["vocab_fingerprint"]:
+            return corpus
+    return Corpus([], payload["vocab_en"], payload["vocab_es"], name="checkpoint")
+
+
+def rebuild_translation(called_on, path, dl_studio, corpus, model_class, ours):
+    """``(xformer, model)`` of a translation checkpoint: its container class (see
+    `container_class`), stacks built through it, weights loaded, model in eval mode."""
+    from .DLStudio import DLStudio
+    payload = load_checkpoint(path)
+    if payload.get("variant") not in ours:
+        raise CheckpointError(f"{path} holds a {payload.get('variant')} model, not a "
+                              f"translation model ({' or '.join(ours)})")
+    cls = container_class(payload, path, called_on, model_class, ours)
+    dls = dl_studio or DLStudio(seed=None)
+    xformer = cls(dl_studio=dls, corpus=corpus or corpus_of(payload),
+                  **payload["container_args"])
+    encoder = cls.MasterEncoder(dls, xformer, **payload["encoder_config"])
+    decoder = cls.MasterDecoderWithMasking(dls, xformer, **payload["decoder_config"])
+    return xformer, xformer.model_from(encoder, decoder, payload)
+
+
+def rebuild_vit(called_on, path, dl_studio, model_class, base):
+    """``(vit, payload)`` of a visTransformer checkpoint, in eval mode on the device."""
+    from .DLStudio import DLStudio
+    payload = load_checkpoint(path)
+    if payload.get("variant") != base.variant:
+        raise CheckpointError(f"{path} holds a {payload.get('variant')} model, not a "
+                              "visTransformer")
+    cls = container_class(payload, path, called_on, model_class, {base.variant: base})
+    dls = dl_studio or DLStudio(seed=None)
+    vit = cls(dl_studio=dls, **payload["container_args"])
+    load_into(vit, payload)
+    return vit.to(dls.device).eval(), payload

@@ -14,6 +14,7 @@ import sys
 from .checkpoints import CheckpointError, checkpoint_path, list_checkpoints
 from .datasets import BUNDLED_ARCHIVE, ArchiveError, ImageDataError, load_archive
 from .DLStudio import DLStudio
+from .overrides import OverrideError, import_class
 from .training import TrainingDiverged, TrainingInterrupted
 from .Transformers import TransformerBase, TransformerFG, TransformerPreLN
 
@@ -59,7 +60,8 @@ def _run(fn, argv):
     try:
         return fn(argv)
     except (UserError, ArchiveError, ImageDataError, CheckpointError, FileNotFoundError,
-            FileExistsError, TrainingDiverged, TrainingInterrupted, ValueError) as e:
+            FileExistsError, TrainingDiverged, TrainingInterrupted, OverrideError,
+            ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
 
@@ -126,7 +128,23 @@ def training_parser(variant):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cpu", action="store_true", help="do not use a GPU even when present")
     p.add_argument("--no-eval", action="store_true", help="skip the held-out evaluation")
+    _model_class_flag(p, f"train this subclass of Transformer{variant} (homework)")
     return p
+
+
+def _model_class_flag(parser, what):
+    parser.add_argument("--model-class", metavar="MODULE:CLASS",
+                        help=f"{what}, e.g. homework_my_attention_head:"
+                             "TransformerFGWithTemperature (its module must be importable "
+                             "from the current folder)")
+
+
+def _subclass_of(path, base):
+    """The class named by ``--model-class``, which must be a subclass of ``base``."""
+    cls = import_class(path)
+    if not issubclass(cls, base):
+        raise UserError(f"--model-class {path} is not a subclass of {base.__name__}")
+    return cls
 
 
 def train_main(variant, argv=None):
@@ -135,6 +153,8 @@ def train_main(variant, argv=None):
         args = training_parser(variant).parse_args(argv)
         archive = _resolve_archive(args.archive)
         cls = _VARIANTS[variant]
+        if args.model_class:
+            cls = _subclass_of(args.model_class, cls)
         dls = DLStudio(dataroot=os.path.dirname(archive) or ".",
                        path_saved_model=os.path.join(args.checkpoints_dir, f"saved_{variant}.pt"),
                        learning_rate=args.learning_rate, batch_size=args.batch_size,
@@ -152,7 +172,7 @@ def train_main(variant, argv=None):
                                                num_atten_heads=args.num_atten_heads)
         n_params = sum(p.numel() for p in xformer.EncoderDecoder(xformer, encoder, decoder)
                        .parameters())
-        print(f"Transformer{variant} on {archive}: {len(xformer.training_corpus)} training "
+        print(f"{cls.__name__} on {archive}: {len(xformer.training_corpus)} training "
               f"pairs, {len(xformer.held_out_corpus)} held out; vocabularies "
               f"{xformer.vocab_en_size} / {xformer.vocab_es_size}; {n_params:,} parameters; "
               f"device {dls.device}")
@@ -169,7 +189,7 @@ def train_main(variant, argv=None):
 
 
 # ---------------------------------------------------------------------------------------
-def _load(checkpoints_dir, index, archive=None):
+def _load(checkpoints_dir, index, archive=None, model_class=None):
     path = checkpoint_path(checkpoints_dir, index)
     if not os.path.isdir(checkpoints_dir):
         raise UserError(f"no directory {checkpoints_dir}: train first, e.g. "
@@ -179,15 +199,16 @@ def _load(checkpoints_dir, index, archive=None):
         raise UserError(f"no checkpoint {index} in {checkpoints_dir}; it has "
                         f"{have or 'none'}")
     corpus = load_archive(archive) if archive else None
-    return TransformerBase.from_checkpoint(path, corpus=corpus)
+    return TransformerBase.from_checkpoint(path, corpus=corpus, model_class=model_class)
 
 
-def load_checkpoint_or_exit(checkpoints_dir, index, archive=None):
-    """``(xformer, model)`` from ``checkpoints_dir/checkpoint_<index>.pt``, or a one-line
-    message and exit code 1 (for scripts)."""
+def load_checkpoint_or_exit(checkpoints_dir, index, archive=None, model_class=None):
+    """``(xformer, model)`` from ``checkpoints_dir/checkpoint_<index>.pt`` (a student's
+    container class: ``model_class``, "module:Class"), or a one-line message and exit code 1
+    (for scripts)."""
     try:
-        return _load(checkpoints_dir, index, archive)
-    except (UserError, ArchiveError, CheckpointError, FileNotFoundError) as e:
+        return _load(checkpoints_dir, index, archive, model_class)
+    except (UserError, ArchiveError, CheckpointError, FileNotFoundError, OverrideError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(1)
 
@@ -203,8 +224,11 @@ def test_checkpoint_main(variant, argv=None):
         p.add_argument("--beam", type=_positive_int, default=1, help="beam width (1: greedy)")
         p.add_argument("--show", type=int, default=20, help="translations to print")
         p.add_argument("--result-file", help="write every held-out translation here")
+        _model_class_flag(p, "the container class the checkpoint was trained with, when it "
+                             "is a subclass of your own")
         args = p.parse_args(argv)
-        xformer, model = _load(args.checkpoints_dir, args.checkpoint_index, args.archive)
+        xformer, model = _load(args.checkpoints_dir, args.checkpoint_index, args.archive,
+                               args.model_class)
         if variant and xformer.variant != variant:
             log.warning("note: this is a Transformer%s checkpoint", xformer.variant)
         if not xformer.held_out_corpus:
@@ -228,8 +252,11 @@ def translate_main(argv=None):
         p.add_argument("sentence", help='an English sentence, or "-" to read one per line '
                                         "from standard input")
         p.add_argument("--beam", type=_positive_int, default=1)
+        _model_class_flag(p, "the container class the checkpoint was trained with, when it "
+                             "is a subclass of your own")
         args = p.parse_args(argv)
-        xformer, model = _load(args.checkpoints_dir, args.checkpoint_index)
+        xformer, model = _load(args.checkpoints_dir, args.checkpoint_index,
+                               model_class=args.model_class)
         if args.sentence != "-":
             print(xformer.translate(model, [args.sentence], args.beam)[0])
             return 0
@@ -237,7 +264,7 @@ def translate_main(argv=None):
         status, prepared = 0, []
         for line in lines:      # check every line first; a bad one gets its message
             try:
-                prepared.append(xformer.prepare_sentence(line) if line.strip() else None)
+                prepared.append(xformer.vocab.prepare(line) if line.strip() else None)
             except ValueError as e:
                 print(f"error: {e}", file=sys.stderr)
                 prepared.append(None)
@@ -356,6 +383,7 @@ def vit_test_checkpoint_main(argv=None):
                        help="test images in the grid (and a quarter of them, at most 6, in "
                             "the attention picture)")
         p.add_argument("--out", help="folder for the pictures (default: the checkpoints')")
+        _model_class_flag(p, "the visTransformer subclass the checkpoint was trained with")
         args = p.parse_args(argv)
         path = checkpoint_path(args.checkpoints_dir, args.checkpoint_index)
         if not os.path.isfile(path):
@@ -364,7 +392,7 @@ def vit_test_checkpoint_main(argv=None):
             raise UserError(f"no checkpoint {path}; {args.checkpoints_dir} has "
                             f"{have or 'none'}: train first with "
                             "image_recog_with_visTransformer.py")
-        vit, payload = visTransformer.from_checkpoint(path)
+        vit, payload = visTransformer.from_checkpoint(path, model_class=args.model_class)
         spec = dict(payload.get("dataset") or {})
         if args.dataroot:
             spec["dataroot"] = args.dataroot

@@ -2,9 +2,11 @@
 
 Translation is autoregressive: the decoder starts from SOS, predicts one word, and that word
 is fed back as input for the next, until EOS (or max_seq_length). Sentences are translated
-in batches; in greedy decoding a finished sentence leaves the batch. The decoder
-keeps the keys and values of the words it has already read (a cache), so each step computes
-one new position instead of the whole prefix again.
+in batches; in greedy decoding a finished sentence leaves the batch. Inside
+``model.decoding()`` every attention of the decoder keeps the keys and values of the words
+already read (DLStudio.kv_cache), so each step computes one new position instead of the
+whole prefix again; a student's decoder class that would not read them is run on the whole
+prefix instead.
 
 BLEU is computed on the held-out split, one hypothesis per distinct English sentence,
 against every Spanish translation of that sentence in the archive:
@@ -21,45 +23,32 @@ import torch
 
 from .tokens import EOS_INDEX, SOS_INDEX
 
-__all__ = ["greedy_decode", "beam_search", "translate_ids", "held_out_references",
-           "bleu_scores", "evaluate_bleu", "classify", "confusion_matrix", "format_confusion"]
+__all__ = ["greedy_decode", "beam_search", "translate_ids", "translate_sentences",
+           "held_out_references", "bleu_scores", "evaluate_bleu", "evaluate_container",
+           "classify", "confusion_matrix", "format_confusion", "evaluate_images"]
 
 
 class _NextWord:
-    """Logits of the next word after ``ys`` (B, t): incremental when the model allows it
-    (cached keys and values of earlier words: one position of work per step), else by
-    re-running the decoder on the whole prefix."""
+    """Logits of the next word after ``ys`` (B, t): with the caches of ``model.decoding()``
+    from the newest word only (one position of work per step), else by re-running the
+    decoder on the whole prefix."""
 
-    def __init__(self, model, memory, cross_mask):
-        self.model, self.memory, self.cross_mask = model, memory, cross_mask
-        self.cache = model.decoder.new_cache() if model.can_cache() else None
+    def __init__(self, model, memory, cross_mask, caches):
+        self.model, self.memory, self.cross_mask, self.caches = model, memory, cross_mask, caches
 
     def __call__(self, ys):
-        t = ys.size(1)
-        if self.cache is not None:
-            return self.model.decode_next(ys[:, -1:], t - 1, self.memory, self.cross_mask,
-                                          self.cache)                      # (B, V_es)
+        if self.caches:
+            return self.model.decode_newest(ys, self.memory, self.cross_mask)  # (B, V_es)
         keep = torch.zeros(ys.shape, dtype=torch.bool, device=ys.device)
         keep[:, -1] = True                         # logits for the last position only
         return self.model.decode(ys, self.memory, self.cross_mask, keep)  # (B, V_es)
 
     def keep_rows(self, rows):
-        """Greedy decoding: go on with these sentences only (the others have finished), so
-        that no work is spent on finished sentences. Shape: rows (B_new,) indices."""
+        """Go on with these rows only: greedy decoding drops finished sentences, beam search
+        continues hypothesis i from rows[i]. Shape: rows (B_new,) indices."""
         self.memory, self.cross_mask = self.memory[rows], self.cross_mask[rows]
-        if self.cache is not None:
-            for layer in self.cache:
-                for part in layer.values():
-                    for key in ("K", "V"):
-                        if key in part:
-                            part[key] = part[key][rows]
-
-    def reorder(self, origin):
-        """Beam search: hypothesis i continues hypothesis origin[i]."""
-        if self.cache is not None:
-            for layer in self.cache:
-                for key in ("K", "V"):
-                    layer["self"][key] = layer["self"][key][origin]
+        for cache in self.caches:
+            cache.select(rows)
 
 
 @torch.no_grad()
@@ -77,19 +66,20 @@ def greedy_decode(model, src, max_len, stop_at_eos=True):
     out = torch.full((B, max_len - 1), EOS_INDEX, dtype=torch.long, device=src.device)
     rows = torch.arange(B, device=src.device)        # the sentences still being translated
     ys = torch.full((B, 1), SOS_INDEX, dtype=torch.long, device=src.device)
-    next_word_logits = _NextWord(model, memory, cross_mask)
     steps = 0
-    for t in range(max_len - 1):
-        next_word = next_word_logits(ys).argmax(dim=-1)                   # (B_t,)
-        out[rows, t] = next_word
-        steps = t + 1
-        going = next_word != EOS_INDEX                                    # (B_t,)
-        if stop_at_eos and not going.all():
-            if not going.any():
-                break
-            rows, ys, next_word = rows[going], ys[going], next_word[going]
-            next_word_logits.keep_rows(going.nonzero().squeeze(1))
-        ys = torch.cat([ys, next_word[:, None]], dim=1)                   # (B_t, t + 2)
+    with model.decoding() as caches:
+        next_word_logits = _NextWord(model, memory, cross_mask, caches)
+        for t in range(max_len - 1):
+            next_word = next_word_logits(ys).argmax(dim=-1)               # (B_t,)
+            out[rows, t] = next_word
+            steps = t + 1
+            going = next_word != EOS_INDEX                                # (B_t,)
+            if stop_at_eos and not going.all():
+                if not going.any():
+                    break
+                rows, ys, next_word = rows[going], ys[going], next_word[going]
+                next_word_logits.keep_rows(going.nonzero().squeeze(1))
+            ys = torch.cat([ys, next_word[:, None]], dim=1)               # (B_t, t + 2)
     return out[:, :steps]
 
 
@@ -112,23 +102,24 @@ def beam_search(model, src, max_len, beam_width=4, length_penalty=0.6):
     scores[:, 0] = 0.0                                  # start from one hypothesis per sentence
     finished = torch.zeros(B * K, dtype=torch.bool, device=device)
     lengths = torch.zeros(B * K, device=device)
-    next_word_logits = _NextWord(model, memory, cross_mask)
-    for _ in range(max_len - 1):
-        logits = next_word_logits(ys)                                      # (B K, V_es)
-        logp = torch.log_softmax(logits.float(), dim=-1)
-        V = logp.size(-1)
-        logp[finished] = float("-inf")                  # a finished hypothesis only repeats
-        logp[finished, EOS_INDEX] = 0.0                 # EOS, at no cost
-        candidates = (scores.view(B * K, 1) + logp).view(B, K * V)
-        scores, flat = candidates.topk(K, dim=1)                           # (B, K)
-        origin = (torch.arange(B, device=device)[:, None] * K + flat // V).view(-1)
-        word = (flat % V).view(-1)                                         # (B K,)
-        ys = torch.cat([ys[origin], word[:, None]], dim=1)
-        next_word_logits.reorder(origin)
-        lengths = lengths[origin] + (~finished[origin]).float()
-        finished = finished[origin] | (word == EOS_INDEX)
-        if finished.all():
-            break
+    with model.decoding() as caches:
+        next_word_logits = _NextWord(model, memory, cross_mask, caches)
+        for _ in range(max_len - 1):
+            logits = next_word_logits(ys)                                  # (B K, V_es)
+            logp = torch.log_softmax(logits.float(), dim=-1)
+            V = logp.size(-1)
+            logp[finished] = float("-inf")              # a finished hypothesis only repeats
+            logp[finished, EOS_INDEX] = 0.0             # EOS, at no cost
+            candidates = (scores.view(B * K, 1) + logp).view(B, K * V)
+            scores, flat = candidates.topk(K, dim=1)                       # (B, K)
+            origin = (torch.arange(B, device=device)[:, None] * K + flat // V).view(-1)
+            word = (flat % V).view(-1)                                     # (B K,)
+            ys = torch.cat([ys[origin], word[:, None]], dim=1)
+            next_word_logits.keep_rows(origin)
+            lengths = lengths[origin] + (~finished[origin]).float()
+            finished = finished[origin] | (word == EOS_INDEX)
+            if finished.all():
+                break
     ranked = scores / lengths.view(B, K).clamp(min=1) ** length_penalty
     best = ranked.argmax(dim=1) + torch.arange(B, device=device) * K       # (B,)
     return ys[best, 1:]
@@ -147,6 +138,15 @@ def translate_ids(model, src, max_len, beam_width=1, batch_size=256):
             ids = beam_search(model, chunk, max_len, beam_width)
         out.extend(ids.tolist())
     return out
+
+
+def translate_sentences(model, vocab, sentences, beam_width=1):
+    """Translate English sentences (raw strings or word lists) in one batch; return the
+    Spanish strings. Raises ValueError naming what is wrong with a sentence."""
+    words = [vocab.prepare(s) for s in sentences]
+    src = vocab.encode(words, "en").to(next(model.parameters()).device)
+    ids = translate_ids(model, src, vocab.max_seq_length, beam_width)
+    return [" ".join(vocab.words(seq)) for seq in ids]
 
 
 def held_out_references(pairs):
@@ -183,9 +183,10 @@ def bleu_scores(hypotheses, references):
     return result
 
 
-def evaluate_bleu(xformer, model, pairs, beam_width=1, device=None, show=0, seed=0,
+def evaluate_bleu(model, vocab, pairs, beam_width=1, device=None, show=0, seed=0,
                   result_file=None, print_fn=print):
-    """Translate the distinct English sentences of ``pairs`` and score them.
+    """Translate the distinct English sentences of ``pairs`` with ``model`` and score them
+    (``vocab``: the Vocabulary).
 
     Args:
         show: how many randomly chosen translations to print beside their references.
@@ -198,9 +199,9 @@ def evaluate_bleu(xformer, model, pairs, beam_width=1, device=None, show=0, seed
     refs = held_out_references(pairs)
     english = list(refs)
     device = device or next(model.parameters()).device
-    src = xformer.sentence_with_words_to_ints(english, "en").to(device)
-    ids = translate_ids(model, src, xformer.max_seq_length, beam_width)
-    hyps = [xformer.ints_to_words(seq) for seq in ids]
+    src = vocab.encode(english, "en").to(device)
+    ids = translate_ids(model, src, vocab.max_seq_length, beam_width)
+    hyps = [vocab.words(seq) for seq in ids]
     result = bleu_scores(hyps, [refs[en] for en in english])
     result["translations"] = [(en, h, refs[en]) for en, h in zip(english, hyps)]
     for en, h, r in random.Random(seed).sample(result["translations"],
@@ -213,6 +214,34 @@ def evaluate_bleu(xformer, model, pairs, beam_width=1, device=None, show=0, seed
             for en, h, r in result["translations"]:
                 f.write(f"{' '.join(en.split()[1:-1])}\t{' '.join(h)}\t"
                         f"{' | '.join(' '.join(x) for x in r)}\n")
+    return result
+
+
+def evaluate_container(xformer, master_encoder, master_decoder, result_file=None,
+                       checkpoint=None, model=None, beam_width=1, show=20, print_fn=print):
+    """``run_code_for_evaluating``: translate the held-out split, print ``show`` random
+    translations beside their references, and return the BLEU scores (NLTK, sacreBLEU).
+
+    The weights are those of ``checkpoint`` when given; else those of the model just
+    trained in this process; else those saved at ``dl_studio.path_saved_model`` (or, given
+    ``model``, that EncoderDecoder as it is).
+    """
+    if model is None:
+        if checkpoint is None and getattr(xformer, "trained_model", None) is None:
+            saved = xformer.dl_studio.path_saved_model
+            checkpoint = saved if isinstance(saved, str) else next(
+                (p for k, p in saved.items() if k.startswith("encoder")), None)
+        model = xformer.model_from(master_encoder, master_decoder, checkpoint)
+    if not xformer.held_out_corpus:
+        raise ValueError("no held-out pairs: the container was built without an archive")
+    result = evaluate_bleu(model, xformer.vocab, xformer.held_out_corpus,
+                           beam_width=beam_width, show=show, result_file=result_file,
+                           print_fn=print_fn)
+    line = (f"held-out BLEU (NLTK corpus_bleu, 4-gram, smoothing method1): "
+            f"{result['bleu']:.2f} on {result['sentences']} English sentences")
+    if "sacrebleu" in result:
+        line += f"\nsacreBLEU: {result['sacrebleu']:.2f}  ({result['signature']})"
+    print_fn(line)
     return result
 
 
@@ -248,3 +277,26 @@ def format_confusion(matrix, classes):
         lines.append(f"{c:<{L}}" + "".join(f"{n:>{w}}" for n in row)
                      + f"{100 * row[k] / max(sum(row), 1):>8.1f}%")
     return "\n".join(lines)
+
+
+def evaluate_images(vit, print_fn=print, confusion_png=None):
+    """``run_code_for_evaluating_visTransformer``: accuracy and confusion matrix on the test
+    images (printed; plotted to ``confusion_png`` when given).
+
+    Returns: {"accuracy": percent, "confusion": (K, K) tensor, rows true, columns predicted}
+    """
+    if vit.test_set is None:
+        raise ValueError("no test images: call load_shapes_dataset() or "
+                         "load_cifar_10_dataset() first")
+    vit.to(vit.dl_studio.device)
+    predicted = vit.predict(vit.test_set.images)
+    matrix = confusion_matrix(predicted, vit.test_set.labels, len(vit.classes))
+    accuracy = 100.0 * matrix.diag().sum().item() / max(1, len(predicted))
+    print_fn(f"held-out accuracy: {accuracy:.2f}% on {len(predicted)} test images "
+             f"({vit.test_set.name}; chance {100 / len(vit.classes):.1f}%)")
+    print_fn(format_confusion(matrix, vit.classes))
+    if confusion_png:
+        from .visualize import plot_confusion_matrix
+        plot_confusion_matrix(matrix, vit.classes, confusion_png,
+                              f"visTransformer: {accuracy:.1f}% on {vit.test_set.name}")
+    return {"accuracy": accuracy, "confusion": matrix}

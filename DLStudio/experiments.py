@@ -24,12 +24,12 @@ def budget_run(xformer, master_encoder, master_decoder, budget, every, report=pr
         raise ValueError(f"unit must be 'minutes' or 'steps', not {unit!r}")
     if budget <= 0 or every <= 0:
         raise ValueError(f"budget and every must be > 0 (got {budget}, {every})")
-    trainer = TranslationTrainer(xformer, master_encoder, master_decoder, checkpoints_dir=None)
+    trainer = TranslationTrainer.for_container(xformer, master_encoder, master_decoder)
     rows, clock = [], {"eval": 0.0, "start": time.monotonic(), "next": every}
 
     def evaluate(minutes_now):
         t0 = time.monotonic()
-        result = evaluate_bleu(xformer, trainer.model, xformer.held_out_corpus, show=0)
+        result = evaluate_bleu(trainer.model, xformer.vocab, xformer.held_out_corpus, show=0)
         trainer.model.train()
         spent = time.monotonic() - t0
         clock["eval"] += spent

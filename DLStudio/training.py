@@ -4,10 +4,12 @@
 
 `Trainer` is that loop, with checkpoints, resuming, Ctrl-C and the divergence check;
 `TranslationTrainer` feeds it sentence pairs (teacher forcing, one decoder pass, loss on the
-real target positions) and `ImageTrainer` feeds it images. Batches are tensors built once:
-every pair is turned into token ids before training, and each batch is a set of rows cut to
-its longest sentence. Pairs of similar length are batched together (length bucketing), so
-little time goes into padding.
+real target positions) and `ImageTrainer` feeds it images. A trainer receives the model, its
+optimiser and (for translation) the vocabulary; it never calls back into the container:
+``for_container`` / ``for_model`` read the container's settings once, when it is built.
+Batches are tensors built once: every pair is turned into token ids before training, and
+each batch is a set of rows cut to its longest sentence. Pairs of similar length are batched
+together (length bucketing), so little time goes into padding.
 """
 
 import logging
@@ -22,19 +24,22 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from .checkpoints import (
-    FORMAT,
     CheckpointError,
     checkpoint_files,
     checkpoint_path,
     load_checkpoint,
+    load_into,
+    make_payload,
     save_checkpoint,
+    save_final,
 )
 from .datasets.images import random_crops_and_flips
 from .evaluation import evaluate_bleu
 from .tokens import padding_mask
 
 __all__ = ["Trainer", "TranslationTrainer", "ImageTrainer", "TrainingDiverged",
-           "TrainingInterrupted", "encode_pairs", "bucketed_batches"]
+           "TrainingInterrupted", "encode_pairs", "bucketed_batches", "train_translation",
+           "train_images"]
 
 log = logging.getLogger(__name__)
 
@@ -43,15 +48,15 @@ class TrainingDiverged(RuntimeError):
     """The loss became NaN or infinite; the message says where and what to try."""
 
 
-def encode_pairs(xformer, pairs):
-    """Token ids of all pairs, built once.
+def encode_pairs(vocab, pairs):
+    """Token ids of all pairs, built once (``vocab``: a Vocabulary).
 
     Returns:
         src (N, max_seq_length), tgt (N, max_seq_length) LongTensors (EOS-padded), and the
         number of tokens of each sentence (SOS and EOS included) as two (N,) tensors.
     """
-    src = xformer.sentence_with_words_to_ints([en for en, _ in pairs], "en")
-    tgt = xformer.sentence_with_words_to_ints([es for _, es in pairs], "es")
+    src = vocab.encode([en for en, _ in pairs], "en")
+    tgt = vocab.encode([es for _, es in pairs], "es")
     src_len = (~padding_mask(src)).sum(1)
     tgt_len = (~padding_mask(tgt)).sum(1)
     return src, tgt, src_len, tgt_len
@@ -88,11 +93,12 @@ class Trainer:
         for each batch:  zero_grad -> forward -> loss -> backward -> clip -> step -> log
 
     Args:
-        container:        what was configured: TransformerFG, TransformerPreLN or a
-                          visTransformer (``dl_studio``, ``make_optimizer``, ``variant``,
-                          ``save_checkpoints``, ``checkpoint_freq``).
-        model:            the nn.Module to train (moved to ``dl_studio.device``).
+        model:            the nn.Module to train (moved to ``dls.device``); it describes
+                          itself for checkpoints (``description()``, see DLStudio.checkpoints).
+        optimizer:        its optimiser (``make_optimizer`` of the container: FG's warm-up).
+        dls:              the DLStudio (batch_size, epochs, seed, device).
         checkpoints_dir:  where ``checkpoint_<epoch>.pt`` files go.
+        checkpoint_freq, save_checkpoints: a checkpoint every ``checkpoint_freq`` epochs.
         max_minutes:      stop after this much training time (a checkpoint is written).
         clip_grad_norm:   clip the gradient norm to this value (None: no clipping).
         overwrite:        allow a directory that already holds checkpoints (files of the
@@ -103,22 +109,23 @@ class Trainer:
         track_score:      score the held-out split at every checkpoint (BLEU, accuracy);
                           the scores go into the checkpoint and beside the loss in
                           train_loss.png.
+        title:            the name on the loss plot.
 
     A subclass provides: ``num_examples``, ``batches(epoch, skip)``,
-    ``loss_on_batch(*batch)``, ``model_payload()``, ``load_payload(payload)`` and
-    ``held_out_score()`` (with its ``score_name`` and checkpoint key ``score_key``).
+    ``loss_on_batch(*batch)`` and ``held_out_score()`` (with its ``score_name`` and
+    checkpoint key ``score_key``).
     """
 
     score_name, score_key = "score", "held_out_score"
 
-    def __init__(self, container, model, checkpoints_dir, display_train_loss=False,
-                 max_minutes=None, clip_grad_norm=1.0, overwrite=False, resume=False,
-                 track_score=False):
-        dls = container.dl_studio
-        self.container, self.dls, self.device = container, dls, dls.device
-        self.model = model.to(self.device)
-        self.optimizer = container.make_optimizer(self.model.parameters())
-        self.checkpoints_dir = checkpoints_dir
+    def __init__(self, model, optimizer, dls, checkpoints_dir=None, *, checkpoint_freq=5,
+                 save_checkpoints=True, display_train_loss=False, max_minutes=None,
+                 clip_grad_norm=1.0, overwrite=False, resume=False, track_score=False,
+                 title="Transformer"):
+        self.dls, self.device = dls, dls.device
+        self.model, self.optimizer = model.to(self.device), optimizer
+        self.checkpoints_dir, self.title = checkpoints_dir, title
+        self.checkpoint_freq, self.save_checkpoints = checkpoint_freq, save_checkpoints
         self.display_train_loss = display_train_loss
         self.max_minutes, self.clip_grad_norm = max_minutes, clip_grad_norm
         self.step, self.epoch, self.batches_done, self.train_losses = 0, 0, 0, []
@@ -127,7 +134,7 @@ class Trainer:
         self.track_score, self.score_history = track_score, []      # (step, epoch, score)
         if resume:
             self.resume()
-        elif container.save_checkpoints and checkpoints_dir:
+        elif save_checkpoints and checkpoints_dir:
             existing = checkpoint_files(checkpoints_dir)
             if existing and not overwrite:
                 raise FileExistsError(
@@ -145,12 +152,6 @@ class Trainer:
         raise NotImplementedError
 
     def loss_on_batch(self, *batch):
-        raise NotImplementedError
-
-    def model_payload(self):
-        raise NotImplementedError
-
-    def load_payload(self, payload):
         raise NotImplementedError
 
     def held_out_score(self):
@@ -232,9 +233,9 @@ class Trainer:
                 log.info("epoch %d/%d%s: mean loss %.4f, lr %.2e, %.0f s", epoch + 1,
                          self.dls.epochs, "" if complete else " (stopped inside it)",
                          total / max(count, 1), self.current_lr(), time.monotonic() - start)
-                due = complete and ((epoch + 1) % self.container.checkpoint_freq == 0
+                due = complete and ((epoch + 1) % self.checkpoint_freq == 0
                                     or epoch + 1 == self.dls.epochs)
-                if self.container.save_checkpoints and self.checkpoints_dir and (due or stop):
+                if self.save_checkpoints and self.checkpoints_dir and (due or stop):
                     self.save(epoch, complete)
                 if complete:                       # the next run() starts with the next epoch
                     self.epoch, self.batches_done = epoch + 1, 0
@@ -252,18 +253,13 @@ class Trainer:
 
     # -----------------------------------------------------------------------------------
     def payload(self, epoch, complete=True):
-        """Everything a later script needs, in one dict (see DLStudio.checkpoints)."""
-        c = self.container
-        return {
-            "format": FORMAT, "variant": c.variant, "epoch": epoch, "step": self.step,
-            "epoch_complete": complete, "batches_done": self.batches_done,
-            "container_args": c.constructor_args(),
-            **self.model_payload(),
-            "optimizer": self.optimizer.state_dict(),
+        """Everything a later script needs, in one dict (built by DLStudio.checkpoints)."""
+        return make_payload(self.model, {
+            "epoch": epoch, "step": self.step, "epoch_complete": complete,
+            "batches_done": self.batches_done, "optimizer": self.optimizer.state_dict(),
             "rng": {"torch": torch.get_rng_state()},
             "train_losses": list(self.train_losses),
-            self.score_key: [list(row) for row in self.score_history],
-        }
+            self.score_key: [list(row) for row in self.score_history]})
 
     def save(self, epoch, complete=True):
         """Write checkpoint_<epoch>.pt (or checkpoint_<epoch>_partial.pt inside an epoch)."""
@@ -284,8 +280,7 @@ class Trainer:
         over."""
         for path in reversed(checkpoint_files(self.checkpoints_dir)):
             try:
-                payload = load_checkpoint(path)
-                self.load_payload(payload)
+                payload = load_into(self.model, load_checkpoint(path))
             except CheckpointError as e:
                 log.warning("skipping %s: %s", path, e)
                 continue
@@ -315,7 +310,7 @@ class Trainer:
         ax.plot(torch.arange(len(smooth)) * k, smooth)
         ax.set_xlabel("training step")
         ax.set_ylabel("cross-entropy loss")
-        ax.set_title(f"{type(self.container).__name__}: training loss")
+        ax.set_title(f"{self.title}: training loss")
         if self.score_history:
             ax2 = ax.twinx()
             ax2.plot([r[0] for r in self.score_history], [r[2] for r in self.score_history],
@@ -328,28 +323,44 @@ class Trainer:
 
 
 class TranslationTrainer(Trainer):
-    """Trains an EncoderDecoder (TransformerFG or TransformerPreLN) on the container's
-    training split: teacher forcing, one decoder pass per batch, length-bucketed batches.
+    """Trains an EncoderDecoder (TransformerFG or TransformerPreLN) on sentence pairs:
+    teacher forcing, one decoder pass per batch, length-bucketed batches.
 
     Args:
-        xformer: the container; master_encoder, master_decoder: the stacks to train (with
-        both embedding generators). track_bleu: score the held-out split (greedy) at every
-        checkpoint. The other arguments are those of `Trainer`.
+        model, optimizer, dls, checkpoints_dir: as for `Trainer`.
+        vocab: the Vocabulary (words -> ids).  pairs: the training pairs.
+        held_out: the held-out pairs (scored with ``track_bleu``).
+        label_smoothing: of the cross-entropy (Vaswani et al. 2017, sec. 5.4).
+        The other options are those of `Trainer`. ``for_container`` builds it all from a
+        container and its two stacks.
     """
 
     score_name, score_key = "BLEU", "held_out_bleu"
 
-    def __init__(self, xformer, master_encoder, master_decoder, checkpoints_dir,
-                 track_bleu=False, **kwargs):
-        if not xformer.training_corpus:
+    def __init__(self, model, vocab, pairs, optimizer, dls, checkpoints_dir=None, *,
+                 held_out=(), label_smoothing=0.0, track_bleu=False, **options):
+        if not pairs:
             raise ValueError("the training split is empty: give the container an archive")
-        self.xformer = xformer
-        self.encoder, self.decoder = master_encoder, master_decoder
-        self.src, self.tgt, self.src_len, self.tgt_len = encode_pairs(
-            xformer, xformer.training_corpus)
+        self.vocab, self.held_out, self.label_smoothing = vocab, held_out, label_smoothing
+        self.src, self.tgt, self.src_len, self.tgt_len = encode_pairs(vocab, pairs)
         self.num_examples = len(self.src)
-        super().__init__(xformer, xformer.EncoderDecoder(xformer, master_encoder, master_decoder),
-                         checkpoints_dir, track_score=track_bleu, **kwargs)
+        super().__init__(model, optimizer, dls, checkpoints_dir, track_score=track_bleu,
+                         **options)
+
+    @classmethod
+    def for_container(cls, xformer, master_encoder, master_decoder, checkpoints_dir=None,
+                      **options):
+        """The trainer of ``run_code_for_training``: the container's model (both embedding
+        generators and these stacks), vocabulary, training split, optimiser and settings."""
+        model = xformer.EncoderDecoder(xformer, master_encoder, master_decoder)
+        model.to(xformer.dl_studio.device)
+        return cls(model, xformer.vocab, xformer.training_corpus,
+                   xformer.make_optimizer(model.parameters()), xformer.dl_studio,
+                   checkpoints_dir, held_out=xformer.held_out_corpus,
+                   label_smoothing=xformer.label_smoothing,
+                   checkpoint_freq=xformer.checkpoint_freq,
+                   save_checkpoints=xformer.save_checkpoints,
+                   title=type(xformer).__name__, **options)
 
     def loss_on_batch(self, src, tgt):
         """Cross-entropy over the target positions up to and including the first EOS.
@@ -359,8 +370,7 @@ class TranslationTrainer(Trainer):
         tgt_in, labels = tgt[:, :-1], tgt[:, 1:]                      # (B, T_tgt - 1)
         keep = ~padding_mask(labels)                                  # (B, T_tgt - 1)
         logits = self.model(src, tgt_in, keep)                        # (N, V_es)
-        return F.cross_entropy(logits, labels[keep],
-                               label_smoothing=self.xformer.label_smoothing)
+        return F.cross_entropy(logits, labels[keep], label_smoothing=self.label_smoothing)
 
     def batches(self, epoch, skip=0):
         """The epoch's batches of (src, tgt), each cut to its longest sentence; the first
@@ -372,26 +382,23 @@ class TranslationTrainer(Trainer):
             yield (self.src[idx, :T_src].to(self.device, non_blocking=True),
                    self.tgt[idx, :T_tgt].to(self.device, non_blocking=True))
 
-    def model_payload(self):
-        x = self.xformer
-        return {
-            "encoder_config": self.encoder.config(), "decoder_config": self.decoder.config(),
-            "vocab_en": list(x.vocab_en), "vocab_es": list(x.vocab_es),
-            "vocab_fingerprint": x.vocab_fingerprint,
-            "model": {"embeddings_generator_en": x.embeddings_generator_en.state_dict(),
-                      "embeddings_generator_es": x.embeddings_generator_es.state_dict(),
-                      "encoder": self.encoder.state_dict(),
-                      "decoder": self.decoder.state_dict()},
-        }
-
-    def load_payload(self, payload):
-        self.xformer.load_weights(payload, self.encoder, self.decoder)
-
     def held_out_score(self):
-        if not self.xformer.held_out_corpus:
+        if not self.held_out:
             return None
-        return evaluate_bleu(self.xformer, self.model, self.xformer.held_out_corpus,
-                             show=0)["bleu"]
+        return evaluate_bleu(self.model, self.vocab, self.held_out, show=0)["bleu"]
+
+
+def train_translation(xformer, master_encoder, master_decoder, checkpoints_dir, **options):
+    """``run_code_for_training``: train every parameter (both embedding generators
+    included) on the training split, then write the final model to
+    ``dl_studio.path_saved_model``. Returns the trainer."""
+    trainer = TranslationTrainer.for_container(xformer, master_encoder, master_decoder,
+                                               checkpoints_dir, **options)
+    trainer.run()
+    save_final(trainer.payload(trainer.last_epoch, trainer.batches_done == 0),
+               xformer.dl_studio.path_saved_model)
+    xformer.trained_model = trainer.model
+    return trainer
 
 
 class ImageTrainer(Trainer):
@@ -399,20 +406,31 @@ class ImageTrainer(Trainer):
     (shifted and flipped when the model's ``augment`` is on), cross-entropy on the class.
 
     Args:
-        vit: the visTransformer (with its data sets loaded). track_accuracy: score the test
-        images at every checkpoint. The other arguments are those of `Trainer`.
+        vit: the visTransformer (with its data sets loaded); optimizer, dls,
+        checkpoints_dir and the other options: as for `Trainer`. track_accuracy: score the
+        test images at every checkpoint. ``for_model`` builds it from the model alone.
     """
 
     score_name, score_key = "accuracy", "held_out_accuracy"
 
-    def __init__(self, vit, checkpoints_dir, track_accuracy=False, **kwargs):
+    def __init__(self, vit, optimizer, dls, checkpoints_dir=None, *, track_accuracy=False,
+                 **options):
         if vit.training_set is None:
             raise ValueError("no training images: call load_shapes_dataset() or "
                              "load_cifar_10_dataset() first")
         self.vit = vit
         self.images, self.labels = vit.training_set.images, vit.training_set.labels
         self.num_examples = len(self.labels)
-        super().__init__(vit, vit, checkpoints_dir, track_score=track_accuracy, **kwargs)
+        super().__init__(vit, optimizer, dls, checkpoints_dir, track_score=track_accuracy,
+                         **options)
+
+    @classmethod
+    def for_model(cls, vit, checkpoints_dir=None, **options):
+        """The trainer of ``run_code_for_training_visTransformer``."""
+        vit.to(vit.dl_studio.device)
+        return cls(vit, vit.make_optimizer(vit.parameters()), vit.dl_studio, checkpoints_dir,
+                   checkpoint_freq=vit.checkpoint_freq, save_checkpoints=vit.save_checkpoints,
+                   title=type(vit).__name__, **options)
 
     def batches(self, epoch, skip=0):
         """The epoch's batches of (images in [0, 1], labels); the first ``skip`` are left
@@ -432,17 +450,30 @@ class ImageTrainer(Trainer):
         return F.cross_entropy(self.model(images), labels,
                                label_smoothing=self.vit.label_smoothing)
 
-    def model_payload(self):
-        return {"model": self.vit.state_dict(), "dataset": self.vit.dataset_spec}
-
-    def load_payload(self, payload):
-        self.vit.load_weights(payload)
-
     def held_out_score(self):
         if self.vit.test_set is None:
             return None
         predicted = self.vit.predict(self.vit.test_set.images)
         return 100.0 * (predicted == self.vit.test_set.labels).float().mean().item()
+
+
+def train_images(vit, model=None, checkpoint_dir=None, checkpoints_dir=None, callback=None,
+                 **options):
+    """``run_code_for_training_visTransformer``: train on the training images (those of
+    ``dls.load_cifar_10_dataset()`` when the model has none), a checkpoint every
+    ``checkpoint_freq`` epochs, the final model to ``dl_studio.path_saved_model``."""
+    if model is not None and model is not vit:
+        raise ValueError("visTransformer trains itself: pass the same model, or none")
+    if vit.training_set is None and getattr(vit.dl_studio, "image_datasets", None):
+        vit.use_datasets(*vit.dl_studio.image_datasets,
+                         {"name": "cifar10", "dataroot": os.path.abspath(vit.dl_studio.dataroot)})
+    folder = checkpoints_dir or checkpoint_dir or "checkpoints_visTrans"
+    trainer = ImageTrainer.for_model(vit, folder, **options)
+    trainer.run(callback=callback)
+    if isinstance(vit.dl_studio.path_saved_model, str):
+        save_checkpoint(trainer.payload(trainer.last_epoch, trainer.batches_done == 0),
+                        vit.dl_studio.path_saved_model)
+    return trainer
 
 
 class _StopSignals:

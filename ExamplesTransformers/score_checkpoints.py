@@ -22,6 +22,8 @@ def main():
     p.add_argument("checkpoints_dir")
     p.add_argument("--beam", type=int, default=1)
     p.add_argument("--archive", help="the archive it was trained on, if it has moved")
+    p.add_argument("--model-class", metavar="MODULE:CLASS",
+                   help="the container class of checkpoints trained with your own subclass")
     args = p.parse_args()
     indices = list_checkpoints(args.checkpoints_dir) if os.path.isdir(args.checkpoints_dir) \
         else []
@@ -31,12 +33,14 @@ def main():
     print(f"{'epoch':>6}{'BLEU':>8}{'sacreBLEU':>11}")
     bleus = []
     for index in indices:
-        xformer, model = load_checkpoint_or_exit(args.checkpoints_dir, index, args.archive)
+        xformer, model = load_checkpoint_or_exit(args.checkpoints_dir, index, args.archive,
+                                                 args.model_class)
         if not xformer.held_out_corpus:
             print("error: the training archive is not where it was; give --archive",
                   file=sys.stderr)
             return 1
-        result = evaluate_bleu(xformer, model, xformer.held_out_corpus, beam_width=args.beam)
+        result = evaluate_bleu(model, xformer.vocab, xformer.held_out_corpus,
+                               beam_width=args.beam)
         bleus.append(result["bleu"])
         print(f"{index:>6}{result['bleu']:>8.2f}{result.get('sacrebleu', float('nan')):>11.2f}")
     diverged = find_divergence(bleus)

@@ -13,7 +13,11 @@ import argparse
 import os
 import sys
 
+import torch
+
 from DLStudio.cli import load_checkpoint_or_exit
+from DLStudio.evaluation import translate_ids
+from DLStudio.tokens import SOS_INDEX
 from DLStudio.visualize import plot_attention
 
 
@@ -23,17 +27,27 @@ def main():
     p.add_argument("checkpoint_index", type=int)
     p.add_argument("sentence")
     p.add_argument("--out", default="attention_maps", help="folder for the PNG files")
+    p.add_argument("--model-class", metavar="MODULE:CLASS",
+                   help="the container class of a checkpoint trained with your own subclass")
     args = p.parse_args()
-    xformer, model = load_checkpoint_or_exit(args.checkpoints_dir, args.checkpoint_index)
+    xformer, model = load_checkpoint_or_exit(args.checkpoints_dir, args.checkpoint_index,
+                                             model_class=args.model_class)
     try:
-        words = xformer.prepare_sentence(args.sentence)
+        words = xformer.vocab.prepare(args.sentence)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    spanish = xformer.translate(model, [words])[0].split()
-    src = xformer.sentence_with_words_to_ints([words], "en")[:, :len(words) + 2]
-    tgt = xformer.sentence_with_words_to_ints([spanish], "es")[:, :len(spanish) + 1]
-    maps = model.attention_maps(src, tgt)
+    device = next(model.parameters()).device
+    src = xformer.sentence_with_words_to_ints([words], "en")[:, :len(words) + 2].to(device)
+    predicted = translate_ids(model, src, xformer.max_seq_length)[0]
+    spanish = xformer.vocab.words(predicted)   # an early model's may be long and wrong
+    # the decoder's input: SOS and the predicted words (not re-encoded: any length fits)
+    tgt = torch.tensor([[SOS_INDEX] + predicted[:len(spanish)]], device=device)
+    try:
+        maps = model.attention_maps(src, tgt)
+    except ValueError as e:      # a student's head that does not hand over its weights
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     en_axis = ["SOS"] + words + ["EOS"]
     es_axis = ["SOS"] + spanish
     print(f"{' '.join(words)}  ->  {' '.join(spanish)}")
@@ -41,7 +55,7 @@ def main():
             ("encoder", en_axis, en_axis, "encoder self-attention"),
             ("decoder_self", es_axis, es_axis, "decoder self-attention (masked)"),
             ("cross", es_axis, en_axis, "cross-attention: Spanish queries, English keys")):
-        path = plot_attention([m[0] for m in maps[kind]], queries, keys,
+        path = plot_attention([m[0].cpu() for m in maps[kind]], queries, keys,
                               f"Transformer{xformer.variant}: {title}",
                               os.path.join(args.out, f"attention_{kind}.png"))
         print(f"wrote {path}")

@@ -19,6 +19,7 @@ the same batches of held-out sentences.
 """
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -48,8 +49,8 @@ class NaiveBaseline(torch.nn.Module):
         super().__init__()
         self.b = baseline
 
-    def can_cache(self):
-        return False
+    def decoding(self):             # no key/value cache: each step re-runs the prefix
+        return contextlib.nullcontext([])
 
     def encode(self, src):
         pad = padding_mask(src)
@@ -72,8 +73,8 @@ class NoCache(torch.nn.Module):
         super().__init__()
         self.m = model
 
-    def can_cache(self):
-        return False
+    def decoding(self):
+        return contextlib.nullcontext([])
 
     def encode(self, src):
         return self.m.encode(src)

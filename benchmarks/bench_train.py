@@ -86,7 +86,7 @@ def main():
         x = cls(dl_studio=dls, corpus=corpus, embedding_size=M, num_warmup_steps=4000)
         enc = cls.MasterEncoder(dls, x, num_basic_encoders=L, num_atten_heads=H)
         dec = cls.MasterDecoderWithMasking(dls, x, num_basic_decoders=L, num_atten_heads=H)
-        trainers[cls.__name__] = TranslationTrainer(x, enc, dec, checkpoints_dir=None)
+        trainers[cls.__name__] = TranslationTrainer.for_container(x, enc, dec)
     x = trainers["TransformerFG"].xformer
     F_hidden = x.FeedForward.expansion * M
     baseline = Baseline(x.vocab_en_size, x.vocab_es_size, M, H, L, F_hidden,

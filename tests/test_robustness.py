@@ -53,13 +53,13 @@ def sha(path):
 @pytest.mark.parametrize("cls", [TransformerFG, TransformerPreLN])
 def test_resume_reaches_the_same_weights_as_an_uninterrupted_run(tmp_path, cls):
     dls, x, enc, dec = build(cls, epochs=4)
-    whole = TranslationTrainer(x, enc, dec, str(tmp_path / "a"))
+    whole = TranslationTrainer.for_container(x, enc, dec, str(tmp_path / "a"))
     whole.run()
     # the same run stopped after 2 epochs, then resumed in a new process-like setting
     dls, x, enc, dec = build(cls, epochs=2)
-    TranslationTrainer(x, enc, dec, str(tmp_path / "b")).run()
+    TranslationTrainer.for_container(x, enc, dec, str(tmp_path / "b")).run()
     dls, x, enc, dec = build(cls, epochs=4)
-    resumed = TranslationTrainer(x, enc, dec, str(tmp_path / "b"), resume=True)
+    resumed = TranslationTrainer.for_container(x, enc, dec, str(tmp_path / "b"), resume=True)
     assert (resumed.epoch, resumed.step) == (2, whole.step // 2)
     resumed.run()
     assert same(weights(whole), weights(resumed))
@@ -69,15 +69,15 @@ def test_resume_reaches_the_same_weights_as_an_uninterrupted_run(tmp_path, cls):
 
 def test_resume_inside_an_epoch(tmp_path):
     dls, x, enc, dec = build(epochs=2)
-    whole = TranslationTrainer(x, enc, dec, str(tmp_path / "a"))
+    whole = TranslationTrainer.for_container(x, enc, dec, str(tmp_path / "a"))
     whole.run()
     dls, x, enc, dec = build(epochs=2)
-    stopped = TranslationTrainer(x, enc, dec, str(tmp_path / "b"))
+    stopped = TranslationTrainer.for_container(x, enc, dec, str(tmp_path / "b"))
     stopped.run(callback=lambda t: t.step == 23)       # stops inside epoch 2 (18 batches each)
     assert [os.path.basename(p) for p in checkpoint_files(tmp_path / "b")] == \
         ["checkpoint_0.pt", "checkpoint_1_partial.pt"]
     dls, x, enc, dec = build(epochs=2)
-    resumed = TranslationTrainer(x, enc, dec, str(tmp_path / "b"), resume=True)
+    resumed = TranslationTrainer.for_container(x, enc, dec, str(tmp_path / "b"), resume=True)
     assert (resumed.epoch, resumed.batches_done, resumed.step) == (1, 5, 23)
     resumed.run()
     assert same(weights(whole), weights(resumed))
@@ -87,7 +87,7 @@ def test_same_seed_same_losses_and_checkpoints(tmp_path):
     runs = []
     for name in ("a", "b"):
         dls, x, enc, dec = build(epochs=2)
-        t = TranslationTrainer(x, enc, dec, str(tmp_path / name))
+        t = TranslationTrainer.for_container(x, enc, dec, str(tmp_path / name))
         runs.append((t.run(), load_checkpoint(str(tmp_path / name / "checkpoint_1.pt"))))
     (la, ca), (lb, cb) = runs
     assert la == lb
@@ -97,7 +97,7 @@ def test_same_seed_same_losses_and_checkpoints(tmp_path):
 
 def test_divergence_stops_with_advice_and_keeps_the_last_checkpoint(tmp_path):
     dls, x, enc, dec = build(TransformerPreLN, epochs=1)
-    trainer = TranslationTrainer(x, enc, dec, str(tmp_path))
+    trainer = TranslationTrainer.for_container(x, enc, dec, str(tmp_path))
     trainer.run()
     good = str(tmp_path / "checkpoint_0.pt")
     before = sha(good)
@@ -116,13 +116,13 @@ def test_divergence_stops_with_advice_and_keeps_the_last_checkpoint(tmp_path):
 
 def test_damaged_checkpoint_is_named_and_resume_falls_back(tmp_path, caplog):
     dls, x, enc, dec = build(epochs=2)
-    TranslationTrainer(x, enc, dec, str(tmp_path)).run()
+    TranslationTrainer.for_container(x, enc, dec, str(tmp_path)).run()
     last = tmp_path / "checkpoint_1.pt"
     last.write_bytes(last.read_bytes()[: last.stat().st_size // 2])      # truncated
     with pytest.raises(CheckpointError, match="checkpoint_1.pt"):
         load_checkpoint(str(last))
     dls, x, enc, dec = build(epochs=2)
-    resumed = TranslationTrainer(x, enc, dec, str(tmp_path), resume=True)
+    resumed = TranslationTrainer.for_container(x, enc, dec, str(tmp_path), resume=True)
     assert resumed.last_checkpoint.endswith("checkpoint_0.pt") and resumed.epoch == 1
     assert "skipping" in caplog.text and "checkpoint_1.pt" in caplog.text
 
@@ -146,13 +146,13 @@ def test_crafted_checkpoint_cannot_run_code(tmp_path):
 
 def test_nothing_is_deleted_and_reuse_needs_a_decision(tmp_path):
     dls, x, enc, dec = build(epochs=1)
-    TranslationTrainer(x, enc, dec, str(tmp_path)).run()
+    TranslationTrainer.for_container(x, enc, dec, str(tmp_path)).run()
     (tmp_path / "my_notes.txt").write_text("keep me")
     (tmp_path / "saved_elsewhere").write_text("keep me too")
     dls, x, enc, dec = build(epochs=1)
     with pytest.raises(FileExistsError, match="--resume"):
-        TranslationTrainer(x, enc, dec, str(tmp_path))
-    TranslationTrainer(x, enc, dec, str(tmp_path), overwrite=True).run()
+        TranslationTrainer.for_container(x, enc, dec, str(tmp_path))
+    TranslationTrainer.for_container(x, enc, dec, str(tmp_path), overwrite=True).run()
     assert (tmp_path / "my_notes.txt").read_text() == "keep me"
     assert (tmp_path / "saved_elsewhere").exists()
 

@@ -157,7 +157,7 @@ def test_every_parameter_changes_after_one_step(cls):
     torch.manual_seed(5)
     dls, x, enc, dec = make(cls)
     from DLStudio.training import TranslationTrainer
-    trainer = TranslationTrainer(x, enc, dec, checkpoints_dir=None)
+    trainer = TranslationTrainer.for_container(x, enc, dec)
     before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
     assert any(n.startswith("embeddings_generator_en") for n in before)
     assert any(n.startswith("embeddings_generator_es") for n in before)
@@ -208,20 +208,22 @@ def test_overridden_nested_class_is_the_one_that_runs():
 
     class MyFG(TransformerFG):
         class AttentionHead(TransformerFG.AttentionHead):
-            def forward(self, x, mask=None):
+            def forward(self, x, mask=None, memory=None):
                 calls.append(x.shape)
-                return super().forward(x, mask)
+                return super().forward(x, mask, memory)
 
     torch.manual_seed(7)
     dls, x, enc, dec = make(MyFG)
     model = x.EncoderDecoder(x, enc, dec)
     src = torch.randint(2, 50, (2, 6))
     out = model(src, src)
-    # 2 encoder layers + 2 decoder self-attentions, 4 heads each, each on its (B, T, 8) slice
-    assert len(calls) == 16 and calls[0] == torch.Size([2, 6, 8])
+    # 2 encoder layers + 2 decoder self-attentions + 2 cross-attentions, 4 heads each, each
+    # on its (B, T, 8) slice: the override reaches cross-attention too (the contract)
+    assert len(calls) == 24 and calls[0] == torch.Size([2, 6, 8])
     assert out.shape == (2, 6, x.vocab_es_size)
     assert not enc.basic_encoder_arr[0].self_attention.batched
-    assert dec.basic_decoder_arr[0].cross_attention.batched   # cross heads not overridden
+    assert not dec.basic_decoder_arr[0].cross_attention.batched
+    assert type(dec.basic_decoder_arr[0].cross_attention.heads[0]) is MyFG.AttentionHead
 
 
 def test_unknown_words_and_long_sentences_get_messages():
@@ -241,31 +243,32 @@ def test_sentence_with_words_to_ints_pads_with_eos():
 
 @pytest.mark.parametrize("cls", VARIANTS)
 def test_incremental_decoding_equals_rerunning_the_prefix(cls):
-    from DLStudio import evaluation
     torch.manual_seed(8)
     dls, x, enc, dec = make(cls)
     randomize(dec)
     model = x.EncoderDecoder(x, enc, dec).eval()
-    assert model.can_cache()
+    assert model.own_code_in_decoder() == []
     src = x.sentence_with_words_to_ints([en for en, _ in x.held_out_corpus[:8]], "en")
     memory, cross_mask = model.encode(src)
     ys = torch.randint(2, x.vocab_es_size, (8, 6))
     ys[:, 0] = 0
-    cache = dec.new_cache()
-    for t in range(6):
-        step = model.decode_next(ys[:, t:t + 1], t, memory, cross_mask, cache)
+    with model.decoding() as caches:
+        assert len(caches) == 2 * 2                    # self and cross, in each of 2 layers
+        steps = [model.decode_newest(ys[:, :t + 1], memory, cross_mask) for t in range(6)]
+    for t, step in enumerate(steps):
         full = model.decode(ys[:, :t + 1], memory, cross_mask)[:, -1]
         assert torch.allclose(step, full, atol=1e-5)
+    assert all(type(a.kv_cache).__name__ == "_NoCache"          # gone again after decoding
+               for d in dec.basic_decoder_arr for a in (d.self_attention, d.cross_attention))
     cached = greedy_decode(model, src, 10)
     beam = beam_search(model, src, 10, beam_width=3)
-    original = x.EncoderDecoder.can_cache
+    original = x.EncoderDecoder.own_code_in_decoder
     try:
-        x.EncoderDecoder.can_cache = lambda self: False
+        x.EncoderDecoder.own_code_in_decoder = lambda self: [self.decoder]   # no caches
         assert torch.equal(greedy_decode(model, src, 10), cached)
         assert torch.equal(beam_search(model, src, 10, beam_width=3), beam)
     finally:
-        x.EncoderDecoder.can_cache = original
-    assert evaluation  # the module under test
+        x.EncoderDecoder.own_code_in_decoder = original
 
 
 # --- the other designs, as switches ------------------------------------------------------
@@ -322,7 +325,7 @@ def test_label_smoothing_is_the_smoothed_cross_entropy():
     from DLStudio.training import TranslationTrainer
     torch.manual_seed(11)
     _, x, enc, dec = make(TransformerFG, label_smoothing=0.1)
-    trainer = TranslationTrainer(x, enc, dec, checkpoints_dir=None)
+    trainer = TranslationTrainer.for_container(x, enc, dec)
     trainer.model.eval()
     src, tgt = next(iter(trainer.batches(0)))
     labels, keep = tgt[:, 1:], ~padding_mask(tgt[:, 1:])
@@ -337,7 +340,7 @@ def test_every_parameter_is_trained_with_each_switch(switch):
     from DLStudio.training import TranslationTrainer
     torch.manual_seed(12)
     dls, x, enc, dec = make(TransformerPreLN, **{switch: True})
-    trainer = TranslationTrainer(x, enc, dec, checkpoints_dir=None)
+    trainer = TranslationTrainer.for_container(x, enc, dec)
     before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
     src, tgt = next(iter(trainer.batches(0)))
     trainer.train_step(src, tgt)

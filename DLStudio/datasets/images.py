@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 
 __all__ = ["ImageSet", "ImageDataError", "SHAPE_CLASSES", "CIFAR10_CLASSES", "generate_shapes",
-           "load_cifar10", "random_crops_and_flips"]
+           "load_cifar10", "random_crops_and_flips", "dataset_of", "use_datasets"]
 
 SHAPE_CLASSES = ("circle", "ring", "square", "triangle", "cross", "star")
 CIFAR10_CLASSES = ("plane", "car", "bird", "cat", "deer", "dog", "frog", "horse", "ship",
@@ -177,3 +177,40 @@ def random_crops_and_flips(images, generator, pad=4):
     cols = torch.where(flip[:, None], cols.flip(1), cols)
     out = padded[torch.arange(B)[:, None, None], :, rows[:, :, None], cols[:, None, :]]
     return out.permute(0, 3, 1, 2)                                           # (B, C, H, W)
+
+
+def dataset_of(spec, image_size, download=False):
+    """The (training, test) ImageSets a spec names: {"name": "shapes", "num_train",
+    "num_test", "seed"} (our shapes; training and test images drawn with different seeds,
+    so the test images are new) or {"name": "cifar10", "dataroot"}."""
+    spec = spec or {}
+    if spec.get("name") == "shapes":
+        H, W = image_size
+        if H != W:
+            raise ValueError(f"the shapes are square; image_size is {tuple(image_size)}")
+        seed = spec.get("seed", 0)
+        return (generate_shapes(spec["num_train"], H, seed=2 * seed),
+                generate_shapes(spec["num_test"], H, seed=2 * seed + 1))
+    if spec.get("name") == "cifar10":
+        return (load_cifar10(spec["dataroot"], True, download),
+                load_cifar10(spec["dataroot"], False, False))
+    raise ValueError(f"unknown data set {spec!r}: load one with load_shapes_dataset() or "
+                     "load_cifar_10_dataset()")
+
+
+def use_datasets(vit, training_set, test_set, spec=None):
+    """Give a visTransformer its training and test images, after checking that they have
+    its classes, channels and image size; its pixel statistics come from training_set."""
+    for part in (training_set, test_set):
+        if tuple(part.classes) != vit.classes:
+            raise ValueError(f"{part.name} has classes {part.classes}, this model "
+                             f"{vit.classes}: build the model with classes={part.classes}")
+        C, H, W = part.images.shape[1:]
+        if (C, H, W) != (vit.in_channels, *vit.image_size):
+            raise ValueError(f"{part.name} has images of {C} x {H} x {W}, this model "
+                             f"expects {vit.in_channels} x {vit.image_size[0]} x "
+                             f"{vit.image_size[1]}: set image_size / in_channels")
+    vit.training_set, vit.test_set, vit.dataset_spec = training_set, test_set, spec
+    mean, std = training_set.mean_std()
+    vit.pixel_mean.copy_(mean)
+    vit.pixel_std.copy_(std.clamp_min(1e-3))

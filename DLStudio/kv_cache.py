@@ -1,0 +1,83 @@
+"""The key/value cache of word-by-word decoding, as its own small object.
+
+While a translation is decoded one word at a time, each attention module of the decoder
+holds a `KeyValueCache`: self-attention appends the newest word's keys and values to those
+of the earlier words, cross-attention computes the memory's once. During training the
+modules hold `NO_CACHE`, which keeps nothing, so the training path has no branch for it.
+"""
+
+import contextlib
+
+import torch
+
+__all__ = ["KeyValueCache", "NO_CACHE", "attached"]
+
+
+class KeyValueCache:
+    """What one attention module keeps while a translation is decoded word by word, so that
+    each step computes the newest word only. Attached by `TransformerBase.EncoderDecoder.
+    decoding`; during training the attention modules hold `NO_CACHE`, which keeps nothing.
+
+        extend(K, V)    self-attention: the earlier words' keys and values, then the newest's
+        once(compute)   cross-attention: the memory's keys and values, computed at step one
+        weights(...)    the heads' W_Q, W_K, W_V stacked once for all steps
+        select(rows)    go on with these rows (a finished sentence, a beam's reordering)
+    """
+
+    def __init__(self):
+        self.K = self.V = None
+        self.stacked = {}
+
+    def extend(self, K, V):
+        if self.K is not None:
+            K = torch.cat([self.K, K], dim=2)                             # (B, H, T_k, s_qkv)
+            V = torch.cat([self.V, V], dim=2)
+        self.K, self.V = K, V
+        return K, V
+
+    def once(self, compute):
+        if self.K is None:
+            self.K, self.V = compute()
+        return self.K, self.V
+
+    def weights(self, names, stack):
+        if names not in self.stacked:
+            self.stacked[names] = stack(names)
+        return self.stacked[names]
+
+    def select(self, rows):
+        if self.K is not None:
+            self.K, self.V = self.K[rows], self.V[rows]
+
+
+class _NoCache:
+    """Training and whole-sentence passes: nothing is kept."""
+
+    def extend(self, K, V):
+        return K, V
+
+    def once(self, compute):
+        return compute()
+
+    def weights(self, names, stack):
+        return stack(names)
+
+
+NO_CACHE = _NoCache()
+
+
+@contextlib.contextmanager
+def attached(attentions):
+    """Give each attention module a fresh KeyValueCache for the duration of ``with``, and
+    take them away afterwards (also after an error), so training never sees one.
+
+    Yields: the caches, in the order of ``attentions``.
+    """
+    caches = [KeyValueCache() for _ in attentions]
+    for attention, cache in zip(attentions, caches):
+        attention.kv_cache = cache
+    try:
+        yield caches
+    finally:
+        for attention in attentions:
+            del attention.kv_cache

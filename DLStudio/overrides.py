@@ -1,0 +1,128 @@
+"""The override contract: what a student's nested class must accept, and how it is found again.
+
+A subclass of TransformerFG, TransformerPreLN or visTransformer may replace any nested class
+(constructors: DLStudio 2.5.8's signatures or ours). Three things keep that promise honest:
+
+    check_forwards(container)   when the model is built: every nested class's ``forward``
+                                can take what the model passes it (below), else a message
+                                that names the signature to write, never a TypeError mid-run
+    say_once(message)           a class of the student's that a fast path cannot run is run
+                                as written (slower), and the user is told once
+    class_path / import_class   a checkpoint records its container class as "module:Class";
+                                the scripts rebuild that class from ``--model-class``
+
+Only the standard library here: the model imports this module, nothing else does more.
+"""
+
+import importlib
+import inspect
+import logging
+import os
+import sys
+
+__all__ = ["OverrideError", "FORWARD_CONTRACT", "check_forwards", "runs_base", "say_once",
+           "class_path", "import_class"]
+
+log = logging.getLogger("DLStudio")
+
+#: How the model calls each nested class's forward: (positional arguments, keyword
+#: arguments, the signature to write). x is always (B, T, ...); see each class's docstring.
+FORWARD_CONTRACT = {
+    "EmbeddingsGenerator": (1, (), "forward(self, ids)"),
+    "AttentionHead": (1, ("mask",), "forward(self, x, mask=None, memory=None)"),
+    "CrossAttentionHead": (1, ("mask", "memory"), "forward(self, x, mask=None, memory=None)"),
+    "SelfAttention": (2, (), "forward(self, x, mask=None)"),
+    "CrossAttention": (3, (), "forward(self, x, memory, mask=None)"),
+    "FeedForward": (1, (), "forward(self, x)"),
+    "BasicEncoder": (2, (), "forward(self, x, mask=None)"),
+    "MasterEncoder": (2, (), "forward(self, x, mask=None)"),
+    "BasicDecoderWithMasking": (4, (), "forward(self, x, memory, self_mask=None, "
+                                       "cross_mask=None)"),
+    "MasterDecoderWithMasking": (4, (), "forward(self, x, memory, cross_mask=None, "
+                                        "keep=None)"),
+}
+
+_WHY_MASKS = ("the model hands every attention its mask (padding, and in the decoder the "
+              "causal mask); without it words would attend to padding and to the very words "
+              "they must predict")
+
+
+class OverrideError(TypeError):
+    """A student's nested class that the model cannot call; the message says what to write."""
+
+
+def _takes(fn, positional, keywords):
+    try:
+        inspect.signature(fn).bind(None, *range(positional), **dict.fromkeys(keywords))
+        return True
+    except TypeError:
+        return False
+
+
+def check_forwards(container, names, classes=None):
+    """Refuse, before any training, a nested class whose ``forward`` cannot take the model's
+    arguments: ``names`` are looked up on the container; ``classes`` maps a contract name to
+    the class used for it (cross-attention's head may be the AttentionHead)."""
+    classes = {**{name: getattr(container, name) for name in names}, **(classes or {})}
+    for name, cls in classes.items():
+        positional, keywords, wanted = FORWARD_CONTRACT[name]
+        if _takes(cls.forward, positional, keywords):
+            continue
+        why = _WHY_MASKS if "mask" in wanted else "this is how the model calls it"
+        if name == "CrossAttentionHead" and cls.__name__ != name:
+            why = ("cross-attention uses your AttentionHead too, with keys and values from "
+                   "the encoder's output (memory=); or override CrossAttentionHead as well")
+        raise OverrideError(
+            f"{cls.__qualname__} has forward{inspect.signature(cls.forward)}, which the model "
+            f"cannot call: {why}. Write it as def {wanted}: (the docstring of {name} gives "
+            "the shapes).")
+
+
+def runs_base(obj, base, *methods):
+    """Whether ``obj`` runs ``base``'s own code for these methods (no student override)."""
+    return all(getattr(type(obj), m) is getattr(base, m) for m in methods)
+
+
+_said = set()
+
+
+def say_once(message):
+    """Log a warning the first time ``message`` comes up in this process."""
+    if message not in _said:
+        _said.add(message)
+        log.warning(message)
+
+
+def class_path(cls):
+    """``"module:QualName"`` of a class, as a later process imports it. A class defined in a
+    script run as ``python3 homework.py`` is recorded under the script's name (homework)."""
+    module = cls.__module__
+    if module == "__main__":
+        main = sys.modules.get("__main__")
+        spec = getattr(main, "__spec__", None)
+        if spec is not None and spec.name:
+            module = spec.name
+        elif getattr(main, "__file__", None):
+            module = os.path.splitext(os.path.basename(main.__file__))[0]
+    return f"{module}:{cls.__qualname__}"
+
+
+def import_class(path):
+    """The class named by ``"module:QualName"``; the current folder is searched too. Raises
+    OverrideError saying what could not be found."""
+    module_name, _, qualname = path.partition(":")
+    if not module_name or not qualname:
+        raise OverrideError(f"--model-class {path!r}: write it as module:Class, e.g. "
+                            "homework_my_attention_head:TransformerFGWithTemperature")
+    if os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
+    try:
+        obj = importlib.import_module(module_name)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as e:
+        raise OverrideError(f"cannot import {path}: {e}. Run from the folder that holds "
+                            f"{module_name}.py, or add that folder to PYTHONPATH") from None
+    if not inspect.isclass(obj):
+        raise OverrideError(f"{path} is not a class")
+    return obj

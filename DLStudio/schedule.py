@@ -1,0 +1,72 @@
+"""The optimiser of the FG Transformer: Adam driven by the warm-up of Vaswani et al. 2017.
+
+`ScheduledOptim` is a nested class of every container (``TransformerFG.ScheduledOptim``),
+written here because it is about training, not about the architecture; a subclass of a
+container may override it like any other nested class.
+"""
+
+import torch
+
+__all__ = ["ScheduledOptim", "adam", "ADAM_DEFAULTS"]
+
+#: Adam's settings in the lecture (DLStudio's optimizer_params).
+ADAM_DEFAULTS = {"beta1": 0.9, "beta2": 0.98, "epsilon": 1e-9}
+
+
+def adam(params, lr, optimizer_params):
+    """Adam with DLStudio's ``optimizer_params`` ({"beta1", "beta2", "epsilon"}), as one fused
+    kernel for all parameters where PyTorch has it (>= 2.4: the same maths, faster)."""
+    p = optimizer_params
+    kwargs = {"lr": lr, "betas": (p.get("beta1", 0.9), p.get("beta2", 0.98)),
+              "eps": p.get("epsilon", 1e-9)}
+    params = list(params)
+    try:
+        return torch.optim.Adam(params, fused=True, **kwargs)
+    except (RuntimeError, TypeError):
+        return torch.optim.Adam(params, **kwargs)
+
+
+class ScheduledOptim:
+    """Adam with the warm-up schedule of Vaswani et al. 2017, eq. 3:
+
+        lr(step) = lr_mul * d_model^-0.5 * min(step^-0.5, step * n_warmup_steps^-1.5)
+
+    The rate rises linearly for ``n_warmup_steps`` steps, then decays as 1/sqrt(step).
+
+    Args:
+        optimizer: a torch optimiser (Adam).  lr_mul, d_model, n_warmup_steps: as above.
+    """
+
+    def __init__(self, optimizer, lr_mul, d_model, n_warmup_steps):
+        self.optimizer, self.lr_mul = optimizer, lr_mul
+        self.d_model, self.n_warmup_steps = d_model, n_warmup_steps
+        self.n_steps = 0
+
+    def lr_at(self, step):
+        """The learning rate at optimiser step ``step`` (1-based): a pure function."""
+        step = max(step, 1)
+        return self.lr_mul * self.d_model ** -0.5 * min(step ** -0.5,
+                                                        step * self.n_warmup_steps ** -1.5)
+
+    def step(self):
+        """Set the rate for the next step, then take it."""
+        self.n_steps += 1
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.lr_at(self.n_steps)
+        self.optimizer.step()
+
+    step_and_update_lr = step   # DLStudio's name
+
+    def zero_grad(self, set_to_none=True):
+        self.optimizer.zero_grad(set_to_none=set_to_none)
+
+    @property
+    def param_groups(self):
+        return self.optimizer.param_groups
+
+    def state_dict(self):
+        return {"optimizer": self.optimizer.state_dict(), "n_steps": self.n_steps}
+
+    def load_state_dict(self, state):
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.n_steps = state["n_steps"]
