@@ -579,14 +579,14 @@ class TransformerBase(EncoderParts):
             read them."""
             own = self.own_code_in_decoder()
             if own:
-                say_once(f"{type(own[0]).__qualname__} has code of its own: decoding re-reads "
-                         "the whole prefix at every step (no key/value cache)")
+                say_once(f"{own[0].__qualname__} is a class of your own in the decoder: "
+                         "decoding re-reads the whole prefix at every step (no key/value cache)")
             layers = [] if own else self.decoder.basic_decoder_arr
             return attached([a for d in layers for a in (d.self_attention, d.cross_attention)])
 
         def own_code_in_decoder(self):
-            """The decoder's modules that run a student's code where word-by-word decoding
-            needs ours (a forward that would not read the caches)."""
+            """The student's classes that run in the decoder where word-by-word decoding
+            needs ours (code that would not read the caches)."""
             base, attention = TransformerBase, ("forward", "attend", "all_heads",
                                                 "queries_keys_values", "project")
             layers = list(self.decoder.basic_decoder_arr)
@@ -594,8 +594,13 @@ class TransformerBase(EncoderParts):
             checks += [(d, base.BasicDecoderWithMasking, ("forward",)) for d in layers]
             checks += [(d.self_attention, base.SelfAttention, attention) for d in layers]
             checks += [(d.cross_attention, base.CrossAttention, attention) for d in layers]
-            return [m for m, cls, methods in checks
-                    if not (runs_base(m, cls, *methods) and getattr(m, "batched", True))]
+            own = []
+            for module, cls, methods in checks:
+                if not runs_base(module, cls, *methods):
+                    own.append(type(module))
+                elif not getattr(module, "batched", True):
+                    own.append(type(module.heads[0]))                 # a student's head
+            return own
 
         def attention_maps(self, src, tgt):
             """The attention weights of one teacher-forced pass (for plots).

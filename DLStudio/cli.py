@@ -113,6 +113,8 @@ def training_parser(variant):
     p.add_argument("--checkpoints-dir", default=f"checkpoints_with_masking_{variant}")
     p.add_argument("--max-minutes", type=_positive_float, default=None,
                    help="stop after this much training (a checkpoint is written)")
+    p.add_argument("--max-steps", type=_positive_int, default=None,
+                   help="stop after this many optimiser steps (a checkpoint is written)")
     p.add_argument("--overwrite", action="store_true",
                    help="reuse a checkpoints directory that holds checkpoints")
     p.add_argument("--resume", action="store_true",
@@ -178,7 +180,8 @@ def train_main(variant, argv=None):
               f"device {dls.device}")
         xformer.run_code_for_training(dls, encoder, decoder, display_train_loss=True,
                                       checkpoints_dir=args.checkpoints_dir,
-                                      max_minutes=args.max_minutes, overwrite=args.overwrite,
+                                      max_minutes=args.max_minutes, max_steps=args.max_steps,
+                                      overwrite=args.overwrite,
                                       resume=args.resume, track_bleu=args.track_bleu)
         if not args.no_eval:
             xformer.run_code_for_evaluating(encoder, decoder, show=10,

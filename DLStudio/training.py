@@ -99,7 +99,8 @@ class Trainer:
         dls:              the DLStudio (batch_size, epochs, seed, device).
         checkpoints_dir:  where ``checkpoint_<epoch>.pt`` files go.
         checkpoint_freq, save_checkpoints: a checkpoint every ``checkpoint_freq`` epochs.
-        max_minutes:      stop after this much training time (a checkpoint is written).
+        max_minutes, max_steps: stop after this much training time, or after this many
+                          optimiser steps in all (a checkpoint is written).
         clip_grad_norm:   clip the gradient norm to this value (None: no clipping).
         overwrite:        allow a directory that already holds checkpoints (files of the
                           same name are replaced; nothing else is ever deleted).
@@ -119,7 +120,7 @@ class Trainer:
     score_name, score_key = "score", "held_out_score"
 
     def __init__(self, model, optimizer, dls, checkpoints_dir=None, *, checkpoint_freq=5,
-                 save_checkpoints=True, display_train_loss=False, max_minutes=None,
+                 save_checkpoints=True, display_train_loss=False, max_minutes=None, max_steps=None,
                  clip_grad_norm=1.0, overwrite=False, resume=False, track_score=False,
                  title="Transformer"):
         self.dls, self.device = dls, dls.device
@@ -128,6 +129,7 @@ class Trainer:
         self.checkpoint_freq, self.save_checkpoints = checkpoint_freq, save_checkpoints
         self.display_train_loss = display_train_loss
         self.max_minutes, self.clip_grad_norm = max_minutes, clip_grad_norm
+        self.max_steps = max_steps
         self.step, self.epoch, self.batches_done, self.train_losses = 0, 0, 0, []
         self.last_epoch = None
         self.last_checkpoint = None
@@ -194,7 +196,8 @@ class Trainer:
 
     # -----------------------------------------------------------------------------------
     def run(self, callback=None):
-        """Train up to ``dl_studio.epochs`` epochs (or ``max_minutes``); return the losses.
+        """Train up to ``dl_studio.epochs`` epochs (or ``max_minutes``, ``max_steps``);
+        return the losses.
 
         ``callback(trainer)``, if given, is called after every step; returning True stops
         training there (a checkpoint is written, as when ``max_minutes`` runs out). Ctrl-C
@@ -223,6 +226,7 @@ class Trainer:
                     if signals.received:
                         stop = "signal"
                     elif ((self.max_minutes and time.monotonic() - start > 60 * self.max_minutes)
+                          or (self.max_steps and self.step >= self.max_steps)
                           or (callback is not None and callback(self))):
                         stop = "early"
                     if stop:
