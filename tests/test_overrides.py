@@ -8,8 +8,7 @@ import logging
 import pytest
 import torch
 
-from DLStudio import DLStudio, TransformerFG
-from DLStudio import cli
+from DLStudio import DLStudio, TransformerFG, cli
 from DLStudio.checkpoints import CheckpointError, checkpoint_path
 from DLStudio.datasets import generate_corpus, save_archive
 from DLStudio.overrides import OverrideError, class_path
