@@ -19,7 +19,8 @@ from .training import TrainingDiverged, TrainingInterrupted
 from .Transformers import TransformerBase, TransformerFG, TransformerPreLN
 
 __all__ = ["train_main", "test_checkpoint_main", "translate_main", "load_checkpoint_or_exit",
-           "vit_train_main", "vit_test_checkpoint_main", "LECTURE", "VIT_DEFAULTS"]
+           "vit_train_main", "vit_test_checkpoint_main", "homework_main", "LECTURE",
+           "VIT_DEFAULTS", "HOMEWORK"]
 
 log = logging.getLogger("DLStudio")
 
@@ -277,6 +278,51 @@ def translate_main(argv=None):
         for words in prepared:  # one translation per input line, in order
             print(next(done) if words else "")
         return status
+    return _run(run, argv)
+
+
+# ---------------------------------------------------------------------------------------
+# Homework: a subclass that changes one nested class, trained beside the unmodified model.
+#: The homework scripts' sizes: small enough for a few minutes on a laptop CPU.
+HOMEWORK = {"epochs": 3, "batch_size": 64, "embedding_size": 128, "num_layers": 2,
+            "num_atten_heads": 4, "num_warmup_steps": 400}
+
+
+def homework_main(homework_class, argv=None, report=None):
+    """``homework_*.py``: train the standard container and ``homework_class`` the same way
+    on the same data, print what each measured, then ``report(row)`` of the homework's.
+    (``homework_class`` subclasses TransformerFG or TransformerPreLN.)"""
+    from .experiments import compare_containers, format_comparison
+    from .overrides import class_path
+
+    def run(argv):
+        h = HOMEWORK
+        p = argparse.ArgumentParser(description=f"Train {homework_class.__name__} beside "
+                                                "the unmodified model and compare them.")
+        p.add_argument("--archive", default=BUNDLED_ARCHIVE)
+        p.add_argument("--epochs", type=_positive_int, default=h["epochs"])
+        p.add_argument("--max-steps", type=_positive_int, default=None)
+        for name in ("batch_size", "embedding_size", "num_layers", "num_atten_heads",
+                     "num_warmup_steps"):
+            p.add_argument("--" + name.replace("_", "-"), type=_positive_int, default=h[name])
+        p.add_argument("--seed", type=int, default=0)
+        p.add_argument("--out", default="homework_run", help="folder for the checkpoints")
+        p.add_argument("--cpu", action="store_true")
+        args = p.parse_args(argv)
+        base = TransformerPreLN if issubclass(homework_class, TransformerPreLN) else TransformerFG
+        settings = {k: v for k, v in vars(args).items() if k not in ("archive", "out", "cpu")}
+        rows = compare_containers([base, homework_class], _resolve_archive(args.archive),
+                                  args.out, use_gpu=not args.cpu, **settings)
+        print(f"\nThe same data, seed, sizes and {rows[0]['steps']} steps for each; held-out "
+              "BLEU with greedy decoding:\n" + format_comparison(rows))
+        if report:
+            report(rows[1])
+        if args.max_steps is None:         # whole epochs: checkpoint_<last epoch>.pt exists
+            print(f"\nScore its checkpoint again (or translate_sentence.py with the same "
+                  f"flag):\n  python3 test_checkpoint{base.variant}.py "
+                  f"{rows[1]['checkpoints_dir']} {rows[1]['last_epoch']} "
+                  f"--model-class {class_path(homework_class)}")
+        return 0
     return _run(run, argv)
 
 

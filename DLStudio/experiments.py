@@ -1,12 +1,32 @@
-"""Training for a wall-clock budget while measuring held-out BLEU: what
-``benchmarks/bleu_vs_time.py`` and ``ExamplesTransformers/compare_fg_preln.py`` run."""
+"""Experiments the scripts share: training for a budget while measuring held-out BLEU
+(``benchmarks/bleu_vs_time.py``, ``ExamplesTransformers/compare_fg_preln.py``), and training
+a homework's container beside the unmodified one (``ExamplesTransformers/homework_*.py``)."""
 
+import os
+import platform
 import time
 
+import torch
+
+from .DLStudio import DLStudio
 from .evaluation import evaluate_bleu
 from .training import TranslationTrainer
 
-__all__ = ["budget_run"]
+__all__ = ["budget_run", "compare_containers", "format_comparison", "machine"]
+
+
+def machine():
+    """The processor (and GPU) a benchmark ran on, and torch's version and threads."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f
+                       if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    gpu = f", GPU {torch.cuda.get_device_name()}" if torch.cuda.is_available() else ""
+    return (f"{cpu}, {os.cpu_count()} cores{gpu}; torch {torch.__version__}, "
+            f"{torch.get_num_threads()} threads")
 
 
 def budget_run(xformer, master_encoder, master_decoder, budget, every, report=print,
@@ -51,3 +71,49 @@ def budget_run(xformer, master_encoder, master_decoder, budget, every, report=pr
 
     trainer.run(callback=every_step)
     return rows
+
+
+def compare_containers(classes, archive, out, *, epochs=3, batch_size=64, embedding_size=128,
+                       num_layers=2, num_atten_heads=4, num_warmup_steps=400, seed=0,
+                       max_steps=None, use_gpu=True):
+    """Train each container class the same way (same archive, split, seed, sizes, batches
+    and number of steps) and measure it on the held-out split. Checkpoints go to
+    ``out/<class name>/``.
+
+    Returns:
+        one dict per class: name, parameters, seconds (of training), loss (mean of the last
+        50 steps), bleu (held-out, greedy), checkpoints_dir, and the trained xformer,
+        encoder and decoder.
+    """
+    rows = []
+    for cls in classes:
+        folder = os.path.join(out, cls.__name__)
+        dls = DLStudio(use_gpu=use_gpu, batch_size=batch_size, epochs=epochs, seed=seed,
+                       path_saved_model=os.path.join(folder, "saved_model.pt"))
+        xformer = cls(dl_studio=dls, data_archive=archive, embedding_size=embedding_size,
+                      num_warmup_steps=num_warmup_steps)
+        encoder = xformer.MasterEncoder(dls, xformer, num_layers, num_atten_heads)
+        decoder = xformer.MasterDecoderWithMasking(dls, xformer, num_layers, num_atten_heads)
+        start = time.monotonic()
+        trainer = xformer.run_code_for_training(dls, encoder, decoder, checkpoints_dir=folder,
+                                                overwrite=True, max_steps=max_steps)
+        seconds = time.monotonic() - start
+        result = evaluate_bleu(trainer.model, xformer.vocab, xformer.held_out_corpus)
+        recent = trainer.train_losses[-50:]
+        rows.append({"name": cls.__name__, "seconds": seconds, "bleu": result["bleu"],
+                     "parameters": sum(p.numel() for p in trainer.model.parameters()),
+                     "loss": sum(recent) / len(recent), "checkpoints_dir": folder,
+                     "xformer": xformer, "encoder": encoder, "decoder": decoder,
+                     "steps": trainer.step, "last_epoch": trainer.last_epoch})
+    return rows
+
+
+def format_comparison(rows):
+    """The rows of `compare_containers` as a table, the first row as the baseline."""
+    lines = [f"{'model':<34}{'parameters':>12}{'steps':>8}{'train s':>9}{'loss':>8}"
+             f"{'BLEU':>8}{'vs first':>10}"]
+    for row in rows:
+        lines.append(f"{row['name']:<34}{row['parameters']:>12,}{row['steps']:>8}"
+                     f"{row['seconds']:>9.1f}{row['loss']:>8.3f}{row['bleu']:>8.2f}"
+                     f"{row['bleu'] - rows[0]['bleu']:>+10.2f}")
+    return "\n".join(lines)

@@ -39,6 +39,7 @@ from DLStudio import (  # noqa: E402
     evaluation,  # noqa: E402
 )
 from DLStudio.datasets import BUNDLED_ARCHIVE, load_archive  # noqa: E402
+from DLStudio.experiments import machine  # noqa: E402
 from DLStudio.tokens import padding_mask  # noqa: E402
 
 
@@ -118,6 +119,7 @@ def main():
     trained = bool(args.checkpoint)
     models = {"ours (cache)": ours, "ours (no cache)": NoCache(ours),
               "nn.Transformer naive": baseline}
+    print(f"machine: {machine()}")
     print(f"archive {args.archive}; embedding {M}, {L}+{L} layers, {H} heads; {n} held-out "
           f"sentences in batches of {args.batch_size}; {torch.get_num_threads()} threads; "
           + (f"ours trained ({args.checkpoint}), stopping at EOS" if trained else

@@ -27,6 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from DLStudio import DLStudio, TransformerFG, TransformerPreLN  # noqa: E402
 from DLStudio.datasets import BUNDLED_ARCHIVE, load_archive  # noqa: E402
+from DLStudio.experiments import machine  # noqa: E402
 from DLStudio.tokens import padding_mask  # noqa: E402
 from DLStudio.training import TranslationTrainer  # noqa: E402
 
@@ -81,13 +82,14 @@ def main():
     corpus = load_archive(args.archive, max_seq_length=10)
     dls = DLStudio(use_gpu=False, batch_size=args.batch_size, epochs=1, seed=args.seed,
                    learning_rate=1e-4)
-    trainers = {}
+    trainers, containers = {}, {}
     for cls in (TransformerFG, TransformerPreLN):
         x = cls(dl_studio=dls, corpus=corpus, embedding_size=M, num_warmup_steps=4000)
         enc = cls.MasterEncoder(dls, x, num_basic_encoders=L, num_atten_heads=H)
         dec = cls.MasterDecoderWithMasking(dls, x, num_basic_decoders=L, num_atten_heads=H)
         trainers[cls.__name__] = TranslationTrainer.for_container(x, enc, dec)
-    x = trainers["TransformerFG"].xformer
+        containers[cls.__name__] = x
+    x = containers["TransformerFG"]
     F_hidden = x.FeedForward.expansion * M
     baseline = Baseline(x.vocab_en_size, x.vocab_es_size, M, H, L, F_hidden,
                         x.max_seq_length, norm_first=False)
@@ -120,6 +122,7 @@ def main():
 
     counts = {name: params(t.model) for name, t in trainers.items()}
     counts["nn.Transformer"] = params(baseline)
+    print(f"machine: {machine()}")
     print(f"archive {args.archive}: {len(corpus.pairs)} pairs, vocabularies "
           f"{x.vocab_en_size} / {x.vocab_es_size}")
     print(f"config: embedding {M}, {L}+{L} layers, {H} heads, feed-forward {F_hidden}, "

@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from DLStudio import DLStudio, TransformerFG, TransformerPreLN  # noqa: E402
 from DLStudio.datasets import BUNDLED_ARCHIVE, load_archive  # noqa: E402
-from DLStudio.experiments import budget_run  # noqa: E402
+from DLStudio.experiments import budget_run, machine  # noqa: E402
 
 
 def main():
@@ -56,6 +56,7 @@ def main():
             learned_positions=args.learned_positions)
     enc = cls.MasterEncoder(dls, x, args.num_layers, args.num_atten_heads)
     dec = cls.MasterDecoderWithMasking(dls, x, args.num_layers, args.num_atten_heads)
+    print(f"machine: {machine()}")
     print(f"Transformer{args.variant}, embedding {args.embedding_size}, {args.num_layers}+"
           f"{args.num_layers} layers, {args.num_atten_heads} heads, batch {args.batch_size}, "
           f"warm-up {args.num_warmup_steps}, lr_mul {args.lr_mul}, PreLN lr "

@@ -1,0 +1,175 @@
+"""Every script in ExamplesTransformers/ and benchmarks/ runs to the end with tiny sizes, and
+the ones that load a checkpoint run on a model trained for a few steps and on one whose
+every translation is as long as it can be (an early model's long, wrong output).
+
+The scripts run in this process, as ``python3 script.py ARGS`` would run them (their folder
+first on sys.path, ``__name__ == "__main__"``), so an exception fails the test with its
+traceback; a script added without an entry in RUNS fails `test_every_script_has_a_run`.
+"""
+
+import glob
+import os
+import runpy
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from DLStudio import DLStudio, TransformerFG, TransformerPreLN, visTransformer
+from DLStudio.checkpoints import checkpoint_path, load_checkpoint, save_checkpoint
+from DLStudio.datasets import SHAPE_CLASSES, generate_corpus, save_archive
+from DLStudio.tokens import EOS_INDEX
+
+from .conftest import ROOT
+
+FOLDERS = ("ExamplesTransformers", "benchmarks")
+SCRIPTS = sorted(os.path.relpath(p, ROOT) for folder in FOLDERS
+                 for p in glob.glob(os.path.join(ROOT, folder, "*.py")))
+TINY = ["--embedding-size", 16, "--num-layers", 1]
+TINY_TRAINING = TINY + ["--epochs", 1, "--batch-size", 32, "--num-warmup-steps", 20]
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    """A tiny archive; an FG and a PreLN trained for one epoch of 9 steps on it; the same FG
+    with EOS made impossible (every translation max_seq_length - 1 words long); a tiny
+    visTransformer trained for a few steps."""
+    folder = tmp_path_factory.mktemp("scripts")
+    archive = folder / "tiny.tar.gz"
+    save_archive(generate_corpus(300, seed=5), archive)
+    for cls in (TransformerFG, TransformerPreLN):
+        dls = DLStudio(use_gpu=False, batch_size=32, epochs=1, seed=0,
+                       path_saved_model=str(folder / f"saved_{cls.variant}.pt"))
+        x = cls(dl_studio=dls, data_archive=str(archive), embedding_size=16, num_warmup_steps=20)
+        x.run_code_for_training(dls, x.MasterEncoder(dls, x, 1, 2),
+                                x.MasterDecoderWithMasking(dls, x, 1, 2),
+                                checkpoints_dir=str(folder / f"early_{cls.variant}"))
+    payload = load_checkpoint(checkpoint_path(str(folder / "early_FG"), 0))
+    payload["model"]["decoder"]["out.bias"][EOS_INDEX] = -1e4
+    save_checkpoint(payload, checkpoint_path(str(folder / "long_FG"), 0))
+    dls = DLStudio(use_gpu=False, batch_size=32, epochs=1, seed=0,
+                   path_saved_model=str(folder / "saved_vit.pt"))
+    vit = visTransformer(dl_studio=dls, patch_size=(8, 8), embedding_size=16,
+                         num_basic_encoders=1, num_atten_heads=2, classes=SHAPE_CLASSES)
+    vit.load_shapes_dataset(96, 32)
+    vit.run_code_for_training_visTransformer(checkpoints_dir=str(folder / "vit"))
+    return folder
+
+
+def runs(w):
+    """Each script's runs: (arguments, text its output must hold), in the work folder."""
+    a = str(w / "tiny.tar.gz")
+    early, long_, pre = str(w / "early_FG"), str(w / "long_FG"), str(w / "early_PreLN")
+    homework = ["--archive", a, *TINY_TRAINING]
+    return {
+        "ExamplesTransformers/compare_fg_preln.py": [
+            (["--archive", a, "--steps", 4, "--every", 2, *TINY, "--out", "cmp"],
+             "final held-out BLEU")],
+        "ExamplesTransformers/demo.py": [
+            (["--archive", a, "--epochs", 1, *TINY, "--out", "demo"], "Demo finished")],
+        "ExamplesTransformers/homework_my_attention_head.py": [
+            (homework + ["--out", "hw1"], "Learned temperatures")],
+        "ExamplesTransformers/homework_gated_feedforward.py": [
+            (homework + ["--out", "hw2"], "GEGLU")],
+        "ExamplesTransformers/homework_concat_positions.py": [
+            (homework + ["--out", "hw3"], "numbers of its own")],
+        "ExamplesTransformers/image_recog_with_visTransformer.py": [
+            (["--num-train", 96, "--num-test", 32, *TINY, "--epochs", 1,
+              "--checkpoints-dir", "vit_run"], "held-out accuracy")],
+        "ExamplesTransformers/score_checkpoints.py": [([early], "BLEU"), ([long_], "BLEU")],
+        "ExamplesTransformers/seq2seq_with_transformerFG.py": [
+            (["--archive", a, *TINY_TRAINING, "--checkpoints-dir", "fg"], "held-out BLEU")],
+        "ExamplesTransformers/seq2seq_with_transformerPreLN.py": [
+            (["--archive", a, *TINY_TRAINING, "--checkpoints-dir", "preln"], "held-out BLEU")],
+        "ExamplesTransformers/show_attention.py": [
+            ([early, 0, "she is not tired", "--out", "maps_early"], "wrote"),
+            ([long_, 0, "she is not tired", "--out", "maps_long"], "wrote")],
+        "ExamplesTransformers/show_lr_schedule.py": [
+            (["--num-warmup-steps", 10, "--steps", 50, "--out", "lr.png"], "peak learning")],
+        "ExamplesTransformers/show_positional_encoding.py": [
+            (["--embedding-size", 16, "--out", "pe.png"], "wrote")],
+        "ExamplesTransformers/test_checkpointFG.py": [
+            ([early, 0, "--show", 2], "held-out BLEU"),
+            ([long_, 0, "--show", 2, "--beam", 3], "held-out BLEU")],
+        "ExamplesTransformers/test_checkpointPreLN.py": [([pre, 0, "--show", 2], "held-out BLEU")],
+        "ExamplesTransformers/test_checkpoint_for_visTransformer.py": [
+            ([str(w / "vit"), 0, "--images", 4, "--out", "vit_pics"], "accuracy")],
+        "ExamplesTransformers/translate_sentence.py": [
+            ([early, 0, "she is not tired"], ""), ([long_, 0, "she is not tired"], " ")],
+        "benchmarks/bench_decode.py": [
+            (["--archive", a, *TINY, "--num-atten-heads", 2, "--batch-size", 8, "--batches", 1,
+              "--repeats", 1], "sentences/s"),
+            (["--archive", a, "--checkpoint", checkpoint_path(long_, 0), "--batch-size", 8,
+              "--batches", 1, "--repeats", 1], "sentences/s")],
+        "benchmarks/bench_train.py": [
+            (["--archive", a, *TINY, "--num-atten-heads", 2, "--batch-size", 16, "--iters", 2,
+              "--warmup", 1], "s/iter")],
+        "benchmarks/bleu_vs_time.py": [
+            (["--archive", a, "--minutes", 0.02, "--every", 0.01, *TINY, "--batch-size", 32,
+              "--num-warmup-steps", 20, "--out", "bvt"], "BLEU")],
+    }
+
+
+def run_script(script, args, cwd, monkeypatch):
+    """``python3 script args`` in this process; returns its exit status."""
+    path = os.path.join(ROOT, script)
+    monkeypatch.chdir(cwd)
+    monkeypatch.setattr(sys, "argv", [path, *map(str, args)])
+    monkeypatch.syspath_prepend(os.path.dirname(path))
+    try:
+        runpy.run_path(path, run_name="__main__")
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else int(e.code is not None)
+    return 0
+
+
+def test_every_script_has_a_run(work):
+    assert set(runs(work)) == set(SCRIPTS), "give each new script a run in RUNS"
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_the_script_runs_to_the_end(script, work, monkeypatch, capsys):
+    for args, expected in runs(work).get(script, []):
+        status = run_script(script, args, work, monkeypatch)
+        out = capsys.readouterr()
+        assert status == 0, f"{script} {args} exited {status}: {out.err[-2000:]}"
+        assert expected in out.out, out.out[-2000:]
+
+
+def test_early_and_long_translations_are_handled(work, monkeypatch, capsys):
+    long_ = str(work / "long_FG")
+    assert run_script("ExamplesTransformers/translate_sentence.py",
+                      [long_, 0, "she is not tired"], work, monkeypatch) == 0
+    assert len(capsys.readouterr().out.split()) == 9       # max_seq_length - 1 words
+    assert run_script("ExamplesTransformers/show_attention.py",
+                      [long_, 0, "she is not tired", "--out", "maps"], work, monkeypatch) == 0
+    printed = capsys.readouterr().out
+    assert len(printed.split("->")[1].split("\n")[0].split()) == 9
+    assert (work / "maps" / "attention_cross.png").stat().st_size > 5000
+
+
+def test_a_homework_checkpoint_is_scored_by_the_scripts_as_a_student_runs_them(work):
+    """As a student would: python3 homework_*.py, then the command it prints."""
+    env = dict(os.environ, PYTHONPATH=ROOT, MPLBACKEND="Agg")
+    examples = os.path.join(ROOT, "ExamplesTransformers")
+    out = subprocess.run([sys.executable, "homework_my_attention_head.py", "--archive",
+                          str(work / "tiny.tar.gz"), *map(str, TINY_TRAINING), "--out",
+                          str(work / "student")], cwd=examples, capture_output=True,
+                         text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    command = out.stdout.strip().splitlines()[-1].split()
+    assert command[:2] == ["python3", "test_checkpointFG.py"] and "--model-class" in command
+    folder = command[2]
+    payload = load_checkpoint(checkpoint_path(folder, 0))
+    assert payload["container_class"] == ("homework_my_attention_head:"
+                                          "TransformerFGWithTemperature")
+    assert torch.is_tensor(payload["model"]["encoder"][
+        "basic_encoder_arr.0.self_attention.heads.0.log_temperature"])
+    scored = subprocess.run([sys.executable, *command[1:], "--show", "1"], cwd=examples,
+                            capture_output=True, text=True, env=env, timeout=300)
+    assert scored.returncode == 0 and "held-out BLEU" in scored.stdout, scored.stderr[-3000:]
+    refused = subprocess.run([sys.executable, *command[1:4]], cwd=examples,
+                             capture_output=True, text=True, env=env, timeout=300)
+    assert refused.returncode == 1 and "--model-class homework_my_attention_head" in \
+        refused.stderr and "Traceback" not in refused.stderr
