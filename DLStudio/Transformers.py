@@ -46,7 +46,7 @@ import torch
 import torch.nn as nn
 
 from .kv_cache import NO_CACHE, KeyValueCache, attached
-from .overrides import check_forwards, class_path, runs_base, say_once
+from .overrides import check_forwards, class_path, own_code, runs_base, say_once
 from .schedule import ADAM_DEFAULTS, ScheduledOptim, adam
 from .tokens import causal_mask, padding_mask
 
@@ -82,11 +82,9 @@ def residual(x, norm, sublayer, norm_first):
 
 
 class EncoderParts:
-    """The classes of the encoder side, shared by the translation containers and
-    visTransformer (which reads patches instead of words). A container, passed as
-    ``xformer`` below, provides ``embedding_size``, ``max_seq_length``, ``norm_first``,
-    ``dropout``, ``full_width_heads`` and builds every part through itself.
-    """
+    """The encoder side's classes, shared by the translation containers and visTransformer.
+    A container (``xformer`` below) provides ``embedding_size``, ``max_seq_length``,
+    ``norm_first``, ``dropout``, ``full_width_heads``, and builds every part through itself."""
 
     norm_first = None     # where LayerNorm sits: see `residual`
 
@@ -94,8 +92,7 @@ class EncoderParts:
         """Word embeddings plus the sinusoidal position code (Vaswani et al. 2017, sec. 3.5).
 
         Args: xformer (vocabulary sizes, max_seq_length), lang ("en" | "es"), embedding_size.
-        Shape: ids (B, T) -> (B, T, M); position t depends on ids[:, :t + 1] only (decoding
-            embeds the prefix and keeps its last position).
+        Shape: ids (B, T) -> (B, T, M); position t may depend on ids[:, :t + 1] only.
         """
 
         positional_base = 10000.0
@@ -362,24 +359,6 @@ class EncoderParts:
                                    self.embedding_size, self.num_warmup_steps)
 
 
-def record_attention(attentions, run):
-    """Run ``run()`` with every attention module (and head) keeping its weights; return
-    them, one (B, H, T_q, T_k) tensor per module, rows summing to 1."""
-    parts = [m for a in attentions for m in (a, *a.heads)]
-    for m in parts:
-        m.record_attention = True
-    try:
-        run()
-        maps = [a.attention_weights for a in attentions]
-    finally:
-        for m in parts:
-            m.record_attention, m.attention_weights = False, None
-    if any(weights is None for weights in maps):
-        raise ValueError(f"no attention weights from {type(attentions[0].heads[0]).__qualname__}"
-                         ": a head's own forward hands them to self.keep_weights(weights)")
-    return maps
-
-
 class TransformerBase(EncoderParts):
     """What TransformerFG and TransformerPreLN share: the decoder's classes, the whole model,
     the vocabularies and DLStudio's methods (delegates at the end).
@@ -409,10 +388,6 @@ class TransformerBase(EncoderParts):
                  corpus=None):
         if embedding_size % 2:
             raise ValueError(f"embedding_size must be even (sin/cos pairs), got {embedding_size}")
-        check_forwards(self, ["EmbeddingsGenerator", "AttentionHead", "SelfAttention",
-                              "CrossAttention", "FeedForward", "BasicEncoder", "MasterEncoder",
-                              "BasicDecoderWithMasking", "MasterDecoderWithMasking"],
-                       {"CrossAttentionHead": self.CrossAttention.head_class(self)})
         self.dl_studio, self.masking, self.save_checkpoints = dl_studio, masking, save_checkpoints
         self.dataroot = dataroot if dataroot is not None else dl_studio.dataroot
         self.data_archive, self.max_seq_length = data_archive, max_seq_length
@@ -424,19 +399,19 @@ class TransformerBase(EncoderParts):
         self.full_width_heads, self.tie_embeddings = full_width_heads, tie_embeddings
         self.learned_positions = learned_positions
         self.class_path = class_path(type(self))
+        check_forwards(self, ["EmbeddingsGenerator", "AttentionHead", "SelfAttention",
+                              "CrossAttention", "FeedForward", "BasicEncoder", "MasterEncoder",
+                              "BasicDecoderWithMasking", "MasterDecoderWithMasking"],
+                       {"CrossAttentionHead": self.CrossAttention.head_class(self)})
         self.use_corpus(corpus)
-        # The encoder reads English, the decoder reads (and predicts) Spanish.
         self.embeddings_generator_en = self.EmbeddingsGenerator(self, "en", embedding_size)
         self.embeddings_generator_es = self.EmbeddingsGenerator(self, "es", embedding_size)
 
     class CrossAttentionHead(EncoderParts.AttentionHead):
         """One head of cross-attention: the AttentionHead, keys and values from the encoder's
         output (``memory``). When a subclass overrides AttentionHead alone, cross-attention
-        builds that head, so one override changes every attention; override this class to
-        change cross-attention only.
-
-        Shape: x (B, T_tgt, s_qkv), mask broadcastable to (B, T_tgt, T_src), memory
-            (B, T_src, s_qkv) -> (B, T_tgt, s_qkv)
+        builds that head (one override changes every attention); override this class to
+        change cross-attention only. Shape: as AttentionHead, with T_q = T_tgt, T_k = T_src.
         """
 
     class CrossAttention(EncoderParts.SelfAttention):
@@ -590,17 +565,11 @@ class TransformerBase(EncoderParts):
             base, attention = TransformerBase, ("forward", "attend", "all_heads",
                                                 "queries_keys_values", "project")
             layers = list(self.decoder.basic_decoder_arr)
-            checks = [(self.decoder, base.MasterDecoderWithMasking, ("forward",))]
-            checks += [(d, base.BasicDecoderWithMasking, ("forward",)) for d in layers]
-            checks += [(d.self_attention, base.SelfAttention, attention) for d in layers]
-            checks += [(d.cross_attention, base.CrossAttention, attention) for d in layers]
-            own = []
-            for module, cls, methods in checks:
-                if not runs_base(module, cls, *methods):
-                    own.append(type(module))
-                elif not getattr(module, "batched", True):
-                    own.append(type(module.heads[0]))                 # a student's head
-            return own
+            return own_code([(self.decoder, base.MasterDecoderWithMasking, ("forward",))]
+                            + [(d, base.BasicDecoderWithMasking, ("forward",)) for d in layers]
+                            + [(d.self_attention, base.SelfAttention, attention) for d in layers]
+                            + [(d.cross_attention, base.CrossAttention, attention)
+                               for d in layers])
 
         def attention_maps(self, src, tgt):
             """The attention weights of one teacher-forced pass (for plots).
@@ -613,6 +582,7 @@ class TransformerBase(EncoderParts):
             kinds = {"encoder": [e.self_attention for e in self.encoder.basic_encoder_arr],
                      "decoder_self": [d.self_attention for d in layers],
                      "cross": [d.cross_attention for d in layers]}
+            from .visualize import record_attention
             with torch.no_grad():
                 maps = iter(record_attention(sum(kinds.values(), []), lambda: self(src, tgt)))
             return {kind: [next(maps) for _ in attentions] for kind, attentions in kinds.items()}
@@ -635,13 +605,17 @@ class TransformerBase(EncoderParts):
         return container_spec(self)
 
     def use_corpus(self, corpus=None):
-        """Read the archive (or take ``corpus``): vocabularies, training and held-out split."""
+        """Read the archive (or take ``corpus``): vocabularies, training/held-out split."""
         from .vocabulary import use_corpus
         use_corpus(self, corpus)
 
     def sentence_with_words_to_ints(self, sentences, lang):
-        """Token ids (B, max_seq_length), EOS-padded: see ``Vocabulary.encode``."""
+        """Token ids (B, max_seq_length), EOS-padded (``Vocabulary.encode``)."""
         return self.vocab.encode(sentences, lang)
+
+    def prepare_sentence(self, sentence):
+        """Raw English normalised like the corpus and checked (``Vocabulary.prepare``)."""
+        return self.vocab.prepare(sentence)
 
     def run_code_for_training(self, dls, master_encoder, master_decoder,
                               checkpoints_dir=None, **options):
@@ -823,8 +797,6 @@ class visTransformer(EncoderParts, nn.Module):
         if not classes:
             raise ValueError("visTransformer needs the class names: classes=(...) here or in "
                              "DLStudio(classes=...), e.g. SHAPE_CLASSES or CIFAR10_CLASSES")
-        check_forwards(self, ["AttentionHead", "SelfAttention", "FeedForward", "BasicEncoder",
-                              "MasterEncoder"])
         self.dl_studio, self.classes, self.layout = dl_studio, tuple(classes), layout
         self.image_size = tuple(image_size or dl_studio.image_size or (32, 32))
         self.patch_size, self.in_channels = tuple(patch_size), in_channels
@@ -835,6 +807,8 @@ class visTransformer(EncoderParts, nn.Module):
         self.dropout, self.label_smoothing = dropout, label_smoothing
         self.full_width_heads, self.augment = full_width_heads, augment
         self.save_checkpoints, self.checkpoint_freq = save_checkpoints, checkpoint_freq
+        check_forwards(self, ["AttentionHead", "SelfAttention", "FeedForward", "BasicEncoder",
+                              "MasterEncoder"])
         self.patch_embedding_generator = self.PatchEmbeddingGenerator(
             self, in_channels, self.patch_size, self.image_size, embedding_size)
         self.max_seq_length = 1 + self.patch_embedding_generator.num_patches
@@ -860,6 +834,7 @@ class visTransformer(EncoderParts, nn.Module):
     def attention_maps(self, images):
         """The self-attention weights of every encoder layer for these images: a list (one
         per layer) of (B, H, 1 + N_p, 1 + N_p); row 0 is where the class token looks."""
+        from .visualize import record_attention
         layers = [enc.self_attention for enc in self.master_encoder.basic_encoder_arr]
         with torch.no_grad():
             return record_attention(layers, lambda: self(images))

@@ -20,8 +20,8 @@ import logging
 import os
 import sys
 
-__all__ = ["OverrideError", "FORWARD_CONTRACT", "check_forwards", "runs_base", "say_once",
-           "class_path", "import_class"]
+__all__ = ["OverrideError", "FORWARD_CONTRACT", "check_forwards", "runs_base", "own_code",
+           "say_once", "class_path", "import_class"]
 
 log = logging.getLogger("DLStudio")
 
@@ -76,11 +76,33 @@ def check_forwards(container, names, classes=None):
             f"{cls.__qualname__} has forward{inspect.signature(cls.forward)}, which the model "
             f"cannot call: {why}. Write it as def {wanted}: (the docstring of {name} gives "
             "the shapes).")
+    for name in ("AttentionHead", "CrossAttentionHead"):
+        cls = classes.get(name)
+        if getattr(container, "full_width_heads", False) and cls is not None and \
+                not _takes(cls.__init__, 4, ("input_size",)):
+            raise OverrideError(
+                f"{cls.__qualname__}.__init__ takes no input_size, which full_width_heads=True "
+                "needs (each head then reads the whole embedding, M numbers): add "
+                "input_size=None to its constructor and pass it on, or leave full_width_heads "
+                "off.")
 
 
 def runs_base(obj, base, *methods):
     """Whether ``obj`` runs ``base``'s own code for these methods (no student override)."""
     return all(getattr(type(obj), m) is getattr(base, m) for m in methods)
+
+
+def own_code(checks):
+    """The student's classes among ``checks`` [(module, our class, methods)]: a module whose
+    class overrides one of the methods, or an attention whose heads run one by one (then the
+    head's class is named)."""
+    own = []
+    for module, cls, methods in checks:
+        if not runs_base(module, cls, *methods):
+            own.append(type(module))
+        elif not getattr(module, "batched", True):
+            own.append(type(module.heads[0]))
+    return own
 
 
 _said = set()

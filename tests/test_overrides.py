@@ -222,3 +222,13 @@ def test_a_checkpoint_of_a_students_class_is_not_loaded_as_the_standard_one(tmp_
                                       model_class=CONTAINERS["BasicEncoder"])
     x2, _ = cls.from_checkpoint(checkpoint_path(str(tmp_path / "ck"), 0))
     assert type(x2) is cls
+
+
+def test_full_width_heads_need_a_head_that_takes_input_size():
+    from .homework_classes import WithAttentionHead
+    with pytest.raises(OverrideError, match="takes no input_size, which full_width_heads"):
+        WithAttentionHead(dl_studio=DLStudio(use_gpu=False), corpus=corpus(),
+                          embedding_size=16, full_width_heads=True)
+    x = TransformerFG(dl_studio=DLStudio(use_gpu=False), corpus=corpus(), embedding_size=16,
+                      full_width_heads=True)                   # ours takes it
+    assert x.SelfAttention(x.dl_studio, x, 2).heads[0].WQ.in_features == 16
