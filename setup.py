@@ -18,6 +18,6 @@ setup(
         "tqdm>=4.60",
         "sacrebleu>=2.3",
     ],
-    extras_require={"dev": ["pytest>=7", "ruff>=0.4"]},
+    extras_require={"dev": ["pytest>=7", "ruff>=0.4", "hypothesis>=6"]},
     license="MIT",
 )

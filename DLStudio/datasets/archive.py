@@ -7,7 +7,13 @@ each sentence a string ``"SOS w1 w2 ... EOS"``, and each vocabulary is a list
 
 A pickle can run code while it is read, so an archive is untrusted input: it is read with
 an unpickler that refuses every global name, which leaves exactly the built-in containers
-(dict, list, tuple), strings and ints this format needs.
+(dict, list, tuple), strings and ints this format needs. Reading is also bounded in time and
+memory on any input: the decompressed size is capped (``max_bytes``), and before anything is
+built the pickle's opcodes are walked to count its objects (``max_objects``) and to follow how
+deep its containers nest (``max_depth``; the format needs 3, and a crafted tuple 200,000
+levels deep crashes CPython's hashing). Every refusal is an ``ArchiveError`` whose message
+names the file, the problem and what to do, and never prints more than a few dozen
+characters of the archive's content.
 """
 
 import gzip
@@ -15,14 +21,22 @@ import hashlib
 import io
 import os
 import pickle
+import pickletools
 import random
 import tempfile
+import zlib
 from dataclasses import dataclass
 
 __all__ = ["ArchiveError", "Corpus", "load_archive", "save_archive", "archive_bytes",
            "build_corpus", "split_pairs", "vocab_fingerprint"]
 
 SOS, EOS = "SOS", "EOS"
+
+#: The caps on what an archive may hold (``load_archive`` takes others). The real archive of
+#: 90,000 pairs is 7.8 MB decompressed, 0.87 million pickle opcodes, nested 3 deep.
+MAX_BYTES = int(os.environ.get("DLSTUDIO_MAX_ARCHIVE_MB", "256")) * 1_000_000
+MAX_OBJECTS = 20_000_000
+MAX_DEPTH = 32
 
 
 class ArchiveError(ValueError):
@@ -62,7 +76,18 @@ def _fail(source, message):
     raise ArchiveError(f"{source}: {message}")
 
 
-def _read_pickle(path):
+def _short(obj, width=60):
+    """A description of untrusted content that is short whatever the content is."""
+    if isinstance(obj, str):
+        return repr(obj[:width]) + ("..." if len(obj) > width else "")
+    if isinstance(obj, (list, tuple, dict, set, frozenset)):
+        return f"a {type(obj).__name__} of {len(obj)} items"
+    if isinstance(obj, int):
+        return str(obj) if obj.bit_length() < 64 else "a very large int"
+    return f"a {type(obj).__name__}"
+
+
+def _read_bytes(path, max_bytes):
     with open(path, "rb") as f:
         head = f.read(2)
     if head != b"\x1f\x8b":
@@ -70,15 +95,83 @@ def _read_pickle(path):
                     "one with 'python -m DLStudio.datasets build-archive TSV -o OUT'.")
     try:
         with gzip.open(path, "rb") as f:
-            raw = f.read()
-    except (OSError, EOFError) as e:
-        _fail(path, f"the gzip stream is damaged ({e}); download or build the archive again.")
+            raw = f.read(max_bytes + 1)
+    except (OSError, EOFError, zlib.error) as e:
+        _fail(path, f"the gzip stream is damaged ({str(e)[:100]}); download or build the "
+                    "archive again.")
+    if len(raw) > max_bytes:
+        _fail(path, f"it decompresses to more than {max_bytes / 1e6:.0f} MB, the cap that keeps "
+                    "a crafted file from filling the memory (the 90,000-pair archive is 8 MB). "
+                    "If it is a real, larger archive, raise the cap: load_archive(..., "
+                    "max_bytes=...) or the environment variable DLSTUDIO_MAX_ARCHIVE_MB.")
+    return raw
+
+
+_IN_PLACE = {"APPEND", "APPENDS", "SETITEM", "SETITEMS", "ADDITEMS"}
+
+
+def _check_opcodes(raw, path, max_objects, max_depth):
+    """Walk the pickle's opcodes without building anything: count them, and follow the
+    nesting depth of every container (a stack of depths beside the unpickler's stack)."""
+    stack, marks, memo = [], [], {}
+    try:
+        for count, (op, arg, _) in enumerate(pickletools.genops(raw), 1):
+            if count > max_objects:
+                _fail(path, f"it holds more than {max_objects:,} pickle objects, the cap that "
+                            "keeps a crafted file from exhausting time and memory; a real "
+                            "archive that large needs load_archive(..., max_objects=...).")
+            name = op.name
+            if name == "MARK":
+                marks.append(len(stack))
+            elif name in ("PUT", "BINPUT", "LONG_BINPUT", "MEMOIZE"):
+                memo[arg if name != "MEMOIZE" else len(memo)] = stack[-1]
+            elif name in ("GET", "BINGET", "LONG_BINGET"):
+                stack.append(memo[arg])
+            elif name == "POP_MARK":
+                del stack[marks.pop():]
+            elif name == "DUP":
+                stack.append(stack[-1])
+            elif name not in ("PROTO", "FRAME", "STOP"):
+                _push_depth(op, stack, marks, path, max_depth)
+    except ArchiveError:
+        raise
+    except Exception as e:            # malformed or truncated: genops says where
+        _fail(path, f"the content is not a readable pickle ({type(e).__name__}: "
+                    f"{str(e)[:100]}); download or build the archive again.")
+
+
+def _push_depth(op, stack, marks, path, max_depth):
+    """The stack effect of one opcode on the depths: a new container is one deeper than
+    what it holds; an in-place addition (APPEND, SETITEM, ...) may deepen its container."""
+    before = op.stack_before
+    items = []
+    if pickletools.markobject in before:
+        start = marks.pop()
+        items, stack[start:] = stack[start:], []
+        before = before[:before.index(pickletools.markobject)]
+    below = stack[len(stack) - len(before):] if before else []
+    del stack[len(stack) - len(below):]
+    if op.name in _IN_PLACE:
+        depth = max([below[0]] + [d + 1 for d in below[1:] + items])
+    else:
+        depth = 1 + max(below + items) if below or items else 0
+    if depth > max_depth:
+        _fail(path, f"its containers nest more than {max_depth} deep (a DLStudio archive "
+                    "nests 3 deep: tuple, dict, pair); it may be crafted to crash the reader "
+                    "and was not loaded.")
+    stack.extend([depth] * len(op.stack_after))
+
+
+def _read_pickle(path, max_bytes=MAX_BYTES, max_objects=MAX_OBJECTS, max_depth=MAX_DEPTH):
+    raw = _read_bytes(path, max_bytes)
+    _check_opcodes(raw, path, max_objects, max_depth)
     try:
         return _NoGlobalsUnpickler(io.BytesIO(raw)).load()
     except ArchiveError as e:
         _fail(path, str(e))
     except Exception as e:  # any malformed pickle: say so instead of a raw traceback
-        _fail(path, f"the content is not a readable pickle ({type(e).__name__}: {e}).")
+        _fail(path, f"the content is not a readable pickle ({type(e).__name__}: "
+                    f"{str(e)[:100]}).")
 
 
 def _check_vocab(source, vocab, lang):
@@ -86,7 +179,7 @@ def _check_vocab(source, vocab, lang):
         _fail(source, f"the {lang} vocabulary must be a list of strings.")
     if vocab[:2] != [SOS, EOS]:
         _fail(source, f"the {lang} vocabulary must start with 'SOS', 'EOS' "
-                      f"(it starts with {vocab[:2]}).")
+                      f"(it starts with {', '.join(_short(w, 20) for w in vocab[:2])}).")
     if len(set(vocab)) != len(vocab):
         _fail(source, f"the {lang} vocabulary lists a word twice.")
 
@@ -96,27 +189,31 @@ def _check_sentence(source, key, lang, sentence, vocab_set, max_seq_length):
         _fail(source, f"pair {key}: the {lang} side is {type(sentence).__name__}, not a string.")
     words = sentence.split()
     if len(words) < 2 or words[0] != SOS or words[-1] != EOS:
-        _fail(source, f"pair {key}: the {lang} sentence {sentence!r} is not wrapped in "
+        _fail(source, f"pair {key}: the {lang} sentence {_short(sentence)} is not wrapped in "
                       "SOS ... EOS.")
     if SOS in words[1:-1] or EOS in words[1:-1]:
-        _fail(source, f"pair {key}: the {lang} sentence {sentence!r} has SOS or EOS inside it.")
+        _fail(source, f"pair {key}: the {lang} sentence {_short(sentence)} has SOS or EOS "
+                      "inside it.")
     if max_seq_length is not None and len(words) > max_seq_length:
-        _fail(source, f"pair {key}: the {lang} sentence {sentence!r} has {len(words)} tokens "
+        _fail(source, f"pair {key}: the {lang} sentence {_short(sentence)} has {len(words)} tokens "
                       f"(SOS and EOS included), more than max_seq_length={max_seq_length}; "
                       f"raise max_seq_length to at least {len(words)} or rebuild the archive "
                       "with a smaller --max-words.")
     for w in words[1:-1]:
         if w not in vocab_set:
-            _fail(source, f"pair {key}: the {lang} word {w!r} is missing from the {lang} "
-                          "vocabulary.")
+            _fail(source, f"pair {key}: the {lang} word {_short(w, 30)} is missing from the "
+                          f"{lang} vocabulary.")
 
 
-def load_archive(path, max_seq_length=None):
+def load_archive(path, max_seq_length=None, max_bytes=MAX_BYTES, max_objects=MAX_OBJECTS,
+                 max_depth=MAX_DEPTH):
     """Read and validate a DLStudio archive.
 
     Args:
         path:           the ``.tar.gz`` (gzip + pickle) file.
         max_seq_length: when given, every sentence (SOS and EOS included) must fit in it.
+        max_bytes, max_objects, max_depth: the caps on the decompressed size, the number of
+                        pickle objects and the nesting depth (see the module docstring).
 
     Returns:
         a ``Corpus`` with the pairs in key order.
@@ -131,7 +228,7 @@ def load_archive(path, max_seq_length=None):
             f"no archive at {path}. Build one from a Tatoeba/Anki file with "
             "'python -m DLStudio.datasets build-archive spa.txt -o OUT', or use the bundled "
             "corpus datasets/en_es_synthetic_8_20000.tar.gz.")
-    obj = _read_pickle(path)
+    obj = _read_pickle(path, max_bytes, max_objects, max_depth)
     if not (isinstance(obj, tuple) and len(obj) == 3):
         found = type(obj).__name__
         if isinstance(obj, (tuple, list)):
@@ -143,11 +240,14 @@ def load_archive(path, max_seq_length=None):
     _check_vocab(path, vocab_en, "English")
     _check_vocab(path, vocab_es, "Spanish")
     en_set, es_set = set(vocab_en), set(vocab_es)
+    odd_key = next((k for k in dataset if type(k) is not int), None)
+    if odd_key is not None:
+        _fail(path, f"the dataset's keys must be ints, found {_short(odd_key)}.")
     pairs = []
-    for key in sorted(dataset, key=lambda k: (str(type(k)), k)):
+    for key in sorted(dataset):
         pair = dataset[key]
         if not (isinstance(pair, (list, tuple)) and len(pair) == 2):
-            _fail(path, f"pair {key} must be [english, spanish], found {pair!r:.80}.")
+            _fail(path, f"pair {key} must be [english, spanish], found {_short(pair)}.")
         _check_sentence(path, key, "English", pair[0], en_set, max_seq_length)
         _check_sentence(path, key, "Spanish", pair[1], es_set, max_seq_length)
         pairs.append((pair[0], pair[1]))

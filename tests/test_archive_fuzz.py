@@ -1,0 +1,60 @@
+"""Any archive, however crafted, loads or is refused with an ArchiveError: bounded in time and
+memory by the caps, never a traceback, a hang or a crash."""
+
+import gzip
+import subprocess
+import sys
+import tempfile
+
+import pytest
+from hypothesis import given, settings
+
+from DLStudio.datasets import ArchiveError, Corpus, load_archive
+
+from .conftest import ROOT
+from .fuzz_archive import VALID, hostile, try_load
+
+FOLDER = tempfile.mkdtemp()
+
+
+@settings(max_examples=300, derandomize=True, deadline=None, database=None)
+@given(hostile())
+def test_a_hostile_archive_loads_or_is_refused_with_a_message(case):
+    kind, data, compress = case
+    result = try_load(FOLDER, data, compress, max_bytes=2_000_000, max_objects=200_000)
+    assert isinstance(result, (Corpus, ArchiveError)), kind
+    if isinstance(result, ArchiveError):
+        assert len(str(result)) < 600                 # never an unbounded repr
+
+
+def write(tmp_path, payload):
+    path = tmp_path / "a.tar.gz"
+    path.write_bytes(gzip.compress(payload, mtime=0))
+    return str(path)
+
+
+def test_each_cap_says_what_it_is_and_what_to_do(tmp_path):
+    deep_key = b"\x80\x04}" + b")" + b"\x85" * 200_000 + b"K\x01s."   # crashed CPython
+    with pytest.raises(ArchiveError, match="nest more than 32 deep"):
+        load_archive(write(tmp_path, deep_key))
+    nested = b"\x80\x04" + b"]" * 100_001 + b"a" * 100_000 + b"."
+    with pytest.raises(ArchiveError, match="nest more than 32 deep"):
+        load_archive(write(tmp_path, nested))
+    with pytest.raises(ArchiveError, match="more than 1 MB.*DLSTUDIO_MAX_ARCHIVE_MB"):
+        load_archive(write(tmp_path, b"\0" * 1_500_000), max_bytes=1_000_000)
+    with pytest.raises(ArchiveError, match="more than 100 pickle objects.*max_objects"):
+        load_archive(write(tmp_path, VALID), max_objects=100)
+    shared = []
+    for _ in range(29):                # 2^29 paths through 29 lists: a repr would not end
+        shared = [shared, shared]
+    with pytest.raises(ArchiveError, match=r"the English side is list, not a string\.$"):
+        load_archive(write(tmp_path, __import__("pickle").dumps(({0: shared}, ["SOS", "EOS"],
+                                                                  ["SOS", "EOS"]))))
+
+
+def test_the_command_line_prints_a_refusal_in_one_line(tmp_path):
+    path = write(tmp_path, b"\x80\x04}" + b")" + b"\x85" * 200_000 + b"K\x01s.")
+    out = subprocess.run([sys.executable, "-m", "DLStudio.datasets", "inspect", path],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 1 and "nest more than 32 deep" in out.stderr
+    assert "Traceback" not in out.stderr
