@@ -653,11 +653,12 @@ class TransformerBase(EncoderParts):
     def run_code_for_evaluating_checkpoint(self, master_encoder, master_decoder,
                                            checkpoints_dir, checkpoint_index, result_file=None,
                                            **options):
-        """Evaluate ``checkpoints_dir/checkpoint_<checkpoint_index>.pt`` on the held-out split."""
-        from .checkpoints import checkpoint_path
+        """Evaluate checkpoint N (an epoch, or "last") of ``checkpoints_dir`` on the held-out
+        split (see checkpoints.find_checkpoint)."""
+        from .checkpoints import find_checkpoint
         return self.run_code_for_evaluating(
             master_encoder, master_decoder, result_file,
-            checkpoint=checkpoint_path(checkpoints_dir, checkpoint_index), **options)
+            checkpoint=find_checkpoint(checkpoints_dir, checkpoint_index), **options)
 
     def translate(self, model, sentences, beam_width=1):
         """Translate English sentences (raw strings or word lists); return Spanish strings."""
@@ -668,9 +669,9 @@ class TransformerBase(EncoderParts):
                                             checkpoints_dir, checkpoint_index, sentence,
                                             beam_width=1):
         """Translate one sentence (or a list) with a checkpoint; return the Spanish."""
-        from .checkpoints import checkpoint_path
+        from .checkpoints import find_checkpoint
         model = self.model_from(master_encoder, master_decoder,
-                                checkpoint_path(checkpoints_dir, checkpoint_index))
+                                find_checkpoint(checkpoints_dir, checkpoint_index))
         many = not isinstance(sentence, str)
         out = self.translate(model, sentence if many else [sentence], beam_width)
         return out if many else out[0]

@@ -31,8 +31,8 @@ from .overrides import class_path, import_class
 from .vocabulary import archive_path
 
 __all__ = ["CheckpointError", "FORMAT", "checkpoint_path", "checkpoint_files",
-           "list_checkpoints", "save_checkpoint", "load_checkpoint", "make_payload",
-           "check_fits", "load_into", "save_final", "container_spec", "vit_spec",
+           "list_checkpoints", "find_checkpoint", "save_checkpoint", "load_checkpoint",
+           "make_payload", "check_fits", "load_into", "save_final", "container_spec", "vit_spec",
            "rebuild_translation", "rebuild_vit"]
 
 FORMAT = "dlstudio-transformers-checkpoint-v1"
@@ -56,6 +56,40 @@ def checkpoint_files(checkpoints_dir):
         if m:
             found.append(((int(m.group(1)) - (0.5 if m.group(2) else 0.0)), path))
     return [path for _, path in sorted(found)]
+
+
+def _describe(files):
+    names = [os.path.basename(p)[len("checkpoint_"):-len(".pt")] for p in files]
+    return ", ".join(n.replace("_partial", " (partial)") for n in names)
+
+
+def find_checkpoint(where, index=None):
+    """The file a script's ``DIR N`` names. ``where`` is a checkpoints directory or one
+    checkpoint file (then no index). N is an epoch index (its complete checkpoint, else the
+    partial one written inside that epoch by --max-minutes or Ctrl-C) or "last" (the newest
+    state, partial or not; the default). Raises CheckpointError saying what there is."""
+    if os.path.isfile(where):
+        if index is not None:
+            raise CheckpointError(f"{where} is one checkpoint file: give it without an index")
+        return where
+    if not os.path.isdir(where):
+        raise CheckpointError(f"no checkpoint file or directory {where}: train first, e.g. "
+                              "python3 seq2seq_with_transformerFG.py")
+    files = checkpoint_files(where)
+    if not files:
+        raise CheckpointError(f"{where} holds no checkpoint yet")
+    if index is None or str(index) == "last":
+        return files[-1]
+    try:
+        n = int(index)
+    except ValueError:
+        raise CheckpointError(f"checkpoint index {index!r}: give an epoch number or 'last'") \
+            from None
+    for name in (f"checkpoint_{n}.pt", f"checkpoint_{n}_partial.pt"):
+        if os.path.isfile(os.path.join(where, name)):
+            return os.path.join(where, name)
+    raise CheckpointError(f"no checkpoint {n} in {where}; it has {_describe(files)} "
+                          "(or give 'last')")
 
 
 def list_checkpoints(checkpoints_dir):
@@ -91,8 +125,8 @@ def load_checkpoint(path, map_location="cpu"):
     file when it is missing, truncated, crafted or not one of ours."""
     if not os.path.isfile(path):
         folder = os.path.dirname(path) or "."
-        have = list_checkpoints(folder) if os.path.isdir(folder) else []
-        hint = f" Checkpoints there: {have}." if have else ""
+        have = checkpoint_files(folder) if os.path.isdir(folder) else []
+        hint = f" Checkpoints there: {_describe(have)}." if have else ""
         raise CheckpointError(f"no checkpoint at {path}.{hint}")
     try:
         payload = torch.load(path, map_location=map_location, weights_only=True)

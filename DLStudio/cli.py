@@ -11,7 +11,7 @@ import logging
 import os
 import sys
 
-from .checkpoints import CheckpointError, checkpoint_path, list_checkpoints
+from .checkpoints import CheckpointError, find_checkpoint
 from .datasets import BUNDLED_ARCHIVE, ArchiveError, ImageDataError, load_archive
 from .DLStudio import DLStudio
 from .overrides import OverrideError, import_class
@@ -135,6 +135,14 @@ def training_parser(variant):
     return p
 
 
+def _say_how_to_test(script, trainer, model_class=None):
+    """The end of a run: the exact command that tests the model it ended with."""
+    if trainer.last_checkpoint:
+        flag = f" --model-class {model_class}" if model_class else ""
+        print(f"\nTest the model this run ended with:\n  python3 {script} "
+              f"{trainer.last_checkpoint}{flag}")
+
+
 def _model_class_flag(parser, what):
     parser.add_argument("--model-class", metavar="MODULE:CLASS",
                         help=f"{what}, e.g. homework_my_attention_head:"
@@ -179,51 +187,68 @@ def train_main(variant, argv=None):
               f"pairs, {len(xformer.held_out_corpus)} held out; vocabularies "
               f"{xformer.vocab_en_size} / {xformer.vocab_es_size}; {n_params:,} parameters; "
               f"device {dls.device}")
-        xformer.run_code_for_training(dls, encoder, decoder, display_train_loss=True,
-                                      checkpoints_dir=args.checkpoints_dir,
-                                      max_minutes=args.max_minutes, max_steps=args.max_steps,
-                                      overwrite=args.overwrite,
-                                      resume=args.resume, track_bleu=args.track_bleu)
+        trainer = xformer.run_code_for_training(
+            dls, encoder, decoder, display_train_loss=True, checkpoints_dir=args.checkpoints_dir,
+            max_minutes=args.max_minutes, max_steps=args.max_steps, overwrite=args.overwrite,
+            resume=args.resume, track_bleu=args.track_bleu)
         if not args.no_eval:
             xformer.run_code_for_evaluating(encoder, decoder, show=10,
                                             result_file=os.path.join(args.checkpoints_dir,
                                                                      "held_out_translations.txt"))
+        _say_how_to_test(f"test_checkpoint{variant}.py", trainer, args.model_class)
         return 0
     return _run(run, argv)
 
 
 # ---------------------------------------------------------------------------------------
-def _load(checkpoints_dir, index, archive=None, model_class=None):
-    path = checkpoint_path(checkpoints_dir, index)
-    if not os.path.isdir(checkpoints_dir):
-        raise UserError(f"no directory {checkpoints_dir}: train first, e.g. "
-                        "python3 seq2seq_with_transformerFG.py")
-    if not os.path.isfile(path):
-        have = list_checkpoints(checkpoints_dir)
-        raise UserError(f"no checkpoint {index} in {checkpoints_dir}; it has "
-                        f"{have or 'none'}")
+def add_checkpoint_arguments(parser, sentence=False):
+    """``DIR [N]`` or ``FILE.pt`` (then, with ``sentence``, the English sentence): N is an
+    epoch index, whose checkpoint may be a partial one, or "last" (the default)."""
+    parser.add_argument("checkpoint", metavar="DIR|FILE",
+                        help="a checkpoints directory, or one checkpoint file (.pt)")
+    parser.add_argument("more", nargs="+" if sentence else "?", metavar=(
+        "N SENTENCE" if sentence else "N"), help=("N: an epoch index or 'last' (not with a "
+                                                  "FILE)" + ("; SENTENCE: English, or - to "
+                                                             "read lines from standard input"
+                                                             if sentence else "")))
+
+
+def checkpoint_arguments(parser, args, sentence=False):
+    """The checkpoint file (and sentence) that `add_checkpoint_arguments` read."""
+    more = list(args.more or []) if sentence else [args.more] * (args.more is not None)
+    is_file = os.path.isfile(args.checkpoint)
+    wanted = (0 if is_file else 1) + sentence
+    if len(more) != wanted and not (sentence and len(more) == 1 and not is_file):
+        parser.error(f"give {'FILE' if is_file else 'DIR N'}" + (" SENTENCE" if sentence
+                                                                 else "") + f", got {more}")
+    index = None if is_file or len(more) < wanted else more[0]
+    path = find_checkpoint(args.checkpoint, index)
+    return (path, more[-1]) if sentence else path
+
+
+def _load(path, archive=None, model_class=None):
     corpus = load_archive(archive) if archive else None
     return TransformerBase.from_checkpoint(path, corpus=corpus, model_class=model_class)
 
 
-def load_checkpoint_or_exit(checkpoints_dir, index, archive=None, model_class=None):
-    """``(xformer, model)`` from ``checkpoints_dir/checkpoint_<index>.pt`` (a student's
-    container class: ``model_class``, "module:Class"), or a one-line message and exit code 1
-    (for scripts)."""
+def load_checkpoint_or_exit(checkpoints_dir, index=None, archive=None, model_class=None):
+    """``(xformer, model)`` from checkpoint N ("last" by default) of ``checkpoints_dir``, or
+    from one checkpoint file (a student's container class: ``model_class``,
+    "module:Class"); or a one-line message and exit code 1 (for scripts)."""
     try:
-        return _load(checkpoints_dir, index, archive, model_class)
+        return _load(find_checkpoint(checkpoints_dir, index), archive, model_class)
     except (UserError, ArchiveError, CheckpointError, FileNotFoundError, OverrideError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(1)
 
 
 def test_checkpoint_main(variant, argv=None):
-    """``test_checkpoint{FG,PreLN}.py DIR N``: held-out translations and BLEU."""
+    """``test_checkpoint{FG,PreLN}.py DIR N`` (or ``DIR last``, ``FILE.pt``): held-out
+    translations and BLEU."""
     def run(argv):
         p = argparse.ArgumentParser(description="Translate held-out sentences with a "
                                                 "checkpoint and score it with BLEU.")
-        p.add_argument("checkpoints_dir")
-        p.add_argument("checkpoint_index", type=int)
+        add_checkpoint_arguments(p)
         p.add_argument("--archive", help="the archive it was trained on, if it has moved")
         p.add_argument("--beam", type=_positive_int, default=1, help="beam width (1: greedy)")
         p.add_argument("--show", type=int, default=20, help="translations to print")
@@ -231,14 +256,14 @@ def test_checkpoint_main(variant, argv=None):
         _model_class_flag(p, "the container class the checkpoint was trained with, when it "
                              "is a subclass of your own")
         args = p.parse_args(argv)
-        xformer, model = _load(args.checkpoints_dir, args.checkpoint_index, args.archive,
-                               args.model_class)
+        path = checkpoint_arguments(p, args)
+        xformer, model = _load(path, args.archive, args.model_class)
         if variant and xformer.variant != variant:
             log.warning("note: this is a Transformer%s checkpoint", xformer.variant)
         if not xformer.held_out_corpus:
             raise UserError("the archive this checkpoint was trained on is not where it was: "
                             "give it with --archive")
-        print(f"Transformer{xformer.variant} checkpoint {args.checkpoint_index} "
+        print(f"Transformer{xformer.variant} checkpoint {path} "
               f"({len(xformer.held_out_corpus)} held-out pairs, beam {args.beam}):\n")
         xformer.run_code_for_evaluating(model.encoder, model.decoder,
                                         result_file=args.result_file, beam_width=args.beam,
@@ -248,21 +273,19 @@ def test_checkpoint_main(variant, argv=None):
 
 
 def translate_main(argv=None):
-    """``translate_sentence.py DIR N "sentence"`` (or ``-`` for standard input)."""
+    """``translate_sentence.py DIR N "sentence"`` (or ``FILE.pt "sentence"``; ``-`` reads
+    standard input)."""
     def run(argv):
         p = argparse.ArgumentParser(description="Translate English with any checkpoint.")
-        p.add_argument("checkpoints_dir")
-        p.add_argument("checkpoint_index", type=int)
-        p.add_argument("sentence", help='an English sentence, or "-" to read one per line '
-                                        "from standard input")
+        add_checkpoint_arguments(p, sentence=True)
         p.add_argument("--beam", type=_positive_int, default=1)
         _model_class_flag(p, "the container class the checkpoint was trained with, when it "
                              "is a subclass of your own")
         args = p.parse_args(argv)
-        xformer, model = _load(args.checkpoints_dir, args.checkpoint_index,
-                               model_class=args.model_class)
-        if args.sentence != "-":
-            print(xformer.translate(model, [args.sentence], args.beam)[0])
+        path, sentence = checkpoint_arguments(p, args, sentence=True)
+        xformer, model = _load(path, model_class=args.model_class)
+        if sentence != "-":
+            print(xformer.translate(model, [sentence], args.beam)[0])
             return 0
         lines = [line.rstrip("\n") for line in sys.stdin]
         status, prepared = 0, []
@@ -405,13 +428,14 @@ def vit_train_main(argv=None):
               f"{len(vit.training_set)} training and {len(vit.test_set)} test images, "
               f"{vit.max_seq_length - 1} patches of {args.patch_size}x{args.patch_size}; "
               f"{n_params:,} parameters; device {dls.device}")
-        vit.run_code_for_training_visTransformer(
+        trainer = vit.run_code_for_training_visTransformer(
             dls, vit, display_train_loss=True, checkpoints_dir=args.checkpoints_dir,
             max_minutes=args.max_minutes, overwrite=args.overwrite, resume=args.resume,
             track_accuracy=args.track_accuracy)
         vit.run_code_for_evaluating_visTransformer(
             confusion_png=os.path.join(args.checkpoints_dir, "confusion_matrix.png"))
         print(f"wrote {args.checkpoints_dir}/confusion_matrix.png and train_loss.png")
+        _say_how_to_test("test_checkpoint_for_visTransformer.py", trainer)
         return 0
     return _run(run, argv)
 
@@ -425,8 +449,7 @@ def vit_test_checkpoint_main(argv=None):
     def run(argv):
         p = argparse.ArgumentParser(description="Score a visTransformer checkpoint on its "
                                                 "test images and show what it sees.")
-        p.add_argument("checkpoints_dir")
-        p.add_argument("checkpoint_index", type=int)
+        add_checkpoint_arguments(p)
         p.add_argument("--dataroot", help="CIFAR-10: where it is now, if it has moved")
         p.add_argument("--images", type=_positive_int, default=16,
                        help="test images in the grid (and a quarter of them, at most 6, in "
@@ -434,29 +457,24 @@ def vit_test_checkpoint_main(argv=None):
         p.add_argument("--out", help="folder for the pictures (default: the checkpoints')")
         _model_class_flag(p, "the visTransformer subclass the checkpoint was trained with")
         args = p.parse_args(argv)
-        path = checkpoint_path(args.checkpoints_dir, args.checkpoint_index)
-        if not os.path.isfile(path):
-            have = list_checkpoints(args.checkpoints_dir) if os.path.isdir(
-                args.checkpoints_dir) else []
-            raise UserError(f"no checkpoint {path}; {args.checkpoints_dir} has "
-                            f"{have or 'none'}: train first with "
-                            "image_recog_with_visTransformer.py")
+        path = checkpoint_arguments(p, args)
+        label = os.path.basename(path)[len("checkpoint_"):-len(".pt")]     # "9", "9_partial"
         vit, payload = visTransformer.from_checkpoint(path, model_class=args.model_class)
         spec = dict(payload.get("dataset") or {})
         if args.dataroot:
             spec["dataroot"] = args.dataroot
         vit.load_dataset_of(spec)
-        out = args.out or args.checkpoints_dir
-        print(f"visTransformer checkpoint {args.checkpoint_index} (epoch "
+        out = args.out or os.path.dirname(path)
+        print(f"visTransformer checkpoint {path} (epoch "
               f"{payload['epoch'] + 1}, step {payload['step']}):")
         result = vit.run_code_for_evaluating_visTransformer(
-            confusion_png=os.path.join(out, f"confusion_matrix_{args.checkpoint_index}.png"))
+            confusion_png=os.path.join(out, f"confusion_matrix_{label}.png"))
         test = vit.test_set
         n = min(args.images, len(test))
         predicted = vit.predict(test.images[:n])
         grid = plot_image_grid(test.images[:n], test.labels[:n], predicted, vit.classes,
-                               os.path.join(out, f"test_images_{args.checkpoint_index}.png"),
-                               f"checkpoint {args.checkpoint_index}: predicted (true)")
+                               os.path.join(out, f"test_images_{label}.png"),
+                               f"checkpoint {label}: predicted (true)")
         k = max(1, min(6, n // 4))
         device = next(vit.parameters()).device
         maps = [m.cpu() for m in vit.attention_maps(test.images[:k].float().div(255)
@@ -465,7 +483,7 @@ def vit_test_checkpoint_main(argv=None):
         P_h, P_w = vit.patch_size
         attention = plot_class_token_attention(
             test.images[:k], maps, (H // P_h, W // P_w),
-            os.path.join(out, f"class_token_attention_{args.checkpoint_index}.png"),
+            os.path.join(out, f"class_token_attention_{label}.png"),
             "where the class token looks (mean over heads)")
         print(f"accuracy {result['accuracy']:.2f}%; wrote {grid}, {attention} and the "
               "confusion matrix")

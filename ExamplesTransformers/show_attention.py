@@ -2,6 +2,7 @@
 """What does each head look at? Attention maps of every layer and head for one sentence.
 
     python3 show_attention.py checkpoints_with_masking_FG 39 "i will visit my grandmother tomorrow"
+    python3 show_attention.py checkpoints_with_masking_FG last "..."   # or one .pt file
 
 Translates the sentence, then runs the model once on the sentence and its translation and
 plots, with the words on the axes:
@@ -15,7 +16,8 @@ import sys
 
 import torch
 
-from DLStudio.cli import load_checkpoint_or_exit
+from DLStudio.checkpoints import CheckpointError
+from DLStudio.cli import add_checkpoint_arguments, checkpoint_arguments, load_checkpoint_or_exit
 from DLStudio.evaluation import translate_ids
 from DLStudio.tokens import SOS_INDEX
 from DLStudio.visualize import plot_attention
@@ -23,17 +25,19 @@ from DLStudio.visualize import plot_attention
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("checkpoints_dir")
-    p.add_argument("checkpoint_index", type=int)
-    p.add_argument("sentence")
+    add_checkpoint_arguments(p, sentence=True)
     p.add_argument("--out", default="attention_maps", help="folder for the PNG files")
     p.add_argument("--model-class", metavar="MODULE:CLASS",
                    help="the container class of a checkpoint trained with your own subclass")
     args = p.parse_args()
-    xformer, model = load_checkpoint_or_exit(args.checkpoints_dir, args.checkpoint_index,
-                                             model_class=args.model_class)
     try:
-        words = xformer.vocab.prepare(args.sentence)
+        path, sentence = checkpoint_arguments(p, args, sentence=True)
+    except CheckpointError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    xformer, model = load_checkpoint_or_exit(path, model_class=args.model_class)
+    try:
+        words = xformer.vocab.prepare(sentence)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -173,3 +173,27 @@ def test_a_homework_checkpoint_is_scored_by_the_scripts_as_a_student_runs_them(w
                              capture_output=True, text=True, env=env, timeout=300)
     assert refused.returncode == 1 and "--model-class homework_my_attention_head" in \
         refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_a_run_that_ends_inside_an_epoch_is_reachable_by_every_script(work, monkeypatch,
+                                                                      capsys):
+    """The README's time-limited recipe ends inside an epoch: its model must be reachable."""
+    args = ["--archive", str(work / "tiny.tar.gz"), *TINY, "--batch-size", 32,
+            "--num-warmup-steps", 20, "--epochs", 3, "--max-steps", 12, "--checkpoint-freq", 1,
+            "--checkpoints-dir", "limited", "--no-eval"]
+    assert run_script("ExamplesTransformers/seq2seq_with_transformerFG.py", args, work,
+                      monkeypatch) == 0
+    command = capsys.readouterr().out.strip().splitlines()[-1].split()
+    assert command == ["python3", "test_checkpointFG.py", "limited/checkpoint_1_partial.pt"]
+    assert run_script("ExamplesTransformers/" + command[1], command[2:] + ["--show", "0"],
+                      work, monkeypatch) == 0
+    assert "held-out BLEU" in capsys.readouterr().out
+    said = []
+    for where in (["limited", "last"], ["limited", "1"], ["limited/checkpoint_1_partial.pt"]):
+        assert run_script("ExamplesTransformers/translate_sentence.py",
+                          where + ["she is tired"], work, monkeypatch) == 0
+        said.append(capsys.readouterr().out)
+    assert said[0] == said[1] == said[2]         # the same model, named three ways
+    assert run_script("ExamplesTransformers/translate_sentence.py",
+                      ["limited", "5", "she is tired"], work, monkeypatch) == 1
+    assert "it has 0, 1 (partial)" in capsys.readouterr().err
