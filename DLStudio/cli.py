@@ -19,6 +19,9 @@ from .training import TrainingDiverged, TrainingInterrupted
 from .Transformers import TransformerBase, TransformerFG, TransformerPreLN
 
 __all__ = ["train_main", "test_checkpoint_main", "translate_main", "load_checkpoint_or_exit",
+           "positive_int", "positive_float", "nonnegative_float", "nonnegative_int",
+           "existing_file", "archive_or_usage", "add_checkpoint_arguments",
+           "checkpoint_arguments",
            "vit_train_main", "vit_test_checkpoint_main", "homework_main", "LECTURE",
            "VIT_DEFAULTS", "HOMEWORK"]
 
@@ -54,6 +57,25 @@ def _number(convert, minimum, strict):
 _positive_int = _number(int, 1, strict=False)
 _positive_float = _number(float, 0.0, strict=True)
 _nonnegative_float = _number(float, 0.0, strict=False)
+#: argparse types for the benchmark scripts too
+positive_int, positive_float, nonnegative_float = _positive_int, _positive_float, \
+    _nonnegative_float
+nonnegative_int = _number(int, 0, strict=False)
+
+
+def archive_or_usage(parser, path, max_seq_length=10):
+    """A benchmark's archive, or argparse's usage message saying what is wrong with it."""
+    try:
+        return load_archive(path, max_seq_length=max_seq_length)
+    except (ArchiveError, FileNotFoundError) as e:
+        parser.error(str(e))
+
+
+def existing_file(text):
+    """An argparse type: a file that exists (an archive, a checkpoint)."""
+    if not os.path.isfile(text):
+        raise argparse.ArgumentTypeError(f"no file {text}")
+    return text
 
 
 def _run(fn, argv):

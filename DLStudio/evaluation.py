@@ -12,8 +12,10 @@ BLEU is computed on the held-out split, one hypothesis per distinct English sent
 against every Spanish translation of that sentence in the archive:
     - NLTK ``corpus_bleu``: 4-gram, uniform weights, smoothing ``method1`` (epsilon 0.1
       for an n-gram order with no match), on whitespace tokens; reported x 100;
-    - sacreBLEU's ``corpus_bleu`` (its default 13a tokenisation) with its signature, the
-      figure papers report.
+    - sacreBLEU's corpus score (its default 13a tokenisation and exp smoothing) with its
+      signature. It is computed on the archive's text (lower case, punctuation removed,
+      contractions expanded), so it compares runs on the same archive and split, not with
+      papers' cased, detokenised test sets.
 """
 
 import random
@@ -172,10 +174,10 @@ def bleu_scores(hypotheses, references):
         import sacrebleu
     except ImportError:      # sacreBLEU is a dependency; without it only NLTK's score
         return result
-    # sacreBLEU wants the same number of reference streams for every sentence: repeat a
-    # sentence's first reference (a repeated reference changes neither clipping nor length).
+    # sacreBLEU's form for a variable number of references: stream i holds each sentence's
+    # i-th reference, or None where it has fewer (its signature then says nrefs:var).
     n_refs = max(len(r) for r in references)
-    streams = [[" ".join(r[i] if i < len(r) else r[0]) for r in references]
+    streams = [[" ".join(r[i]) if i < len(r) else None for r in references]
                for i in range(n_refs)]
     metric = sacrebleu.metrics.BLEU()
     score = metric.corpus_score([" ".join(h) for h in hypotheses], streams)

@@ -38,7 +38,13 @@ from DLStudio import (  # noqa: E402
     TransformerFG,
     evaluation,  # noqa: E402
 )
-from DLStudio.datasets import BUNDLED_ARCHIVE, load_archive  # noqa: E402
+from DLStudio.checkpoints import CheckpointError  # noqa: E402
+from DLStudio.cli import (  # noqa: E402
+    archive_or_usage,
+    existing_file,
+    positive_int,
+)
+from DLStudio.datasets import BUNDLED_ARCHIVE  # noqa: E402
 from DLStudio.experiments import machine  # noqa: E402
 from DLStudio.tokens import padding_mask  # noqa: E402
 
@@ -86,20 +92,25 @@ class NoCache(torch.nn.Module):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--archive", default=BUNDLED_ARCHIVE)
-    p.add_argument("--embedding-size", type=int, default=256)
-    p.add_argument("--num-layers", type=int, default=4)
-    p.add_argument("--num-atten-heads", type=int, default=4)
-    p.add_argument("--batch-size", type=int, default=256)
-    p.add_argument("--batches", type=int, default=4, help="held-out batches per measurement")
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--checkpoint", help="a trained TransformerFG checkpoint of --archive")
+    p.add_argument("--archive", default=BUNDLED_ARCHIVE, type=existing_file)
+    p.add_argument("--embedding-size", type=positive_int, default=256)
+    p.add_argument("--num-layers", type=positive_int, default=4)
+    p.add_argument("--num-atten-heads", type=positive_int, default=4)
+    p.add_argument("--batch-size", type=positive_int, default=256)
+    p.add_argument("--batches", type=positive_int, default=4,
+                   help="held-out batches per measurement")
+    p.add_argument("--repeats", type=positive_int, default=3)
+    p.add_argument("--checkpoint", type=existing_file,
+                   help="a trained TransformerFG checkpoint of --archive")
     args = p.parse_args()
     torch.manual_seed(0)
-    corpus = load_archive(args.archive, max_seq_length=10)
+    corpus = archive_or_usage(p, args.archive)
     dls = DLStudio(use_gpu=False, seed=0)
     if args.checkpoint:
-        x, ours = TransformerFG.from_checkpoint(args.checkpoint, dl_studio=dls, corpus=corpus)
+        try:
+            x, ours = TransformerFG.from_checkpoint(args.checkpoint, dl_studio=dls, corpus=corpus)
+        except CheckpointError as e:
+            p.error(str(e))
         M, L = x.embedding_size, ours.encoder.num_basic_encoders
         H = ours.encoder.num_atten_heads
     else:

@@ -26,7 +26,13 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from DLStudio import DLStudio, TransformerFG, TransformerPreLN  # noqa: E402
-from DLStudio.datasets import BUNDLED_ARCHIVE, load_archive  # noqa: E402
+from DLStudio.cli import (  # noqa: E402
+    archive_or_usage,
+    existing_file,
+    nonnegative_int,
+    positive_int,
+)
+from DLStudio.datasets import BUNDLED_ARCHIVE  # noqa: E402
 from DLStudio.experiments import machine  # noqa: E402
 from DLStudio.tokens import padding_mask  # noqa: E402
 from DLStudio.training import TranslationTrainer  # noqa: E402
@@ -66,20 +72,22 @@ class Baseline(nn.Module):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--archive", default=BUNDLED_ARCHIVE)
-    p.add_argument("--embedding-size", type=int, default=256)
-    p.add_argument("--num-layers", type=int, default=4)
-    p.add_argument("--num-atten-heads", type=int, default=4)
-    p.add_argument("--batch-size", type=int, default=50)
-    p.add_argument("--iters", type=int, default=40, help="timed iterations per model")
-    p.add_argument("--warmup", type=int, default=5, help="iterations discarded per model")
-    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    p.add_argument("--archive", default=BUNDLED_ARCHIVE, type=existing_file)
+    p.add_argument("--embedding-size", type=positive_int, default=256)
+    p.add_argument("--num-layers", type=positive_int, default=4)
+    p.add_argument("--num-atten-heads", type=positive_int, default=4)
+    p.add_argument("--batch-size", type=positive_int, default=50)
+    p.add_argument("--iters", type=positive_int, default=40, help="timed iterations per model")
+    p.add_argument("--warmup", type=nonnegative_int, default=5,
+                   help="iterations discarded per model")
+    p.add_argument("--threads", type=positive_int, default=None,
+                   help="torch threads (default: torch's)")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     M, H, L = args.embedding_size, args.num_atten_heads, args.num_layers
-    corpus = load_archive(args.archive, max_seq_length=10)
+    corpus = archive_or_usage(p, args.archive)
     dls = DLStudio(use_gpu=False, batch_size=args.batch_size, epochs=1, seed=args.seed,
                    learning_rate=1e-4)
     trainers, containers = {}, {}

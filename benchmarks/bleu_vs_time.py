@@ -19,25 +19,32 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from DLStudio import DLStudio, TransformerFG, TransformerPreLN  # noqa: E402
-from DLStudio.datasets import BUNDLED_ARCHIVE, load_archive  # noqa: E402
+from DLStudio.cli import (  # noqa: E402
+    archive_or_usage,
+    existing_file,
+    nonnegative_float,
+    positive_float,
+    positive_int,
+)
+from DLStudio.datasets import BUNDLED_ARCHIVE  # noqa: E402
 from DLStudio.experiments import budget_run, machine  # noqa: E402
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--archive", default=BUNDLED_ARCHIVE)
+    p.add_argument("--archive", default=BUNDLED_ARCHIVE, type=existing_file)
     p.add_argument("--variant", choices=("FG", "PreLN"), default="FG")
-    p.add_argument("--minutes", type=float, default=30.0)
-    p.add_argument("--every", type=float, default=5.0, help="minutes between evaluations")
-    p.add_argument("--embedding-size", type=int, default=256)
-    p.add_argument("--num-layers", type=int, default=4)
-    p.add_argument("--num-atten-heads", type=int, default=4)
-    p.add_argument("--batch-size", type=int, default=128)
-    p.add_argument("--num-warmup-steps", type=int, default=1000)
-    p.add_argument("--lr-mul", type=float, default=1.0, help="FG: scales the schedule")
-    p.add_argument("--learning-rate", type=float, default=3e-4, help="PreLN: Adam's rate")
-    p.add_argument("--dropout", type=float, default=0.1)
-    p.add_argument("--label-smoothing", type=float, default=0.1)
+    p.add_argument("--minutes", type=positive_float, default=30.0)
+    p.add_argument("--every", type=positive_float, default=5.0, help="minutes between evaluations")
+    p.add_argument("--embedding-size", type=positive_int, default=256)
+    p.add_argument("--num-layers", type=positive_int, default=4)
+    p.add_argument("--num-atten-heads", type=positive_int, default=4)
+    p.add_argument("--batch-size", type=positive_int, default=128)
+    p.add_argument("--num-warmup-steps", type=positive_int, default=1000)
+    p.add_argument("--lr-mul", type=positive_float, default=1.0, help="FG: scales the schedule")
+    p.add_argument("--learning-rate", type=positive_float, default=3e-4, help="PreLN: Adam's rate")
+    p.add_argument("--dropout", type=nonnegative_float, default=0.1)
+    p.add_argument("--label-smoothing", type=nonnegative_float, default=0.1)
     p.add_argument("--full-width-heads", action="store_true")
     p.add_argument("--tie-embeddings", action="store_true")
     p.add_argument("--learned-positions", action="store_true")
@@ -46,7 +53,7 @@ def main():
     args = p.parse_args()
     logging.basicConfig(level=logging.WARNING)
     cls = {"FG": TransformerFG, "PreLN": TransformerPreLN}[args.variant]
-    corpus = load_archive(args.archive, max_seq_length=10)
+    corpus = archive_or_usage(p, args.archive)
     dls = DLStudio(use_gpu=True, batch_size=args.batch_size, epochs=10_000, seed=args.seed,
                    learning_rate=args.learning_rate)
     x = cls(dl_studio=dls, corpus=corpus, embedding_size=args.embedding_size,

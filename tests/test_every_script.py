@@ -197,3 +197,21 @@ def test_a_run_that_ends_inside_an_epoch_is_reachable_by_every_script(work, monk
     assert run_script("ExamplesTransformers/translate_sentence.py",
                       ["limited", "5", "she is tired"], work, monkeypatch) == 1
     assert "it has 0, 1 (partial)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("script", [s for s in SCRIPTS if s.startswith("benchmarks/")])
+def test_a_benchmark_answers_bad_arguments_with_its_usage(script, work, monkeypatch, capsys):
+    not_an_archive = work / "not_an_archive.tar.gz"
+    not_an_archive.write_text("hello")
+    for bad in (["--batch-size", 0], ["--archive", "nowhere.tar.gz"],
+                ["--archive", not_an_archive], ["--embedding-size", "big"]):
+        status = run_script(script, bad, work, monkeypatch)
+        err = capsys.readouterr().err
+        assert status == 2 and "usage:" in err and "Traceback" not in err, (bad, err)
+    if script.endswith("bench_decode.py"):               # a checkpoint of another archive
+        other = work / "other.tar.gz"
+        save_archive(generate_corpus(120, seed=9), other)
+        status = run_script(script, ["--archive", other, "--checkpoint",
+                                     checkpoint_path(str(work / "early_FG"), 0)], work,
+                            monkeypatch)
+        assert status == 2 and "vocabularies" in capsys.readouterr().err

@@ -182,11 +182,14 @@ def test_sigint_writes_a_resumable_checkpoint(tmp_path):
     assert "interrupted by SIGINT" in err and "--resume" in err and "Traceback" not in err
     newest = checkpoint_files(tmp_path / "ck")[-1]
     assert newest in err
-    load_checkpoint(newest)
+    interrupted = load_checkpoint(newest)
     resumed = subprocess.run(_train_command(tmp_path, ["--resume", "--max-minutes", "0.05"]),
                              env=env, capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
-    assert "resuming from" in resumed.stderr
+    assert f"resuming from {newest}" in resumed.stderr
+    after = load_checkpoint(checkpoint_files(tmp_path / "ck")[-1])
+    assert after["step"] > interrupted["step"]              # it went on from there
+    assert after["train_losses"][:interrupted["step"]] == interrupted["train_losses"]
 
 
 def test_sigkill_at_random_moments_never_leaves_a_bad_checkpoint(tmp_path):

@@ -1,6 +1,8 @@
 """The teaching code is the real Transformer: parity with PyTorch's layers, masking,
 batched heads, FG/PreLN symmetry, every parameter trained, warm-up, decoding."""
 
+import math
+
 import pytest
 import torch
 import torch.nn as nn
@@ -199,8 +201,36 @@ def test_beam_width_one_is_greedy(cls):
     model = x.EncoderDecoder(x, enc, dec).eval()
     src = x.sentence_with_words_to_ints([en for en, _ in x.held_out_corpus[:8]], "en")
     assert torch.equal(greedy_decode(model, src, 10), beam_search(model, src, 10, beam_width=1))
-    wide = beam_search(model, src, 10, beam_width=4)
-    assert wide.shape[0] == 8 and (wide < x.vocab_es_size).all()
+
+
+class TableModel:
+    """A decoder whose next-word probabilities are a table of prefixes (ids after SOS):
+    A = 2 (0.6) leads only to weak continuations, B = 3 (0.4) to a certain EOS."""
+
+    TABLE = {(): {2: 0.6, 3: 0.4}, (2,): {1: 0.3, 4: 0.35, 5: 0.35}, (3,): {1: 1.0},
+             (2, 4): {1: 1.0}, (2, 5): {1: 1.0}}
+
+    def encode(self, src):
+        return torch.zeros(src.size(0), 1, 1), torch.zeros(src.size(0), 1, 1, 1, dtype=bool)
+
+    def decoding(self):
+        import contextlib
+        return contextlib.nullcontext([])
+
+    def decode(self, ys, memory, cross_mask, keep):
+        logits = torch.full((ys.size(0), 6), -1e9)
+        for row, prefix in enumerate(ys[:, 1:].tolist()):
+            for word, p in self.TABLE.get(tuple(w for w in prefix if w != 1), {1: 1.0}).items():
+                logits[row, word] = math.log(p)
+        return logits
+
+
+def test_beam_search_finds_the_sentence_greedy_misses():
+    src = torch.zeros(2, 3, dtype=torch.long)
+    greedy = greedy_decode(TableModel(), src, 6)
+    beam = beam_search(TableModel(), src, 6, beam_width=2)
+    assert greedy[0].tolist()[:3] == [2, 4, 1]            # A (0.6), then 0.35, then EOS
+    assert beam[0].tolist()[:2] == [3, 1]     # B (0.4), then EOS (1.0): 0.4 > 0.6 x 0.35
 
 
 def test_overridden_nested_class_is_the_one_that_runs():
