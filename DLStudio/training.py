@@ -12,12 +12,16 @@ each batch is a set of rows cut to its longest sentence. Pairs of similar length
 together (length bucketing), so little time goes into padding.
 """
 
+import hashlib
+import json
 import logging
 import math
 import os
+import shutil
 import signal
 import threading
 import time
+import uuid
 
 import torch
 import torch.nn.functional as F
@@ -102,11 +106,16 @@ class Trainer:
         max_minutes, max_steps: stop after this much training time, or after this many
                           optimiser steps in all (a checkpoint is written).
         clip_grad_norm:   clip the gradient norm to this value (None: no clipping).
-        overwrite:        allow a directory that already holds checkpoints (files of the
-                          same name are replaced; nothing else is ever deleted).
-        resume:           continue from the newest complete checkpoint in checkpoints_dir
-                          (weights, optimiser and warm-up step, epoch, position in the
-                          epoch, random state): the run ends where an uninterrupted one would.
+        overwrite:        start a new run in a directory that holds another run's
+                          checkpoints: they move to DIR/previous/ (with ``also_move``, the
+                          saved model), replacing the run kept there before; a file this
+                          framework did not write is never deleted.
+        resume:           continue the run whose checkpoints are in checkpoints_dir, from its
+                          newest (weights, optimiser and warm-up step, epoch, position in the
+                          epoch, random states): the run ends where an uninterrupted one
+                          would. Refused when the training configuration differs (see
+                          ``training_config``; epochs, time and step limits, device and
+                          threads may change).
         track_score:      score the held-out split at every checkpoint (BLEU, accuracy);
                           the scores go into the checkpoint and beside the loss in
                           train_loss.png.
@@ -122,7 +131,7 @@ class Trainer:
     def __init__(self, model, optimizer, dls, checkpoints_dir=None, *, checkpoint_freq=5,
                  save_checkpoints=True, display_train_loss=False, max_minutes=None, max_steps=None,
                  clip_grad_norm=1.0, overwrite=False, resume=False, track_score=False,
-                 title="Transformer"):
+                 title="Transformer", also_move=()):
         self.dls, self.device = dls, dls.device
         self.model, self.optimizer = model.to(self.device), optimizer
         self.checkpoints_dir, self.title = checkpoints_dir, title
@@ -134,6 +143,7 @@ class Trainer:
         self.last_epoch = None
         self.last_checkpoint = None
         self.track_score, self.score_history = track_score, []      # (step, epoch, score)
+        self.run_id = uuid.uuid4().hex[:12]
         if resume:
             self.resume()
         elif save_checkpoints and checkpoints_dir:
@@ -142,9 +152,14 @@ class Trainer:
                 raise FileExistsError(
                     f"{checkpoints_dir} already holds checkpoints "
                     f"({', '.join(os.path.basename(p) for p in existing)}) from another run. "
-                    "Continue it with --resume (resume=True), replace checkpoints of the same "
-                    "name with --overwrite (overwrite=True; other files are never deleted), "
+                    "Continue it with --resume (resume=True), start a new run with "
+                    "--overwrite (overwrite=True: the old run's checkpoints move to "
+                    f"{os.path.join(checkpoints_dir, 'previous')}; nothing else is touched), "
                     "or choose another directory.")
+            if existing:           # the saved model goes too when it lies in the directory
+                inside = [p for p in also_move if os.path.isfile(p) and os.path.dirname(
+                    os.path.abspath(p)) == os.path.abspath(checkpoints_dir)]
+                self.move_previous_run(existing + inside)
 
     # -----------------------------------------------------------------------------------
     # What a subclass provides.
@@ -158,6 +173,56 @@ class Trainer:
 
     def held_out_score(self):
         raise NotImplementedError
+
+    def data_fingerprint(self):
+        raise NotImplementedError
+
+    # -----------------------------------------------------------------------------------
+    # What identifies a run: everything that changes the weights or the order of batches.
+    def training_config(self):
+        """The configuration a resumed run must share with its checkpoint: the model's
+        class and constructor arguments (not where its data lies, nor how often it saves),
+        batch size, seed, learning rate, clipping and the training data's fingerprint."""
+        description = self.model.description()
+        config = {name: value for name, value in description["container_args"].items()
+                  if name not in ("data_archive", "dataroot", "checkpoint_freq")}
+        config.update(container_class=description["container_class"],
+                      encoder_config=description.get("encoder_config"),
+                      decoder_config=description.get("decoder_config"),
+                      batch_size=self.dls.batch_size, seed=self.dls.seed,
+                      learning_rate=self.dls.learning_rate, clip_grad_norm=self.clip_grad_norm,
+                      data=self.data_fingerprint())
+        return json.loads(json.dumps(config, default=str))     # tuples read back as lists
+
+    def check_same_run(self, path, payload):
+        """Raise ValueError naming what differs between this run and a checkpoint's."""
+        theirs, ours = payload.get("training_config"), self.training_config()
+        if theirs is None:
+            log.warning("%s records no training configuration (an older checkpoint): "
+                        "resuming without checking it", path)
+            return
+        differ = sorted(k for k in set(theirs) | set(ours) if theirs.get(k) != ours.get(k))
+        if differ:
+            said = "; ".join(f"{k}: {theirs.get(k)} there, {ours.get(k)} now" for k in differ)
+            raise ValueError(
+                f"cannot resume from {path}: its run was trained differently ({said}). Resume "
+                "with the same settings (only the number of epochs, time and step limits, the "
+                "device and threads may change), or start a new run with --overwrite (the "
+                f"old one moves to {os.path.join(self.checkpoints_dir, 'previous')}).")
+
+    def move_previous_run(self, paths):
+        """--overwrite: the old run's files go to DIR/previous/, replacing the run kept there
+        (only files of the names this framework writes are removed from it)."""
+        previous = os.path.join(self.checkpoints_dir, "previous")
+        if os.path.isdir(previous):
+            names = {os.path.basename(p) for p in paths}
+            for old in checkpoint_files(previous) + [os.path.join(previous, n) for n in names]:
+                if os.path.isfile(old):
+                    os.unlink(old)
+        os.makedirs(previous, exist_ok=True)
+        for path in paths:
+            shutil.move(path, os.path.join(previous, os.path.basename(path)))
+        log.info("the previous run's %d files moved to %s", len(paths), previous)
 
     # -----------------------------------------------------------------------------------
     def train_step(self, *batch):
@@ -259,9 +324,10 @@ class Trainer:
     def payload(self, epoch, complete=True):
         """Everything a later script needs, in one dict (built by DLStudio.checkpoints)."""
         return make_payload(self.model, {
+            "run_id": self.run_id, "training_config": self.training_config(),
             "epoch": epoch, "step": self.step, "epoch_complete": complete,
             "batches_done": self.batches_done, "optimizer": self.optimizer.state_dict(),
-            "rng": {"torch": torch.get_rng_state()},
+            "rng": _rng_states(),
             "train_losses": list(self.train_losses),
             self.score_key: [list(row) for row in self.score_history]})
 
@@ -280,27 +346,38 @@ class Trainer:
         return path
 
     def resume(self):
-        """Load the newest checkpoint that reads back; a damaged one is reported and passed
-        over."""
-        for path in reversed(checkpoint_files(self.checkpoints_dir)):
+        """Continue this directory's run from its newest readable checkpoint (highest step);
+        a damaged one is reported and passed over. Refused when the directory holds more
+        than one run, or when this run's configuration differs from the checkpoint's."""
+        readable = []
+        for path in checkpoint_files(self.checkpoints_dir):
             try:
-                payload = load_into(self.model, load_checkpoint(path))
+                readable.append((path, load_checkpoint(path)))
             except CheckpointError as e:
                 log.warning("skipping %s: %s", path, e)
-                continue
-            self.optimizer.load_state_dict(payload["optimizer"])
-            self.step, self.train_losses = payload["step"], list(payload["train_losses"])
-            self.score_history = [tuple(row) for row in payload.get(self.score_key, [])]
-            if payload["epoch_complete"]:
-                self.epoch, self.batches_done = payload["epoch"] + 1, 0
-            else:
-                self.epoch, self.batches_done = payload["epoch"], payload["batches_done"]
-            torch.set_rng_state(payload["rng"]["torch"])
-            self.last_checkpoint = path
-            log.info("resuming from %s (epoch %d, step %d)", path, self.epoch + 1, self.step)
-            return path
-        raise FileNotFoundError(f"nothing to resume: no readable checkpoint in "
-                                f"{self.checkpoints_dir}")
+        if not readable:
+            raise FileNotFoundError(f"nothing to resume: no readable checkpoint in "
+                                    f"{self.checkpoints_dir}")
+        runs = {payload.get("run_id") for _, payload in readable}
+        if len(runs) > 1:
+            raise ValueError(f"{self.checkpoints_dir} holds checkpoints of {len(runs)} different "
+                             "runs, so which to continue is not clear: keep one run's "
+                             "checkpoints in a directory, or start a new run with --overwrite")
+        path, payload = max(readable, key=lambda item: (item[1]["step"], item[1]["epoch"]))
+        self.check_same_run(path, payload)
+        load_into(self.model, payload)
+        self.optimizer.load_state_dict(payload["optimizer"])
+        self.step, self.train_losses = payload["step"], list(payload["train_losses"])
+        self.score_history = [tuple(row) for row in payload.get(self.score_key, [])]
+        if payload["epoch_complete"]:
+            self.epoch, self.batches_done = payload["epoch"] + 1, 0
+        else:
+            self.epoch, self.batches_done = payload["epoch"], payload["batches_done"]
+        _set_rng_states(payload["rng"])
+        self.run_id = payload.get("run_id") or self.run_id
+        self.last_checkpoint = path
+        log.info("resuming from %s (epoch %d, step %d)", path, self.epoch + 1, self.step)
+        return path
 
     def plot_losses(self):
         from matplotlib.figure import Figure
@@ -346,6 +423,7 @@ class TranslationTrainer(Trainer):
         if not pairs:
             raise ValueError("the training split is empty: give the container an archive")
         self.vocab, self.held_out, self.label_smoothing = vocab, held_out, label_smoothing
+        self.pairs = pairs
         self.src, self.tgt, self.src_len, self.tgt_len = encode_pairs(vocab, pairs)
         self.num_examples = len(self.src)
         super().__init__(model, optimizer, dls, checkpoints_dir, track_score=track_bleu,
@@ -364,7 +442,7 @@ class TranslationTrainer(Trainer):
                    label_smoothing=xformer.label_smoothing,
                    checkpoint_freq=xformer.checkpoint_freq,
                    save_checkpoints=xformer.save_checkpoints,
-                   title=type(xformer).__name__, **options)
+                   title=type(xformer).__name__, also_move=_saved_paths(xformer), **options)
 
     def loss_on_batch(self, src, tgt):
         """Cross-entropy over the target positions up to and including the first EOS.
@@ -386,10 +464,23 @@ class TranslationTrainer(Trainer):
             yield (self.src[idx, :T_src].to(self.device, non_blocking=True),
                    self.tgt[idx, :T_tgt].to(self.device, non_blocking=True))
 
+    def data_fingerprint(self):
+        """A hash of the training pairs, in order (another archive or split differs)."""
+        h = hashlib.sha256()
+        for en, es in self.pairs:
+            h.update(f"{en}\t{es}\n".encode())
+        return h.hexdigest()[:16]
+
     def held_out_score(self):
         if not self.held_out:
             return None
         return evaluate_bleu(self.model, self.vocab, self.held_out, show=0)["bleu"]
+
+
+def _saved_paths(container):
+    """Where the final model is written (one path or DLStudio's dict of paths)."""
+    saved = container.dl_studio.path_saved_model
+    return list(saved.values()) if isinstance(saved, dict) else [saved]
 
 
 def train_translation(xformer, master_encoder, master_decoder, checkpoints_dir, **options):
@@ -434,7 +525,7 @@ class ImageTrainer(Trainer):
         vit.to(vit.dl_studio.device)
         return cls(vit, vit.make_optimizer(vit.parameters()), vit.dl_studio, checkpoints_dir,
                    checkpoint_freq=vit.checkpoint_freq, save_checkpoints=vit.save_checkpoints,
-                   title=type(vit).__name__, **options)
+                   title=type(vit).__name__, also_move=_saved_paths(vit), **options)
 
     def batches(self, epoch, skip=0):
         """The epoch's batches of (images in [0, 1], labels); the first ``skip`` are left
@@ -453,6 +544,11 @@ class ImageTrainer(Trainer):
         """Shape: images (B, C, H, W), labels (B,) -> scalar"""
         return F.cross_entropy(self.model(images), labels,
                                label_smoothing=self.vit.label_smoothing)
+
+    def data_fingerprint(self):
+        """The data set's recipe (where CIFAR-10 lies may change) and the augmentation."""
+        spec = {k: v for k, v in (self.vit.dataset_spec or {}).items() if k != "dataroot"}
+        return {"dataset": spec, "images": len(self.labels), "augment": self.vit.augment}
 
     def held_out_score(self):
         if self.vit.test_set is None:
@@ -478,6 +574,25 @@ def train_images(vit, model=None, checkpoint_dir=None, checkpoints_dir=None, cal
         save_checkpoint(trainer.payload(trainer.last_epoch, trainer.batches_done == 0),
                         vit.dl_studio.path_saved_model)
     return trainer
+
+
+def _rng_states():
+    """The random states that dropout and batch order draw from: CPU, and every GPU."""
+    states = {"torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    mps = getattr(torch, "mps", None)
+    if mps is not None and torch.backends.mps.is_available():
+        states["mps"] = mps.get_rng_state()
+    return states
+
+
+def _set_rng_states(states):
+    torch.set_rng_state(states["torch"])
+    if "cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])
+    if "mps" in states and torch.backends.mps.is_available():
+        torch.mps.set_rng_state(states["mps"])
 
 
 class _StopSignals:

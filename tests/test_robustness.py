@@ -196,3 +196,54 @@ def test_sigkill_at_random_moments_never_leaves_a_bad_checkpoint(tmp_path):
     results = kill_trials(trials=3, folder=tmp_path, seed=0)
     assert all(r["bad"] == [] for r in results), results
     assert sum(r["checked"] for r in results) > 0
+
+
+def run_in(folder, epochs=1, seed=1, batch_size=16, dropout=0.1, **options):
+    dls = DLStudio(use_gpu=False, batch_size=batch_size, epochs=epochs, seed=seed,
+                   learning_rate=1e-3, path_saved_model=str(folder / "saved.pt"))
+    x = TransformerFG(dl_studio=dls, corpus=CORPUS, embedding_size=16, num_warmup_steps=20,
+                      checkpoint_freq=1, dropout=dropout)
+    enc = x.MasterEncoder(dls, x, num_basic_encoders=1, num_atten_heads=2)
+    dec = x.MasterDecoderWithMasking(dls, x, num_basic_decoders=1, num_atten_heads=2)
+    return TranslationTrainer.for_container(x, enc, dec, str(folder), **options)
+
+
+def test_overwrite_keeps_the_old_run_in_previous_and_resume_continues_the_new_one(tmp_path):
+    ck = tmp_path / "ck"
+    a = run_in(ck, epochs=3, max_steps=40)               # 18 steps an epoch: stops in epoch 3
+    a.run()
+    assert [os.path.basename(p) for p in checkpoint_files(ck)] == [
+        "checkpoint_0.pt", "checkpoint_1.pt", "checkpoint_2_partial.pt"]
+    b = run_in(ck, epochs=1, seed=2, overwrite=True)
+    b.run()
+    assert {f for f in os.listdir(ck / "previous")} >= {"checkpoint_0.pt", "checkpoint_1.pt",
+                                                        "checkpoint_2_partial.pt"}
+    assert [os.path.basename(p) for p in checkpoint_files(ck)] == ["checkpoint_0.pt"]
+    resumed = run_in(ck, epochs=2, seed=2, resume=True)  # B's run, not A's older partial
+    assert resumed.run_id == b.run_id and resumed.last_checkpoint.endswith("checkpoint_0.pt")
+    resumed.run()
+    assert load_checkpoint(str(ck / "checkpoint_1.pt"))["run_id"] == b.run_id
+    (ck / "previous" / "my_notes.txt").write_text("keep me")
+    run_in(ck, epochs=1, seed=3, overwrite=True).run()   # previous/ now keeps B's run only
+    assert load_checkpoint(str(ck / "previous" / "checkpoint_0.pt"))["run_id"] == b.run_id
+    assert not (ck / "previous" / "checkpoint_2_partial.pt").exists()
+    assert (ck / "previous" / "my_notes.txt").read_text() == "keep me"
+
+
+def test_resume_refuses_another_configuration_and_names_what_differs(tmp_path):
+    run_in(tmp_path, epochs=1).run()
+    with pytest.raises(ValueError, match=r"batch_size: 16 there, 8 now"):
+        run_in(tmp_path, epochs=2, batch_size=8, resume=True)
+    with pytest.raises(ValueError, match=r"dropout: 0.1 there, 0.2 now"):
+        run_in(tmp_path, epochs=2, dropout=0.2, resume=True)
+    with pytest.raises(ValueError, match=r"seed: 1 there, 5 now"):
+        run_in(tmp_path, epochs=2, seed=5, resume=True)
+    assert run_in(tmp_path, epochs=2, resume=True).epoch == 1       # more epochs: fine
+
+
+def test_resume_refuses_a_directory_holding_two_runs(tmp_path):
+    run_in(tmp_path / "a", epochs=1).run()
+    run_in(tmp_path / "b", epochs=1).run()
+    os.replace(tmp_path / "b" / "checkpoint_0.pt", tmp_path / "a" / "checkpoint_7.pt")
+    with pytest.raises(ValueError, match="2 different runs"):
+        run_in(tmp_path / "a", epochs=9, resume=True)
