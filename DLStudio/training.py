@@ -122,8 +122,8 @@ class Trainer:
         title:            the name on the loss plot.
 
     A subclass provides: ``num_examples``, ``batches(epoch, skip)``,
-    ``loss_on_batch(*batch)`` and ``held_out_score()`` (with its ``score_name`` and
-    checkpoint key ``score_key``).
+    ``loss_on_batch(*batch)``, ``data_fingerprint()`` and ``held_out_score()`` (with its
+    ``score_name`` and checkpoint key ``score_key``).
     """
 
     score_name, score_key = "score", "held_out_score"
