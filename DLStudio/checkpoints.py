@@ -8,6 +8,7 @@ reads it and a crafted file cannot run code; no class is ever unpickled from it)
     container_class ("module:Class", e.g. "DLStudio.Transformers:TransformerFG" or a
                      student's "homework_my_attention_head:TransformerFGWithTemperature"),
     container_args, shape_args,                         # everything needed to rebuild
+    run_id, training_config,                            # which run; what --resume checks
     epoch, step, epoch_complete, batches_done, optimizer, rng, train_losses,
     held_out_bleu | held_out_accuracy,
   translation:

@@ -46,11 +46,18 @@ class _NextWord:
         return self.model.decode(ys, self.memory, self.cross_mask, keep)  # (B, V_es)
 
     def keep_rows(self, rows):
-        """Go on with these rows only: greedy decoding drops finished sentences, beam search
-        continues hypothesis i from rows[i]. Shape: rows (B_new,) indices."""
+        """Greedy decoding: go on with these sentences only (the others have finished).
+        Shape: rows (B_new,) indices."""
         self.memory, self.cross_mask = self.memory[rows], self.cross_mask[rows]
         for cache in self.caches:
             cache.select(rows)
+
+    def reorder(self, origin):
+        """Beam search: hypothesis i continues hypothesis origin[i], of the same sentence,
+        whose memory is the same: only the self-attention caches move."""
+        for cache in self.caches:
+            if not cache.of_memory:
+                cache.select(origin)
 
 
 @torch.no_grad()
@@ -117,7 +124,7 @@ def beam_search(model, src, max_len, beam_width=4, length_penalty=0.6):
             origin = (torch.arange(B, device=device)[:, None] * K + flat // V).view(-1)
             word = (flat % V).view(-1)                                     # (B K,)
             ys = torch.cat([ys[origin], word[:, None]], dim=1)
-            next_word_logits.keep_rows(origin)
+            next_word_logits.reorder(origin)
             lengths = lengths[origin] + (~finished[origin]).float()
             finished = finished[origin] | (word == EOS_INDEX)
             if finished.all():

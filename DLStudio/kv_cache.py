@@ -22,11 +22,14 @@ class KeyValueCache:
         once(compute)   cross-attention: the memory's keys and values, computed at step one
         weights(...)    the heads' W_Q, W_K, W_V stacked once for all steps
         select(rows)    go on with these rows (a finished sentence, a beam's reordering)
+    ``of_memory`` says which kind it holds: a beam's hypotheses of one sentence share the
+    memory, so reordering them leaves the memory's keys and values as they are.
     """
 
     def __init__(self):
         self.K = self.V = None
         self.stacked = {}
+        self.of_memory = False
 
     def extend(self, K, V):
         if self.K is not None:
@@ -38,6 +41,7 @@ class KeyValueCache:
     def once(self, compute):
         if self.K is None:
             self.K, self.V = compute()
+            self.of_memory = True
         return self.K, self.V
 
     def weights(self, names, stack):
