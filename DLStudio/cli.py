@@ -54,12 +54,9 @@ def _number(convert, minimum, strict):
     return parse
 
 
-_positive_int = _number(int, 1, strict=False)
-_positive_float = _number(float, 0.0, strict=True)
-_nonnegative_float = _number(float, 0.0, strict=False)
-#: argparse types for the benchmark scripts too
-positive_int, positive_float, nonnegative_float = _positive_int, _positive_float, \
-    _nonnegative_float
+positive_int = _number(int, 1, strict=False)
+positive_float = _number(float, 0.0, strict=True)
+nonnegative_float = _number(float, 0.0, strict=False)
 nonnegative_int = _number(int, 0, strict=False)
 
 
@@ -117,31 +114,33 @@ def training_parser(variant):
     L = LECTURE
     p.add_argument("--archive", default=L["archive"],
                    help="DLStudio archive (default: %(default)s)")
-    p.add_argument("--epochs", type=_positive_int, default=L["epochs"])
-    p.add_argument("--batch-size", type=_positive_int, default=L["batch_size"])
-    p.add_argument("--embedding-size", type=_positive_int, default=L["embedding_size"])
-    p.add_argument("--num-layers", type=_positive_int, default=L["num_layers"],
+    p.add_argument("--epochs", type=positive_int, default=L["epochs"])
+    p.add_argument("--batch-size", type=positive_int, default=L["batch_size"])
+    p.add_argument("--embedding-size", type=positive_int, default=L["embedding_size"])
+    p.add_argument("--num-layers", type=positive_int, default=L["num_layers"],
                    help="basic encoders and basic decoders (each)")
-    p.add_argument("--num-atten-heads", type=_positive_int, default=L["num_atten_heads"])
-    p.add_argument("--max-seq-length", type=_positive_int, default=L["max_seq_length"])
-    p.add_argument("--num-warmup-steps", type=_positive_int, default=L["num_warmup_steps"],
+    p.add_argument("--num-atten-heads", type=positive_int, default=L["num_atten_heads"])
+    p.add_argument("--max-seq-length", type=positive_int, default=L["max_seq_length"])
+    p.add_argument("--num-warmup-steps", type=positive_int, default=L["num_warmup_steps"],
                    help="FG's warm-up")
-    p.add_argument("--lr-mul", type=_positive_float, default=L["lr_mul"],
+    p.add_argument("--lr-mul", type=positive_float, default=L["lr_mul"],
                    help="FG: scales the warm-up schedule")
-    p.add_argument("--learning-rate", type=_positive_float, default=L["learning_rate"],
+    p.add_argument("--learning-rate", type=positive_float, default=L["learning_rate"],
                    help="PreLN: Adam's constant rate")
-    p.add_argument("--dropout", type=_nonnegative_float, default=0.0)
-    p.add_argument("--label-smoothing", type=_nonnegative_float, default=0.0)
-    p.add_argument("--checkpoint-freq", type=_positive_int, default=5)
+    p.add_argument("--dropout", type=nonnegative_float, default=0.0)
+    p.add_argument("--label-smoothing", type=nonnegative_float, default=0.0)
+    p.add_argument("--checkpoint-freq", type=positive_int, default=5)
     p.add_argument("--checkpoints-dir", default=f"checkpoints_with_masking_{variant}")
-    p.add_argument("--max-minutes", type=_positive_float, default=None,
+    p.add_argument("--max-minutes", type=positive_float, default=None,
                    help="stop after this much training (a checkpoint is written)")
-    p.add_argument("--max-steps", type=_positive_int, default=None,
+    p.add_argument("--max-steps", type=positive_int, default=None,
                    help="stop after this many optimiser steps (a checkpoint is written)")
     p.add_argument("--overwrite", action="store_true",
-                   help="reuse a checkpoints directory that holds checkpoints")
+                   help="start a new run in a directory that holds one: the old run's "
+                        "checkpoints move to DIR/previous/")
     p.add_argument("--resume", action="store_true",
-                   help="continue from the newest checkpoint in --checkpoints-dir")
+                   help="continue the run in --checkpoints-dir from its newest checkpoint "
+                        "(refused if a setting that changes training differs)")
     p.add_argument("--track-bleu", action="store_true",
                    help="score the held-out split at every checkpoint (plotted with the loss)")
     p.add_argument("--full-width-heads", action="store_true",
@@ -236,16 +235,16 @@ def add_checkpoint_arguments(parser, sentence=False):
 
 
 def checkpoint_arguments(parser, args, sentence=False):
-    """The checkpoint file (and sentence) that `add_checkpoint_arguments` read."""
-    more = list(args.more or []) if sentence else [args.more] * (args.more is not None)
-    is_file = os.path.isfile(args.checkpoint)
-    wanted = (0 if is_file else 1) + sentence
-    if len(more) != wanted and not (sentence and len(more) == 1 and not is_file):
-        parser.error(f"give {'FILE' if is_file else 'DIR N'}" + (" SENTENCE" if sentence
-                                                                 else "") + f", got {more}")
-    index = None if is_file or len(more) < wanted else more[0]
-    path = find_checkpoint(args.checkpoint, index)
-    return (path, more[-1]) if sentence else path
+    """The checkpoint file (and sentence) that `add_checkpoint_arguments` read; no N means
+    the newest ("last")."""
+    more = list(args.more) if sentence else [m for m in [args.more] if m is not None]
+    text = more.pop() if sentence else None
+    if len(more) > (0 if os.path.isfile(args.checkpoint) else 1):
+        parser.error(f"{args.checkpoint} is " + ("one checkpoint file: give no index" if
+                     os.path.isfile(args.checkpoint) else "a directory: give one index N")
+                     + f", not {' '.join(more)}")
+    path = find_checkpoint(args.checkpoint, more[0] if more else None)
+    return (path, text) if sentence else path
 
 
 def _load(path, archive=None, model_class=None):
@@ -272,7 +271,7 @@ def test_checkpoint_main(variant, argv=None):
                                                 "checkpoint and score it with BLEU.")
         add_checkpoint_arguments(p)
         p.add_argument("--archive", help="the archive it was trained on, if it has moved")
-        p.add_argument("--beam", type=_positive_int, default=1, help="beam width (1: greedy)")
+        p.add_argument("--beam", type=positive_int, default=1, help="beam width (1: greedy)")
         p.add_argument("--show", type=int, default=20, help="translations to print")
         p.add_argument("--result-file", help="write every held-out translation here")
         _model_class_flag(p, "the container class the checkpoint was trained with, when it "
@@ -300,7 +299,7 @@ def translate_main(argv=None):
     def run(argv):
         p = argparse.ArgumentParser(description="Translate English with any checkpoint.")
         add_checkpoint_arguments(p, sentence=True)
-        p.add_argument("--beam", type=_positive_int, default=1)
+        p.add_argument("--beam", type=positive_int, default=1)
         _model_class_flag(p, "the container class the checkpoint was trained with, when it "
                              "is a subclass of your own")
         args = p.parse_args(argv)
@@ -345,11 +344,11 @@ def homework_main(homework_class, argv=None, report=None):
         p = argparse.ArgumentParser(description=f"Train {homework_class.__name__} beside "
                                                 "the unmodified model and compare them.")
         p.add_argument("--archive", default=BUNDLED_ARCHIVE)
-        p.add_argument("--epochs", type=_positive_int, default=h["epochs"])
-        p.add_argument("--max-steps", type=_positive_int, default=None)
+        p.add_argument("--epochs", type=positive_int, default=h["epochs"])
+        p.add_argument("--max-steps", type=positive_int, default=None)
         for name in ("batch_size", "embedding_size", "num_layers", "num_atten_heads",
                      "num_warmup_steps"):
-            p.add_argument("--" + name.replace("_", "-"), type=_positive_int, default=h[name])
+            p.add_argument("--" + name.replace("_", "-"), type=positive_int, default=h[name])
         p.add_argument("--seed", type=int, default=0)
         p.add_argument("--out", default="homework_run", help="folder for the checkpoints")
         p.add_argument("--cpu", action="store_true")
@@ -388,29 +387,32 @@ def vit_parser():
     p.add_argument("--dataroot", default="./data/CIFAR-10/",
                    help="CIFAR-10: the folder that holds (or gets) cifar-10-batches-py")
     p.add_argument("--download", action="store_true", help="CIFAR-10: download it first")
-    p.add_argument("--num-train", type=_positive_int, default=d["num_train"],
+    p.add_argument("--num-train", type=positive_int, default=d["num_train"],
                    help="shapes: training images to generate")
-    p.add_argument("--num-test", type=_positive_int, default=d["num_test"],
+    p.add_argument("--num-test", type=positive_int, default=d["num_test"],
                    help="shapes: test images to generate")
-    p.add_argument("--patch-size", type=_positive_int, default=d["patch_size"])
-    p.add_argument("--embedding-size", type=_positive_int, default=d["embedding_size"])
-    p.add_argument("--num-layers", type=_positive_int, default=d["num_layers"],
+    p.add_argument("--patch-size", type=positive_int, default=d["patch_size"])
+    p.add_argument("--embedding-size", type=positive_int, default=d["embedding_size"])
+    p.add_argument("--num-layers", type=positive_int, default=d["num_layers"],
                    help="basic encoders")
-    p.add_argument("--num-atten-heads", type=_positive_int, default=d["num_atten_heads"])
+    p.add_argument("--num-atten-heads", type=positive_int, default=d["num_atten_heads"])
     p.add_argument("--layout", choices=("PreLN", "FG"), default="PreLN")
     p.add_argument("--num-warmup-steps", type=int, default=0,
                    help="FG layout: warm-up steps (0: Adam at --learning-rate)")
-    p.add_argument("--epochs", type=_positive_int, default=d["epochs"])
-    p.add_argument("--batch-size", type=_positive_int, default=d["batch_size"])
-    p.add_argument("--learning-rate", type=_positive_float, default=d["learning_rate"])
-    p.add_argument("--dropout", type=_nonnegative_float, default=0.0)
-    p.add_argument("--label-smoothing", type=_nonnegative_float, default=0.0)
+    p.add_argument("--epochs", type=positive_int, default=d["epochs"])
+    p.add_argument("--batch-size", type=positive_int, default=d["batch_size"])
+    p.add_argument("--learning-rate", type=positive_float, default=d["learning_rate"])
+    p.add_argument("--dropout", type=nonnegative_float, default=0.0)
+    p.add_argument("--label-smoothing", type=nonnegative_float, default=0.0)
     p.add_argument("--augment", action="store_true", help="random shifts and flips")
-    p.add_argument("--checkpoint-freq", type=_positive_int, default=5)
+    p.add_argument("--checkpoint-freq", type=positive_int, default=5)
     p.add_argument("--checkpoints-dir", default="checkpoints_visTrans")
-    p.add_argument("--max-minutes", type=_positive_float, default=None)
-    p.add_argument("--overwrite", action="store_true")
-    p.add_argument("--resume", action="store_true")
+    p.add_argument("--max-minutes", type=positive_float, default=None)
+    p.add_argument("--overwrite", action="store_true",
+                   help="start a new run in a directory that holds one: the old run's "
+                        "checkpoints move to DIR/previous/")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run in --checkpoints-dir from its newest checkpoint")
     p.add_argument("--track-accuracy", action="store_true",
                    help="test accuracy at every checkpoint (plotted with the loss)")
     p.add_argument("--seed", type=int, default=0)
@@ -473,7 +475,7 @@ def vit_test_checkpoint_main(argv=None):
                                                 "test images and show what it sees.")
         add_checkpoint_arguments(p)
         p.add_argument("--dataroot", help="CIFAR-10: where it is now, if it has moved")
-        p.add_argument("--images", type=_positive_int, default=16,
+        p.add_argument("--images", type=positive_int, default=16,
                        help="test images in the grid (and a quarter of them, at most 6, in "
                             "the attention picture)")
         p.add_argument("--out", help="folder for the pictures (default: the checkpoints')")
