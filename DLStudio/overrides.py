@@ -1,17 +1,22 @@
 """The override contract: what a student's nested class must accept, and how it is found again.
 
 A subclass of TransformerFG, TransformerPreLN or visTransformer may replace any nested class
-(constructors: DLStudio 2.5.8's signatures or ours). Three things keep that promise honest:
+(constructors: DLStudio 2.5.8's signatures or ours). These keep that promise honest:
 
-    check_forwards(container)   when the model is built: every nested class's ``forward``
-                                can take what the model passes it (below), else a message
+    check_forwards(container, names)
+                                when the model is built: every nested class's ``forward``
+                                (and, with full_width_heads, a head's constructor) can take
+                                what the model passes it (FORWARD_CONTRACT), else a message
                                 that names the signature to write, never a TypeError mid-run
+    runs_base / own_code        whether a module runs our code, so that a fast path (the
+                                batched heads, the key/value cache) is used only where it
+                                reproduces what the student's class would compute
     say_once(message)           a class of the student's that a fast path cannot run is run
                                 as written (slower), and the user is told once
     class_path / import_class   a checkpoint records its container class as "module:Class";
                                 the scripts rebuild that class from ``--model-class``
 
-Only the standard library here: the model imports this module, nothing else does more.
+Only the standard library here: the model imports this module.
 """
 
 import importlib
