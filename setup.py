@@ -17,6 +17,7 @@ setup(
         "matplotlib>=3.7",
         "tqdm>=4.60",
         "sacrebleu>=2.3",
+        "tokenizers>=0.15",
     ],
     extras_require={"dev": ["pytest>=7", "ruff>=0.4", "hypothesis>=6"]},
     license="MIT",

@@ -4,6 +4,7 @@ Vaswani et al. 2017, Fig. 1:
 
     TransformerFG      post-LayerNorm (Vaswani et al. 2017), trained with warm-up
     TransformerPreLN   pre-LayerNorm (Xiong et al. 2020), no warm-up needed
+    TransformerGPT     decoder only: a language model (Radford et al. 2018) of the same parts
     visTransformer     an image as a sentence of patches (Dosovitskiy et al. 2020)
 
         token ids ──> EmbeddingsGenerator ──> MasterEncoder (N x BasicEncoder) ──┐
@@ -14,7 +15,7 @@ Vaswani et al. 2017, Fig. 1:
                                                ──> output layer ──> logits over Spanish words
 
 In the lecture's order: embeddings, attention, the encoder (`EncoderParts`, shared by every
-container), the decoder (`TransformerBase`), the containers, visTransformer. FG and PreLN
+container), the decoder (`TransformerBase`), the containers, the GPT, visTransformer. FG and PreLN
 differ only in `norm_first` (see `residual`) and in whether `make_optimizer` warms up. Every
 part is built through the container (``xformer.AttentionHead(...)``), so overriding one
 nested class in a subclass changes it everywhere; constructors take DLStudio's signatures,
@@ -50,8 +51,8 @@ from .overrides import check_forwards, class_path, own_code, runs_base, say_once
 from .schedule import ADAM_DEFAULTS, ScheduledOptim, adam
 from .tokens import causal_mask, padding_mask
 
-__all__ = ["TransformerFG", "TransformerPreLN", "visTransformer", "TransformerBase",
-           "EncoderParts", "KeyValueCache", "scaled_dot_product", "residual", "padding_mask",
+__all__ = ["TransformerFG", "TransformerPreLN", "TransformerGPT", "visTransformer",
+           "TransformerBase", "EncoderParts", "KeyValueCache", "scaled_dot_product", "residual", "padding_mask",
            "causal_mask"]
 
 
@@ -88,6 +89,12 @@ class EncoderParts:
 
     norm_first = None     # where LayerNorm sits: see `residual`
 
+    def num_tokens(self, lang):
+        """The size of the vocabulary of ``lang`` ("en" | "es"): embeddings and output layer."""
+        if lang not in ("en", "es"):
+            raise ValueError(f"lang must be 'en' or 'es', got {lang!r}")
+        return self.vocab_en_size if lang == "en" else self.vocab_es_size
+
     class EmbeddingsGenerator(nn.Module):
         """Word embeddings plus the sinusoidal position code (Vaswani et al. 2017, sec. 3.5).
 
@@ -99,9 +106,7 @@ class EncoderParts:
 
         def __init__(self, xformer, lang, embedding_size):
             super().__init__()
-            if lang not in ("en", "es"):
-                raise ValueError(f"lang must be 'en' or 'es', got {lang!r}")
-            vocab_size = xformer.vocab_en_size if lang == "en" else xformer.vocab_es_size
+            vocab_size = xformer.num_tokens(lang)
             self.lang, self.embedding_size = lang, embedding_size
             self.embedding = nn.Embedding(vocab_size, embedding_size)
             # std M^-0.5: after the sqrt(M) scaling, words are of the position code's size.
@@ -371,6 +376,10 @@ class TransformerBase(EncoderParts):
         num_warmup_steps, lr_mul, optimizer_params ({"beta1", "beta2", "epsilon"}): FG's
             warm-up (``ScheduledOptim``) and Adam.  masking: accepted for DLStudio scripts.
         held_out_fraction, split_seed: the held-out split, grouped by English sentence.
+        tokenizer: "word" (DLStudio's) or "bpe" (``vocab_size`` subword pieces per language,
+            learnt from the training split; max_seq_length then counts pieces and grows to
+            fit the longest training sentence); vocab_from: "archive" or "training" (word
+            level); vocab: a ready Vocabulary (a checkpoint's). See DLStudio.vocabulary.
         Other designs than the lecture's, as switches: dropout (Vaswani 5.4), label_smoothing
         (5.4), full_width_heads (heads read all of M, then W^O: 3.2.2), tie_embeddings (the
         output layer shares the Spanish embeddings: Press and Wolf 2017), learned_positions.
@@ -385,7 +394,8 @@ class TransformerBase(EncoderParts):
                  optimizer_params=None, lr_mul=1.0, masking=True, checkpoint_freq=5,
                  held_out_fraction=0.05, split_seed=0, dropout=0.0, label_smoothing=0.0,
                  full_width_heads=False, tie_embeddings=False, learned_positions=False,
-                 corpus=None):
+                 corpus=None, tokenizer="word", vocab_size=None, vocab_from="archive",
+                 vocab=None):
         if embedding_size % 2:
             raise ValueError(f"embedding_size must be even (sin/cos pairs), got {embedding_size}")
         self.dl_studio, self.masking, self.save_checkpoints = dl_studio, masking, save_checkpoints
@@ -398,12 +408,13 @@ class TransformerBase(EncoderParts):
         self.dropout, self.label_smoothing = dropout, label_smoothing
         self.full_width_heads, self.tie_embeddings = full_width_heads, tie_embeddings
         self.learned_positions = learned_positions
+        self.tokenizer, self.vocab_size, self.vocab_from = tokenizer, vocab_size, vocab_from
         self.class_path = class_path(type(self))
         check_forwards(self, ["EmbeddingsGenerator", "AttentionHead", "SelfAttention",
                               "CrossAttention", "FeedForward", "BasicEncoder", "MasterEncoder",
                               "BasicDecoderWithMasking", "MasterDecoderWithMasking"],
                        {"CrossAttentionHead": self.CrossAttention.head_class(self)})
-        self.use_corpus(corpus)
+        self.use_corpus(corpus, vocab)
         self.embeddings_generator_en = self.EmbeddingsGenerator(self, "en", embedding_size)
         self.embeddings_generator_es = self.EmbeddingsGenerator(self, "es", embedding_size)
 
@@ -497,7 +508,7 @@ class TransformerBase(EncoderParts):
                 for _ in range(num_basic_decoders)])
             M = xformer.embedding_size
             self.final_norm = nn.LayerNorm(M) if xformer.norm_first else nn.Identity()
-            self.out = nn.Linear(M, xformer.vocab_es_size)
+            self.out = nn.Linear(M, xformer.num_tokens("es"))
 
         def config(self):
             return {"num_basic_decoders": self.num_basic_decoders,
@@ -604,10 +615,10 @@ class TransformerBase(EncoderParts):
         from .checkpoints import container_spec
         return container_spec(self)
 
-    def use_corpus(self, corpus=None):
-        """Read the archive (or take ``corpus``): vocabularies, training/held-out split."""
+    def use_corpus(self, corpus=None, vocab=None):
+        """Read the archive (or take ``corpus``): training/held-out split, vocabularies."""
         from .vocabulary import use_corpus
-        use_corpus(self, corpus)
+        use_corpus(self, corpus, vocab)
 
     def sentence_with_words_to_ints(self, sentences, lang):
         """Token ids (B, max_seq_length), EOS-padded (``Vocabulary.encode``)."""
@@ -713,6 +724,148 @@ class TransformerPreLN(TransformerBase):
 
     variant = "PreLN"
     norm_first = True
+
+
+class TransformerGPT(EncoderParts, nn.Module):
+    """A decoder-only language model (GPT: Radford et al. 2018): it predicts each next token
+    of a sentence from the tokens before it, and so can continue a prompt. It is built from
+    the translation models' own classes; there is no attention code of its own:
+
+        token ids ──> EmbeddingsGenerator ──> MasterDecoderWithMasking ──────────> logits
+        (B, T)        token + position code    N x BasicDecoderWithMasking:          (B, T, V)
+                                               causal SelfAttention, FeedForward     next token
+
+    With no encoder there is no memory and no cross-attention, so a GPT layer is the encoder
+    layer (BasicEncoder) given the causal mask, and the stack with its output layer is the
+    translation decoder's MasterDecoderWithMasking called without memory. Pre-trained on
+    Spanish, its weights initialise a translation decoder (DLStudio.checkpoints.init_from_gpt).
+
+    Args (keyword-only): dl_studio; sentences: the text, one sentence per string (split into
+        training and held-out by held_out_fraction, split_seed); lang: what language they
+        are in (a label: "es", "en", ...); tokenizer: "bpe" (``vocab_size`` pieces learnt
+        from the training sentences) or "word"; vocab: a ready tokenizer instead (a
+        translation model's, a checkpoint's); max_seq_length: tokens per sentence with SOS
+        and EOS (grows to fit the longest sentence); embedding_size (M),
+        num_basic_decoders (N), num_atten_heads (H); layout "PreLN" (GPT-2's, the default) or
+        "FG"; the other switches as in TransformerFG.
+    Shape: ids (B, T) -> logits (B, T, V), or (N, V) where ``keep`` (B, T) is True
+
+    ClassPath: DLStudio.Transformers.TransformerGPT
+    """
+
+    variant = "GPT"
+
+    class BasicDecoderWithMasking(EncoderParts.BasicEncoder):
+        """One GPT layer: masked self-attention and the feed-forward network, each inside
+        `residual`: the encoder layer, given the causal mask. It takes the translation
+        decoder layer's arguments (memory and cross_mask are None: there is no encoder).
+
+        Shape: x (B, T, M), self_mask (T, T) -> (B, T, M)
+        """
+
+        def __init__(self, dls, xformer, num_atten_heads, masking=True):
+            super().__init__(dls, xformer, num_atten_heads)
+
+        def forward(self, x, memory=None, self_mask=None, cross_mask=None):
+            return super().forward(x, self_mask)                           # (B, T, M)
+
+    #: The translation decoder's stack and output layer, here over GPT layers, no memory.
+    MasterDecoderWithMasking = TransformerBase.MasterDecoderWithMasking
+
+    def __init__(self, *, dl_studio, sentences=None, lang="es", tokenizer="bpe",
+                 vocab_size=8000, vocab=None, max_seq_length=None, embedding_size=256,
+                 num_basic_decoders=4, num_atten_heads=4, layout="PreLN", num_warmup_steps=0,
+                 lr_mul=1.0, optimizer_params=None, dropout=0.0, label_smoothing=0.0,
+                 full_width_heads=False, learned_positions=False, tie_embeddings=False,
+                 held_out_fraction=0.05, split_seed=0, save_checkpoints=True,
+                 checkpoint_freq=5, archive_text=False):
+        super().__init__()
+        if layout not in ("FG", "PreLN"):
+            raise ValueError(f"layout must be 'FG' or 'PreLN', got {layout!r}")
+        self.dl_studio, self.lang, self.layout = dl_studio, lang, layout
+        self.tokenizer, self.vocab_size, self.norm_first = tokenizer, vocab_size, layout == "PreLN"
+        self.embedding_size, self.max_seq_length = embedding_size, max_seq_length
+        self.num_basic_decoders, self.num_atten_heads = num_basic_decoders, num_atten_heads
+        self.num_warmup_steps, self.lr_mul = num_warmup_steps, lr_mul
+        self.optimizer_params = dict(optimizer_params or ADAM_DEFAULTS)
+        self.dropout, self.label_smoothing = dropout, label_smoothing
+        self.full_width_heads, self.learned_positions = full_width_heads, learned_positions
+        self.tie_embeddings, self.held_out_fraction = tie_embeddings, held_out_fraction
+        self.split_seed, self.save_checkpoints = split_seed, save_checkpoints
+        self.checkpoint_freq, self.class_path = checkpoint_freq, class_path(type(self))
+        self.archive_text = archive_text   # prompts are then normalised like the archive
+        check_forwards(self, ["EmbeddingsGenerator", "AttentionHead", "SelfAttention",
+                              "FeedForward", "BasicDecoderWithMasking",
+                              "MasterDecoderWithMasking"])
+        self.use_text(sentences or [], vocab)
+        self.embeddings_generator = self.EmbeddingsGenerator(self, lang, embedding_size)
+        self.master_decoder = self.MasterDecoderWithMasking(
+            dl_studio, self, num_basic_decoders, num_atten_heads)
+        if tie_embeddings:
+            self.master_decoder.out.weight = self.embeddings_generator.embedding.weight
+
+    def num_tokens(self, lang):
+        return self.vocab.size                 # one language: its tokenizer's pieces
+
+    def forward(self, ids, keep=None):
+        return self.master_decoder(self.embeddings_generator(ids), None, None, keep)
+
+    def decode_newest(self, ys):
+        """Inside `decoding`: logits for the token after ys (B, t), computing the newest
+        position only (the earlier ones are in the caches). Shape: -> (B, V)"""
+        return self.master_decoder(self.embeddings_generator(ys)[:, -1:], None)[:, -1]
+
+    def decoding(self):
+        """``with gpt.decoding() as caches``: a KeyValueCache on each layer's self-attention
+        ([]: each step re-reads the prefix, where a student's class would not read them)."""
+        layers = self.master_decoder.basic_decoder_arr
+        attention = ("forward", "attend", "all_heads", "queries_keys_values", "project")
+        own = own_code([(self.master_decoder, TransformerBase.MasterDecoderWithMasking,
+                         ("forward",))]
+                       + [(d, TransformerGPT.BasicDecoderWithMasking, ("forward",))
+                          for d in layers]
+                       + [(d.self_attention, EncoderParts.SelfAttention, attention)
+                          for d in layers])
+        if own:
+            say_once(f"{own[0].__qualname__} is a class of your own in the GPT: generation "
+                     "re-reads the whole prefix at every step (no key/value cache)")
+        return attached([] if own else [d.self_attention for d in layers])
+
+    # The text, training, scoring and generation: delegates. -------------------------------
+    def use_text(self, sentences, vocab=None):
+        """Split ``sentences`` into training and held-out, learn (or take) the tokenizer."""
+        from .vocabulary import use_text
+        use_text(self, sentences, vocab)
+
+    def description(self):
+        """What rebuilds this model (see DLStudio.checkpoints)."""
+        from .checkpoints import gpt_spec
+        return gpt_spec(self)
+
+    def run_code_for_training(self, checkpoints_dir="checkpoints_GPT", **options):
+        """Train on the training sentences (see training.train_language_model)."""
+        from .training import train_language_model
+        return train_language_model(self, checkpoints_dir, **options)
+
+    def perplexity(self, sentences=None):
+        """Perplexity on the held-out sentences (or ``sentences``), per piece and per word."""
+        from .generation import perplexity
+        return perplexity(self, self.held_out_sentences if sentences is None else sentences)
+
+    def generate(self, prompt, **options):
+        """Continue ``prompt`` (a string); see generation.generate_text for the options."""
+        from .generation import generate_text
+        return generate_text(self, prompt, **options)
+
+    def load_weights(self, checkpoint):
+        from .checkpoints import load_into
+        return load_into(self, checkpoint)
+
+    @classmethod
+    def from_checkpoint(cls, path, dl_studio=None, model_class=None):
+        """``(gpt, payload)`` from a checkpoint file alone, in eval mode on the device."""
+        from .checkpoints import rebuild_gpt
+        return rebuild_gpt(cls, path, dl_studio, model_class, TransformerGPT)
 
 
 class visTransformer(EncoderParts, nn.Module):

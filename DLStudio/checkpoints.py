@@ -14,9 +14,12 @@ reads it and a crafted file cannot run code; no class is ever unpickled from it)
   translation:
     encoder_config, decoder_config,
     vocab_en, vocab_es, vocab_fingerprint,              # the model needs no archive
+    tokenizers (BPE only: each language's merges),
     model {embeddings_generator_en, embeddings_generator_es, encoder, decoder}
   visTransformer:
     model (its state_dict, pixel statistics included), dataset (how to get its images back)
+  GPT:
+    model (its state_dict), tokenizer_state (the word list or the BPE merges)
 
 The model describes itself (``model.description()``); this module never imports it.
 """
@@ -34,7 +37,7 @@ from .vocabulary import archive_path
 __all__ = ["CheckpointError", "FORMAT", "checkpoint_path", "checkpoint_files",
            "list_checkpoints", "find_checkpoint", "save_checkpoint", "load_checkpoint",
            "make_payload", "check_fits", "load_into", "save_final", "container_spec", "vit_spec",
-           "rebuild_translation", "rebuild_vit"]
+           "rebuild_translation", "rebuild_vit", "gpt_spec", "rebuild_gpt", "init_from_gpt"]
 
 FORMAT = "dlstudio-transformers-checkpoint-v1"
 
@@ -148,7 +151,8 @@ def load_checkpoint(path, map_location="cpu"):
 TRANSLATION_ARGS = ("data_archive", "max_seq_length", "embedding_size", "num_warmup_steps",
                     "optimizer_params", "lr_mul", "checkpoint_freq", "held_out_fraction",
                     "split_seed", "dropout", "label_smoothing", "full_width_heads",
-                    "tie_embeddings", "learned_positions")
+                    "tie_embeddings", "learned_positions", "tokenizer", "vocab_size",
+                    "vocab_from")
 TRANSLATION_SHAPE_ARGS = ("embedding_size", "max_seq_length", "full_width_heads",
                           "tie_embeddings", "learned_positions")
 VIT_SHAPE_ARGS = ("patch_size", "embedding_size", "num_basic_encoders", "num_atten_heads",
@@ -165,10 +169,13 @@ def container_spec(xformer):
     if xformer.data_archive:
         archive = archive_path(xformer.dataroot, xformer.data_archive)
         args["dataroot"], args["data_archive"] = os.path.split(os.path.abspath(archive))
-    return {"variant": xformer.variant, "container_class": xformer.class_path,
+    spec = {"variant": xformer.variant, "container_class": xformer.class_path,
             "container_args": args, "shape_args": list(TRANSLATION_SHAPE_ARGS),
             "vocab_en": list(xformer.vocab.vocab_en), "vocab_es": list(xformer.vocab.vocab_es),
             "vocab_fingerprint": xformer.vocab.fingerprint}
+    if xformer.vocab.kind == "bpe":          # the merges: the file stays self-describing
+        spec["tokenizers"] = xformer.vocab.state()
+    return spec
 
 
 def vit_spec(vit):
@@ -270,19 +277,33 @@ def container_class(payload, path, called_on, model_class, ours):
         f"{recorded.rpartition(':')[2]}.from_checkpoint(path))")
 
 
+def corpus_fits(payload, corpus):
+    """Whether ``corpus`` is the archive a translation checkpoint was trained on: the same
+    vocabularies (DLStudio's, from the archive), or else the same training split."""
+    from .datasets import pairs_fingerprint, split_pairs, vocab_fingerprint
+    args = payload["container_args"]
+    if "tokenizers" not in payload and args.get("vocab_from", "archive") == "archive":
+        return vocab_fingerprint(corpus.vocab_en, corpus.vocab_es) == payload["vocab_fingerprint"]
+    data = (payload.get("training_config") or {}).get("data")
+    if data is None or not corpus.pairs:
+        return data is None
+    train, _ = split_pairs(corpus.pairs, args["held_out_fraction"], args["split_seed"])
+    return pairs_fingerprint(train) == data
+
+
 def corpus_of(payload):
-    """The archive a checkpoint was trained on, if it is still where it was and still has
-    the checkpoint's vocabularies; else a corpus with the vocabularies and no pairs."""
-    from .datasets import ArchiveError, Corpus, load_archive, vocab_fingerprint
+    """The archive a checkpoint was trained on, if it is still where it was and still fits
+    (`corpus_fits`); else a corpus with no pairs. The vocabulary always comes from the
+    checkpoint."""
+    from .datasets import ArchiveError, Corpus, load_archive
     args = payload["container_args"]
     path = os.path.join(args.get("dataroot") or ".", args.get("data_archive") or "")
     if args.get("data_archive") and os.path.isfile(path):
         try:
-            corpus = load_archive(path, max_seq_length=args["max_seq_length"])
+            corpus = load_archive(path)
         except ArchiveError:
             corpus = None
-        if corpus and vocab_fingerprint(corpus.vocab_en, corpus.vocab_es) == \
-                payload["vocab_fingerprint"]:
+        if corpus and corpus_fits(payload, corpus):
             return corpus
     return Corpus([], payload["vocab_en"], payload["vocab_es"], name="checkpoint")
 
@@ -291,14 +312,18 @@ def rebuild_translation(called_on, path, dl_studio, corpus, model_class, ours):
     """``(xformer, model)`` of a translation checkpoint: its container class (see
     `container_class`), stacks built through it, weights loaded, model in eval mode."""
     from .DLStudio import DLStudio
+    from .vocabulary import Vocabulary
     payload = load_checkpoint(path)
     if payload.get("variant") not in ours:
         raise CheckpointError(f"{path} holds a {payload.get('variant')} model, not a "
                               f"translation model ({' or '.join(ours)})")
     cls = container_class(payload, path, called_on, model_class, ours)
+    if corpus is not None and not corpus_fits(payload, corpus):
+        raise CheckpointError(f"{path} was not trained on {corpus.name}: its vocabularies "
+                              "(or training split) differ; give the archive it was trained on")
     dls = dl_studio or DLStudio(seed=None)
     xformer = cls(dl_studio=dls, corpus=corpus or corpus_of(payload),
-                  **payload["container_args"])
+                  vocab=Vocabulary.from_payload(payload), **payload["container_args"])
     encoder = cls.MasterEncoder(dls, xformer, **payload["encoder_config"])
     decoder = cls.MasterDecoderWithMasking(dls, xformer, **payload["decoder_config"])
     return xformer, xformer.model_from(encoder, decoder, payload)
@@ -316,3 +341,95 @@ def rebuild_vit(called_on, path, dl_studio, model_class, base):
     vit = cls(dl_studio=dls, **payload["container_args"])
     load_into(vit, payload)
     return vit.to(dls.device).eval(), payload
+
+
+# ---------------------------------------------------------------------------------------
+# The GPT: its description, rebuilding it, and its weights as a translation model's start.
+GPT_SHAPE_ARGS = ("max_seq_length", "embedding_size", "num_basic_decoders", "num_atten_heads",
+                  "layout", "full_width_heads", "learned_positions", "tie_embeddings")
+GPT_ARGS = GPT_SHAPE_ARGS + ("lang", "tokenizer", "vocab_size", "num_warmup_steps", "lr_mul",
+                             "optimizer_params", "dropout", "label_smoothing",
+                             "held_out_fraction", "split_seed", "checkpoint_freq",
+                             "archive_text")
+
+
+def gpt_spec(gpt):
+    """A TransformerGPT's description: class, constructor arguments, tokenizer."""
+    return {"variant": gpt.variant, "container_class": gpt.class_path,
+            "container_args": {name: getattr(gpt, name) for name in GPT_ARGS},
+            "shape_args": list(GPT_SHAPE_ARGS), "tokenizer_state": gpt.vocab.state(),
+            "vocab_fingerprint": gpt.vocab.fingerprint}
+
+
+def rebuild_gpt(called_on, path, dl_studio, model_class, base):
+    """``(gpt, payload)`` of a GPT checkpoint, in eval mode on the device."""
+    from .DLStudio import DLStudio
+    from .vocabulary import tokenizer_from_state
+    payload = load_checkpoint(path)
+    if payload.get("variant") != base.variant:
+        raise CheckpointError(f"{path} holds a {payload.get('variant')} model, not a "
+                              "language model (TransformerGPT): train one with train_gpt.py")
+    cls = container_class(payload, path, called_on, model_class, {base.variant: base})
+    dls = dl_studio or DLStudio(seed=None)
+    gpt = cls(dl_studio=dls, vocab=tokenizer_from_state(payload["tokenizer_state"]),
+              **payload["container_args"])
+    load_into(gpt, payload)
+    return gpt.to(dls.device).eval(), payload
+
+
+#: A GPT layer's parts and the translation layer's parts they become: the GPT layer is the
+#: encoder layer, so an encoder takes it whole; a decoder layer has cross-attention (and
+#: its LayerNorm, norm2) between the two, which stay as they were.
+_DECODER_NAMES = {"self_attention": "self_attention", "feed_forward": "feed_forward",
+                  "norm1": "norm1", "norm2": "norm3"}
+_ENCODER_NAMES = {"self_attention": "self_attention", "feed_forward": "feed_forward",
+                  "norm1": "norm1", "norm2": "norm2"}
+
+
+def init_from_gpt(xformer, stack, checkpoint, side="decoder"):
+    """Copy a GPT checkpoint's weights into a translation model before it trains: its
+    embeddings into the Spanish (decoder) or English (encoder) embeddings, each of its
+    layers into the stack's layer of the same index (the layers both have), and for a
+    decoder its final LayerNorm and output layer. Refused (CheckpointError) when the
+    GPT's tokenizer, embedding size or layout differs from the model's.
+
+    Returns: how many numbers (parameters) were copied.
+    """
+    path, payload = ((checkpoint, load_checkpoint(checkpoint)) if isinstance(checkpoint, str)
+                     else ("the GPT checkpoint", checkpoint))
+    lang = "es" if side == "decoder" else "en"
+    if payload.get("variant") != "GPT":
+        raise CheckpointError(f"{path} holds a {payload.get('variant')} model; "
+                              "--init-decoder-from takes a GPT checkpoint (train_gpt.py)")
+    args, tokenizer = payload["container_args"], xformer.vocab.tokenizers[lang]
+    for what, theirs, ours in (
+            ("tokenizer", payload["vocab_fingerprint"], tokenizer.fingerprint),
+            ("embedding_size", args["embedding_size"], xformer.embedding_size),
+            ("layout (FG or PreLN)", args["layout"] == "PreLN", xformer.norm_first)):
+        if theirs != ours:
+            raise CheckpointError(
+                f"{path} does not fit this model's {side}: its {what} differs. Pre-train the "
+                f"GPT on this model's {'Spanish' if lang == 'es' else 'English'} tokenizer "
+                "and sizes (pretraining_experiment.py does), or train from scratch")
+    weights, copied = payload["model"], 0
+    embeddings = getattr(xformer, f"embeddings_generator_{lang}")
+    targets = {"embeddings_generator.": embeddings}
+    names = _DECODER_NAMES if side == "decoder" else _ENCODER_NAMES
+    layers = stack.basic_decoder_arr if side == "decoder" else stack.basic_encoder_arr
+    for i, layer in enumerate(layers):
+        for theirs, ours in names.items():
+            targets[f"master_decoder.basic_decoder_arr.{i}.{theirs}."] = getattr(layer, ours)
+    if side == "decoder":
+        targets.update({"master_decoder.final_norm.": stack.final_norm,
+                        "master_decoder.out.": stack.out})
+    for prefix, module in targets.items():
+        part = {k[len(prefix):]: v for k, v in weights.items() if k.startswith(prefix)}
+        if not part:             # a layer the GPT does not have keeps its own start
+            continue
+        try:
+            module.load_state_dict(part)
+        except RuntimeError as e:
+            raise CheckpointError(f"{path}: its {prefix.rstrip('.')} does not fit this "
+                                  f"model's ({str(e).splitlines()[0][:200]})") from None
+        copied += sum(v.numel() for v in part.values())
+    return copied

@@ -11,7 +11,7 @@ import logging
 import os
 import sys
 
-from .checkpoints import CheckpointError, find_checkpoint
+from .checkpoints import CheckpointError, find_checkpoint, init_from_gpt, load_checkpoint
 from .datasets import BUNDLED_ARCHIVE, ArchiveError, ImageDataError, load_archive
 from .DLStudio import DLStudio
 from .overrides import OverrideError, import_class
@@ -120,7 +120,17 @@ def training_parser(variant):
     p.add_argument("--num-layers", type=positive_int, default=L["num_layers"],
                    help="basic encoders and basic decoders (each)")
     p.add_argument("--num-atten-heads", type=positive_int, default=L["num_atten_heads"])
-    p.add_argument("--max-seq-length", type=positive_int, default=L["max_seq_length"])
+    p.add_argument("--max-seq-length", type=positive_int, default=L["max_seq_length"],
+                   help="tokens per sentence, SOS and EOS included (with BPE: pieces; it "
+                        "grows to fit the longest training sentence)")
+    p.add_argument("--tokenizer", choices=("word", "bpe"), default="word",
+                   help="word: DLStudio's word vocabularies; bpe: byte-level subword pieces "
+                        "learnt from the training split (any English sentence translates)")
+    p.add_argument("--vocab-size", type=positive_int, default=8000,
+                   help="BPE: pieces per language (default: %(default)s)")
+    p.add_argument("--vocab-from", choices=("archive", "training"), default="archive",
+                   help="word level: the archive's vocabularies (DLStudio's) or the words of "
+                        "the training split only")
     p.add_argument("--num-warmup-steps", type=positive_int, default=L["num_warmup_steps"],
                    help="FG's warm-up")
     p.add_argument("--lr-mul", type=positive_float, default=L["lr_mul"],
@@ -149,11 +159,51 @@ def training_parser(variant):
                    help="the output layer shares the Spanish embedding matrix")
     p.add_argument("--learned-positions", action="store_true",
                    help="trained position vectors instead of sinusoids")
+    p.add_argument("--init-decoder-from", nargs="+", metavar=("DIR", "N"),
+                   help="start the decoder from a GPT checkpoint (train_gpt.py; N: an "
+                        "epoch or 'last', the default): its Spanish tokenizer, embeddings, "
+                        "self-attention and feed-forward layers, output layer")
+    p.add_argument("--init-encoder-from", nargs="+", metavar=("DIR", "N"),
+                   help="start the encoder from a GPT checkpoint trained on English")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cpu", action="store_true", help="do not use a GPU even when present")
     p.add_argument("--no-eval", action="store_true", help="skip the held-out evaluation")
     _model_class_flag(p, f"train this subclass of Transformer{variant} (homework)")
     return p
+
+
+def _gpt_checkpoints(args):
+    """``--init-decoder-from`` / ``--init-encoder-from DIR [N]``: side -> (path, payload)."""
+    found = {}
+    for side, given in (("decoder", args.init_decoder_from),
+                        ("encoder", args.init_encoder_from)):
+        if given:
+            if len(given) > 2:
+                raise UserError(f"--init-{side}-from takes DIR and at most one N, not "
+                                f"{' '.join(given)}")
+            path = find_checkpoint(given[0], given[1] if len(given) > 1 else None)
+            found[side] = (path, load_checkpoint(path))
+    return found
+
+
+def _vocab_of_gpts(gpts, archive, args):
+    """The translation vocabulary when a GPT starts a stack: the GPT's tokenizer for its
+    language (its embeddings are of those tokens), the other language's as --tokenizer
+    says, learnt from the same training split the container will make."""
+    if not gpts:
+        return None
+    from .datasets import split_pairs
+    from .vocabulary import build_vocabulary, tokenizer_from_state
+    given = {}
+    for side, (path, payload) in gpts.items():
+        if payload.get("variant") != "GPT":
+            raise UserError(f"{path} holds a {payload.get('variant')} model, not a GPT "
+                            "(train one with train_gpt.py)")
+        given["es" if side == "decoder" else "en"] = tokenizer_from_state(
+            payload["tokenizer_state"])
+    corpus = load_archive(archive)
+    return build_vocabulary(corpus, split_pairs(corpus.pairs)[0], args.tokenizer,
+                            args.vocab_size, args.vocab_from, args.max_seq_length, given)
 
 
 def _say_how_to_test(script, trainer, model_class=None):
@@ -191,22 +241,31 @@ def train_main(variant, argv=None):
                        path_saved_model=os.path.join(args.checkpoints_dir, f"saved_{variant}.pt"),
                        learning_rate=args.learning_rate, batch_size=args.batch_size,
                        epochs=args.epochs, use_gpu=not args.cpu, seed=args.seed)
+        gpts = _gpt_checkpoints(args)
         xformer = cls(dl_studio=dls, data_archive=archive, max_seq_length=args.max_seq_length,
                       embedding_size=args.embedding_size, num_warmup_steps=args.num_warmup_steps,
                       lr_mul=args.lr_mul, checkpoint_freq=args.checkpoint_freq,
                       dropout=args.dropout, label_smoothing=args.label_smoothing,
                       full_width_heads=args.full_width_heads,
                       tie_embeddings=args.tie_embeddings,
-                      learned_positions=args.learned_positions)
+                      learned_positions=args.learned_positions, tokenizer=args.tokenizer,
+                      vocab_size=args.vocab_size if args.tokenizer == "bpe" else None,
+                      vocab_from=args.vocab_from, vocab=_vocab_of_gpts(gpts, archive, args))
         encoder = cls.MasterEncoder(dls, xformer, num_basic_encoders=args.num_layers,
                                     num_atten_heads=args.num_atten_heads)
         decoder = cls.MasterDecoderWithMasking(dls, xformer, num_basic_decoders=args.num_layers,
                                                num_atten_heads=args.num_atten_heads)
+        for side, (path, payload) in gpts.items():
+            stack = decoder if side == "decoder" else encoder
+            n = init_from_gpt(xformer, stack, payload, side)
+            print(f"the {side} starts from the GPT {path}: {n:,} of its numbers copied")
         n_params = sum(p.numel() for p in xformer.EncoderDecoder(xformer, encoder, decoder)
                        .parameters())
         print(f"{cls.__name__} on {archive}: {len(xformer.training_corpus)} training "
               f"pairs, {len(xformer.held_out_corpus)} held out; vocabularies "
-              f"{xformer.vocab_en_size} / {xformer.vocab_es_size}; {n_params:,} parameters; "
+              f"{xformer.vocab_en_size} / {xformer.vocab_es_size} "
+              f"{'words' if args.tokenizer == 'word' else 'BPE pieces'}; max_seq_length "
+              f"{xformer.max_seq_length} {xformer.vocab.unit}; {n_params:,} parameters; "
               f"device {dls.device}")
         trainer = xformer.run_code_for_training(
             dls, encoder, decoder, display_train_loss=True, checkpoints_dir=args.checkpoints_dir,

@@ -203,16 +203,23 @@ def evaluate_bleu(model, vocab, pairs, beam_width=1, device=None, show=0, seed=0
             prediction, references joined by " | ").
     Returns:
         the dict of ``bleu_scores`` plus ``translations``: list of (english, predicted words,
-        references).
+        references), and ``translatable``: how many English sentences the vocabulary can
+        read at all (a sentence with a word it lacks, or too long, is scored as an empty
+        translation: BLEU is then over every sentence, comparable between tokenizers).
+        Predictions are words (BPE pieces joined back), scored against the same words.
     """
     refs = held_out_references(pairs)
     english = list(refs)
     device = device or next(model.parameters()).device
-    src = vocab.encode(english, "en").to(device)
-    ids = translate_ids(model, src, vocab.max_seq_length, beam_width)
-    hyps = [vocab.words(seq) for seq in ids]
-    result = bleu_scores(hyps, [refs[en] for en in english])
-    result["translations"] = [(en, h, refs[en]) for en, h in zip(english, hyps)]
+    readable = [en for en in english if vocab.fits(en)]
+    hyps = dict.fromkeys(english, [])    # a sentence the model cannot read: no translation
+    if readable:
+        src = vocab.encode(readable, "en").to(device)
+        ids = translate_ids(model, src, vocab.max_seq_length, beam_width)
+        hyps.update(zip(readable, (vocab.words(seq) for seq in ids)))
+    result = bleu_scores([hyps[en] for en in english], [refs[en] for en in english])
+    result["translatable"] = len(readable)
+    result["translations"] = [(en, hyps[en], refs[en]) for en in english]
     for en, h, r in random.Random(seed).sample(result["translations"],
                                                min(show, len(english))):
         print_fn(f"  English:     {' '.join(en.split()[1:-1])}\n"
@@ -248,6 +255,9 @@ def evaluate_container(xformer, master_encoder, master_decoder, result_file=None
                            print_fn=print_fn)
     line = (f"held-out BLEU (NLTK corpus_bleu, 4-gram, smoothing method1): "
             f"{result['bleu']:.2f} on {result['sentences']} English sentences")
+    if result["translatable"] < result["sentences"]:
+        line += (f" ({result['sentences'] - result['translatable']} of them hold a word "
+                 "outside the vocabulary or are too long: scored as empty translations)")
     if "sacrebleu" in result:
         line += f"\nsacreBLEU: {result['sacrebleu']:.2f}  ({result['signature']})"
     print_fn(line)

@@ -1,10 +1,12 @@
-"""The training loop shared by every model: TransformerFG, TransformerPreLN, visTransformer.
+"""The training loop shared by every model: TransformerFG, TransformerPreLN, TransformerGPT,
+visTransformer.
 
     for each batch:  zero_grad -> forward -> loss -> backward -> clip -> step -> log
 
 `Trainer` is that loop, with checkpoints, resuming, Ctrl-C and the divergence check;
 `TranslationTrainer` feeds it sentence pairs (teacher forcing, one decoder pass, loss on the
-real target positions) and `ImageTrainer` feeds it images. A trainer receives the model, its
+real target positions), `LanguageModelTrainer` sentences (the next token at every position)
+and `ImageTrainer` images. A trainer receives the model, its
 optimiser and (for translation) the vocabulary; it never calls back into the container:
 ``for_container`` / ``for_model`` read the container's settings once, when it is built.
 Batches are tensors built once: every pair is turned into token ids before training, and
@@ -37,13 +39,15 @@ from .checkpoints import (
     save_checkpoint,
     save_final,
 )
+from .datasets import pairs_fingerprint
 from .datasets.images import random_crops_and_flips
 from .evaluation import evaluate_bleu
+from .generation import encode_sentences, perplexity
 from .tokens import padding_mask
 
 __all__ = ["Trainer", "TranslationTrainer", "ImageTrainer", "TrainingDiverged",
            "TrainingInterrupted", "encode_pairs", "bucketed_batches", "train_translation",
-           "train_images"]
+           "train_images", "LanguageModelTrainer", "train_language_model"]
 
 log = logging.getLogger(__name__)
 
@@ -439,10 +443,7 @@ class TranslationTrainer(Trainer):
         return cls(model, xformer.vocab, xformer.training_corpus,
                    xformer.make_optimizer(model.parameters()), xformer.dl_studio,
                    checkpoints_dir, held_out=xformer.held_out_corpus,
-                   label_smoothing=xformer.label_smoothing,
-                   checkpoint_freq=xformer.checkpoint_freq,
-                   save_checkpoints=xformer.save_checkpoints,
-                   title=type(xformer).__name__, also_move=_saved_paths(xformer), **options)
+                   label_smoothing=xformer.label_smoothing, **_settings(xformer), **options)
 
     def loss_on_batch(self, src, tgt):
         """Cross-entropy over the target positions up to and including the first EOS.
@@ -466,10 +467,7 @@ class TranslationTrainer(Trainer):
 
     def data_fingerprint(self):
         """A hash of the training pairs, in order (another archive or split differs)."""
-        h = hashlib.sha256()
-        for en, es in self.pairs:
-            h.update(f"{en}\t{es}\n".encode())
-        return h.hexdigest()[:16]
+        return pairs_fingerprint(self.pairs)
 
     def held_out_score(self):
         if not self.held_out:
@@ -481,6 +479,13 @@ def _saved_paths(container):
     """Where the final model is written (one path or DLStudio's dict of paths)."""
     saved = container.dl_studio.path_saved_model
     return list(saved.values()) if isinstance(saved, dict) else [saved]
+
+
+def _settings(container):
+    """The Trainer options a container's constructor set."""
+    return {"checkpoint_freq": container.checkpoint_freq,
+            "save_checkpoints": container.save_checkpoints,
+            "title": type(container).__name__, "also_move": _saved_paths(container)}
 
 
 def train_translation(xformer, master_encoder, master_decoder, checkpoints_dir, **options):
@@ -524,8 +529,7 @@ class ImageTrainer(Trainer):
         """The trainer of ``run_code_for_training_visTransformer``."""
         vit.to(vit.dl_studio.device)
         return cls(vit, vit.make_optimizer(vit.parameters()), vit.dl_studio, checkpoints_dir,
-                   checkpoint_freq=vit.checkpoint_freq, save_checkpoints=vit.save_checkpoints,
-                   title=type(vit).__name__, also_move=_saved_paths(vit), **options)
+                   **_settings(vit), **options)
 
     def batches(self, epoch, skip=0):
         """The epoch's batches of (images in [0, 1], labels); the first ``skip`` are left
@@ -573,6 +577,74 @@ def train_images(vit, model=None, checkpoint_dir=None, checkpoints_dir=None, cal
     if isinstance(vit.dl_studio.path_saved_model, str):
         save_checkpoint(trainer.payload(trainer.last_epoch, trainer.batches_done == 0),
                         vit.dl_studio.path_saved_model)
+    return trainer
+
+
+class LanguageModelTrainer(Trainer):
+    """Trains a TransformerGPT on its training sentences: at every position the next token
+    (teacher forcing, one pass per batch, as the translation decoder is trained), loss on
+    the real tokens up to each sentence's EOS, length-bucketed batches.
+
+    Args: gpt (with its text, see TransformerGPT.use_text), optimizer, dls,
+        checkpoints_dir and the options of `Trainer`; track_perplexity: score the held-out
+        sentences at every checkpoint. ``for_model`` builds it from the model alone.
+    """
+
+    score_name, score_key = "perplexity", "held_out_perplexity"
+
+    def __init__(self, gpt, optimizer, dls, checkpoints_dir=None, *, track_perplexity=False,
+                 **options):
+        if not gpt.training_sentences:
+            raise ValueError("no training text: give TransformerGPT sentences=")
+        self.gpt = gpt
+        self.ids, _ = encode_sentences(gpt.vocab, gpt.training_sentences, gpt.max_seq_length)
+        self.lengths = (~padding_mask(self.ids)).sum(1)
+        self.num_examples = len(self.ids)
+        super().__init__(gpt, optimizer, dls, checkpoints_dir, track_score=track_perplexity,
+                         **options)
+
+    @classmethod
+    def for_model(cls, gpt, checkpoints_dir=None, **options):
+        """The trainer of ``TransformerGPT.run_code_for_training``."""
+        gpt.to(gpt.dl_studio.device)
+        return cls(gpt, gpt.make_optimizer(gpt.parameters()), gpt.dl_studio, checkpoints_dir,
+                   **_settings(gpt), **options)
+
+    def batches(self, epoch, skip=0):
+        """The epoch's batches of sentences (B, T), each cut to its longest."""
+        for idx in bucketed_batches(self.lengths, self.dls.batch_size,
+                                    self.epoch_generator(epoch))[skip:]:
+            T = int(self.lengths[idx].max())
+            yield (self.ids[idx, :T].to(self.device, non_blocking=True),)
+
+    def loss_on_batch(self, ids):
+        """Cross-entropy of each next token up to and including EOS. Shape: (B, T) -> scalar"""
+        inputs, labels = ids[:, :-1], ids[:, 1:]                      # (B, T - 1)
+        keep = ~padding_mask(labels)
+        logits = self.model(inputs, keep)                             # (N, V)
+        return F.cross_entropy(logits, labels[keep], label_smoothing=self.gpt.label_smoothing)
+
+    def data_fingerprint(self):
+        h = hashlib.sha256()
+        for sentence in self.gpt.training_sentences:
+            h.update(sentence.encode() + b"\n")
+        return h.hexdigest()[:16]
+
+    def held_out_score(self):
+        if not self.gpt.held_out_sentences:
+            return None
+        return perplexity(self.gpt, self.gpt.held_out_sentences)["per_piece"]
+
+
+def train_language_model(gpt, checkpoints_dir="checkpoints_GPT", callback=None, **options):
+    """``TransformerGPT.run_code_for_training``: train on the training sentences, a
+    checkpoint every ``checkpoint_freq`` epochs (and at a step or time limit, Ctrl-C), the
+    final model to ``dl_studio.path_saved_model`` when that is one path. Returns the trainer."""
+    trainer = LanguageModelTrainer.for_model(gpt, checkpoints_dir, **options)
+    trainer.run(callback=callback)
+    if isinstance(gpt.dl_studio.path_saved_model, str):
+        save_checkpoint(trainer.payload(trainer.last_epoch, trainer.batches_done == 0),
+                        gpt.dl_studio.path_saved_model)
     return trainer
 
 

@@ -1,40 +1,183 @@
-"""Words <-> token ids: the vocabularies of an archive, as one object.
+"""Text <-> token ids: one tokenizer per language, and both languages as one object.
 
-    vocab = Vocabulary(corpus.vocab_en, corpus.vocab_es, max_seq_length=10)
-    vocab.encode(["i am hungry"], "en")    # LongTensor (1, 10): SOS, the words, EOS, EOS ...
+    vocab = Vocabulary(corpus.vocab_en, corpus.vocab_es, max_seq_length=10)   # DLStudio's words
+    vocab.encode(["i am hungry"], "en")    # LongTensor (1, 10): SOS, the tokens, EOS, EOS ...
     vocab.words([0, 57, 33, 1, 1])         # Spanish words up to EOS, without SOS/EOS
     vocab.prepare("I'm hungry!")           # English as the corpus writes it, checked
 
-The model never sees words; the trainer and the decoder read and write them through this.
+Two kinds of tokenizer, with the same methods:
+    WordTokenizer   a token per word of a fixed list (DLStudio's vocabularies); a word
+                    outside the list cannot be read
+    BPETokenizer    byte-level byte-pair encoding (Sennrich et al. 2016; GPT-2's byte
+                    alphabet), trained with Hugging Face ``tokenizers``: frequent words are
+                    one piece, rare ones several, and any text at all is some sequence of
+                    the 256 bytes, so no input is unknown
+Both reserve ids 0 and 1 for "SOS" and "EOS". The model never sees text; the trainer and
+the decoder read and write it through a Vocabulary. With BPE, ``max_seq_length`` counts
+pieces, not words.
 """
 
+import hashlib
 import os
+import random
 
 import torch
 
 from .datasets import load_archive, normalize, split_pairs, vocab_fingerprint
 from .tokens import EOS_INDEX, SOS_INDEX
 
-__all__ = ["Vocabulary", "use_corpus", "archive_path"]
+__all__ = ["WordTokenizer", "BPETokenizer", "tokenizer_from_state", "Vocabulary",
+           "build_vocabulary", "use_corpus", "archive_path", "plain_words", "split_sentences",
+           "use_text"]
+
+SPECIALS = ("SOS", "EOS")       # ids 0 and 1 in every tokenizer
+
+
+def plain_words(sentence):
+    """A sentence's words without the archive's SOS/EOS markers (a string or a word list)."""
+    words = sentence.split() if isinstance(sentence, str) else list(sentence)
+    return [w for w in words if w not in SPECIALS]
+
+
+class WordTokenizer:
+    """A token per word: ``words`` lists them, starting with "SOS", "EOS"."""
+
+    kind = "word"
+
+    def __init__(self, words):
+        self.pieces = list(words)
+        if self.pieces[:2] != list(SPECIALS):
+            raise ValueError("a word list must start with 'SOS', 'EOS'")
+        self.index = {w: i for i, w in enumerate(self.pieces)}
+        self.size = len(self.pieces)
+        self.fingerprint = vocab_fingerprint(self.pieces, [])
+
+    @classmethod
+    def train(cls, sentences, vocab_size=None):
+        """Every word of ``sentences`` (a word-level tokenizer learns no more than that)."""
+        return cls(list(SPECIALS) + sorted({w for s in sentences for w in plain_words(s)}))
+
+    def unknown(self, words):
+        return [w for w in words if w not in self.index]
+
+    def ids(self, texts):
+        """Token ids of each text (words separated by spaces); KeyError on an unknown word."""
+        return [[self.index[w] for w in text.split()] for text in texts]
+
+    def text(self, ids):
+        return " ".join(self.pieces[i] for i in ids)
+
+    def state(self):
+        return {"kind": self.kind, "words": self.pieces}
+
+
+class BPETokenizer:
+    """Byte-level BPE (a Hugging Face ``tokenizers.Tokenizer``): ``pieces[i]`` is token i as
+    GPT-2 writes bytes ("Ġ" is a space before a word), "SOS" and "EOS" are 0 and 1."""
+
+    kind = "bpe"
+
+    def __init__(self, hf_tokenizer):
+        self.hf = hf_tokenizer
+        self.size = hf_tokenizer.get_vocab_size()
+        self.pieces = [hf_tokenizer.id_to_token(i) for i in range(self.size)]
+        self.fingerprint = hashlib.sha256(hf_tokenizer.to_str().encode()).hexdigest()[:16]
+
+    @classmethod
+    def train(cls, sentences, vocab_size=8000):
+        """Learn ``vocab_size`` pieces (the 256 bytes, SOS, EOS and the merges) from
+        ``sentences`` (strings; the archive's SOS/EOS markers are left out)."""
+        from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+        if vocab_size < 258 + 1:
+            raise ValueError(f"vocab_size {vocab_size} is too small for byte-level BPE: it "
+                             "needs the 256 bytes, SOS, EOS and some merges (try 2000 to 8000)")
+        hf = Tokenizer(models.BPE())
+        hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        hf.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(SPECIALS),
+                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                      show_progress=False)
+        hf.train_from_iterator((" ".join(plain_words(s)) for s in sentences), trainer)
+        return cls(hf)
+
+    @classmethod
+    def from_state(cls, state):
+        from tokenizers import Tokenizer
+        return cls(Tokenizer.from_str(state["json"]))
+
+    def unknown(self, words):
+        return []                 # any text is a sequence of bytes
+
+    def ids(self, texts):
+        return [e.ids for e in self.hf.encode_batch(list(texts))]
+
+    def text(self, ids):
+        return self.hf.decode(list(ids))
+
+    def state(self):
+        return {"kind": self.kind, "json": self.hf.to_str()}
+
+
+def tokenizer_from_state(state):
+    """The tokenizer a checkpoint keeps (``state()`` of either kind)."""
+    if state["kind"] == "bpe":
+        return BPETokenizer.from_state(state)
+    return WordTokenizer(state["words"])
+
+
+def _tokenizer(t):
+    return WordTokenizer(t) if isinstance(t, (list, tuple)) else t
 
 
 class Vocabulary:
-    """Both languages' word lists (each starting with "SOS", "EOS") and their indices.
+    """Both languages' tokenizers and the sequence length they are padded to.
 
-    Attributes (DLStudio's names): ``en_vocab_dict``, ``es_vocab_dict`` (word -> id),
-    ``en_index_2_word``, ``es_index_2_word`` (id -> word), ``vocab_en_size``,
-    ``vocab_es_size``, and ``fingerprint`` (a checkpoint stores it to recognise them).
+    Args: en, es: tokenizers, or word lists (DLStudio's vocabularies); max_seq_length.
+    Attributes (DLStudio's names): ``en_vocab_dict``, ``es_vocab_dict`` (token -> id),
+    ``en_index_2_word``, ``es_index_2_word`` (id -> token), ``vocab_en_size``,
+    ``vocab_es_size``; ``kind`` ("word" | "bpe") and ``fingerprint`` (a checkpoint stores
+    it to recognise them).
     """
 
-    def __init__(self, vocab_en, vocab_es, max_seq_length):
-        self.vocab_en, self.vocab_es = list(vocab_en), list(vocab_es)
+    def __init__(self, en, es, max_seq_length):
+        self.tokenizers = {"en": _tokenizer(en), "es": _tokenizer(es)}
+        en, es = self.tokenizers["en"], self.tokenizers["es"]
+        self.kind = "bpe" if "bpe" in (en.kind, es.kind) else "word"
         self.max_seq_length = max_seq_length
+        self.vocab_en, self.vocab_es = en.pieces, es.pieces
         self.en_vocab_dict = {w: i for i, w in enumerate(self.vocab_en)}
         self.es_vocab_dict = {w: i for i, w in enumerate(self.vocab_es)}
         self.en_index_2_word = dict(enumerate(self.vocab_en))
         self.es_index_2_word = dict(enumerate(self.vocab_es))
-        self.vocab_en_size, self.vocab_es_size = len(self.vocab_en), len(self.vocab_es)
-        self.fingerprint = vocab_fingerprint(self.vocab_en, self.vocab_es)
+        self.vocab_en_size, self.vocab_es_size = en.size, es.size
+        self.fingerprint = (vocab_fingerprint(self.vocab_en, self.vocab_es)
+                            if self.kind == "word" else
+                            vocab_fingerprint([en.fingerprint], [es.fingerprint]))
+
+    def state(self):
+        """What a checkpoint keeps to rebuild the tokenizers (BPE: their merges)."""
+        return {lang: t.state() for lang, t in self.tokenizers.items()}
+
+    @classmethod
+    def from_payload(cls, payload):
+        """The vocabulary a translation checkpoint was trained with."""
+        states = payload.get("tokenizers")
+        en, es = ((tokenizer_from_state(states["en"]), tokenizer_from_state(states["es"]))
+                  if states else (payload["vocab_en"], payload["vocab_es"]))
+        return cls(en, es, payload["container_args"]["max_seq_length"])
+
+    def token_ids(self, sentences, lang):
+        """Each sentence's ids, SOS and EOS added (no length limit). Raises ValueError
+        naming unknown words."""
+        tokenizer = self.tokenizers[lang]
+        words = [plain_words(s) for s in sentences]
+        unknown = sorted({w for ws in words for w in tokenizer.unknown(ws)})
+        if unknown:
+            raise ValueError(f"unknown {'English' if lang == 'en' else 'Spanish'} word(s) "
+                             f"{', '.join(map(repr, unknown[:10]))}: the model only knows "
+                             "the words of its training vocabulary")
+        return [[SOS_INDEX, *ids, EOS_INDEX]
+                for ids in tokenizer.ids([" ".join(ws) for ws in words])]
 
     def encode(self, sentences, lang):
         """Token ids of sentences (strings or word lists, SOS/EOS optional), EOS-padded.
@@ -42,56 +185,100 @@ class Vocabulary:
         Shape: list of B sentences -> LongTensor (B, max_seq_length)
         Raises ValueError naming unknown words or a sentence that is too long.
         """
-        vocab = self.en_vocab_dict if lang == "en" else self.es_vocab_dict
         out = torch.full((len(sentences), self.max_seq_length), EOS_INDEX, dtype=torch.long)
-        for row, sentence in enumerate(sentences):
-            words = sentence.split() if isinstance(sentence, str) else list(sentence)
-            words = [w for w in words if w not in ("SOS", "EOS")]
-            unknown = [w for w in words if w not in vocab]
-            if unknown:
-                raise ValueError(f"unknown {'English' if lang == 'en' else 'Spanish'} "
-                                 f"word(s) {', '.join(map(repr, unknown))}: the model only "
-                                 "knows the words of its training vocabulary")
-            if len(words) + 2 > self.max_seq_length:
-                raise ValueError(f"{' '.join(words)!r} has {len(words)} words; this model "
-                                 f"takes at most {self.max_seq_length - 2}")
-            ids = [SOS_INDEX] + [vocab[w] for w in words] + [EOS_INDEX]
+        for row, ids in enumerate(self.token_ids(sentences, lang)):
+            if len(ids) > self.max_seq_length:
+                raise ValueError(f"{' '.join(plain_words(sentences[row]))!r} is "
+                                 f"{len(ids) - 2} {self.unit}; this model takes at most "
+                                 f"{self.max_seq_length - 2}")
             out[row, :len(ids)] = torch.tensor(ids)
         return out
 
+    @property
+    def unit(self):
+        return "words" if self.kind == "word" else "pieces"
+
+    def fits(self, sentence, lang="en"):
+        """Whether a sentence can be encoded at all: every word known, short enough."""
+        try:
+            self.encode([sentence], lang)
+            return True
+        except ValueError:
+            return False
+
     def words(self, ids):
-        """Spanish words of one id sequence, stopping at EOS, without SOS/EOS."""
-        words = []
+        """Spanish words of one id sequence, stopping at EOS, without SOS/EOS (BPE pieces
+        are joined back into words)."""
+        kept = []
         for i in ids:
             i = int(i)
             if i == EOS_INDEX:
                 break
             if i != SOS_INDEX:
-                words.append(self.es_index_2_word[i])
-        return words
+                kept.append(i)
+        return self.tokenizers["es"].text(kept).split()
 
     def prepare(self, sentence):
         """Normalise raw English like the corpus (lower case, contractions expanded,
         punctuation removed) and check it; return its words.
 
-        Raises ValueError naming unknown words, or saying what is wrong with an empty or
-        over-long sentence.
+        Raises ValueError naming unknown words (word-level only: BPE reads any word), or
+        saying what is wrong with an empty or over-long sentence.
         """
         if not isinstance(sentence, str):
             return list(sentence)
         words = [w for w in normalize(sentence, expand=True).split() if w not in ("sos", "eos")]
         if not words:
             raise ValueError(f"nothing to translate in {sentence!r}: give an English "
-                             f"sentence of 1 to {self.max_seq_length - 2} words")
-        unknown = [w for w in words if w not in self.en_vocab_dict]
+                             f"sentence of 1 to {self.max_seq_length - 2} {self.unit}")
+        unknown = self.tokenizers["en"].unknown(words)
         if unknown:
             raise ValueError(f"{sentence!r}: the model has never seen the word(s) "
                              f"{', '.join(map(repr, unknown))}; rephrase with words of its "
-                             "training vocabulary")
-        if len(words) > self.max_seq_length - 2:
-            raise ValueError(f"{sentence!r} has {len(words)} words; this model translates "
+                             "training vocabulary (or train with --tokenizer bpe)")
+        n = len(self.token_ids([words], "en")[0]) - 2
+        if n > self.max_seq_length - 2:
+            raise ValueError(f"{sentence!r} has {n} {self.unit}; this model translates "
                              f"at most {self.max_seq_length - 2}")
         return words
+
+
+def build_vocabulary(corpus, training_pairs, tokenizer="word", vocab_size=None,
+                     vocab_from="archive", max_seq_length=10, given=None):
+    """The vocabulary a container trains with.
+
+    Args:
+        tokenizer: "word" (DLStudio's) or "bpe" (``vocab_size`` pieces per language).
+        vocab_from: word-level only: "archive" (the archive's own lists, DLStudio's
+            behaviour: they include the held-out words) or "training" (the words of the
+            training split only, so that held-out sentences may hold unknown words, as
+            real input does). BPE is always learnt from the training split.
+        max_seq_length: with BPE, it grows to fit the longest training sentence in pieces.
+        given: ready tokenizers by language (a pre-trained GPT's), used as they are.
+    """
+    if tokenizer not in ("word", "bpe"):
+        raise ValueError(f"tokenizer must be 'word' or 'bpe', not {tokenizer!r}")
+    if vocab_from not in ("archive", "training"):
+        raise ValueError(f"vocab_from must be 'archive' or 'training', not {vocab_from!r}")
+    given = given or {}
+    if tokenizer == "word" and vocab_from == "archive" and not given:
+        return Vocabulary(corpus.vocab_en, corpus.vocab_es, max_seq_length)
+    if not training_pairs:
+        raise ValueError("a vocabulary learnt from the training split needs training pairs")
+    tokenizers = {}
+    for lang, side, archive_words in (("en", 0, corpus.vocab_en), ("es", 1, corpus.vocab_es)):
+        if lang in given:
+            tokenizers[lang] = given[lang]
+        elif tokenizer == "word" and vocab_from == "archive":
+            tokenizers[lang] = WordTokenizer(archive_words)
+        else:
+            kind = BPETokenizer if tokenizer == "bpe" else WordTokenizer
+            tokenizers[lang] = kind.train([p[side] for p in training_pairs], vocab_size or 8000)
+    vocab = Vocabulary(tokenizers["en"], tokenizers["es"], max_seq_length)
+    longest = max(len(ids) for lang, side in (("en", 0), ("es", 1))
+                  for ids in vocab.token_ids([p[side] for p in training_pairs], lang))
+    vocab.max_seq_length = max(max_seq_length, longest)
+    return vocab
 
 
 def archive_path(dataroot, data_archive):
@@ -101,23 +288,66 @@ def archive_path(dataroot, data_archive):
     return os.path.join(dataroot, data_archive)
 
 
-def use_corpus(xformer, corpus=None):
+def use_corpus(xformer, corpus=None, vocab=None):
     """What a DLStudio container does with its archive in its constructor: read it (unless
-    a Corpus is given), keep its vocabularies as ``xformer.vocab`` and under DLStudio's
-    attribute names, and split its pairs into training and held-out sentences."""
+    a Corpus is given), split its pairs into training and held-out sentences, build (or
+    take) the vocabulary as ``xformer.vocab`` and under DLStudio's attribute names."""
     if corpus is None:
         if xformer.data_archive is None:
             raise ValueError("give data_archive= (a DLStudio archive) or corpus=")
+        word_limit = xformer.max_seq_length if xformer.tokenizer == "word" else None
         corpus = load_archive(archive_path(xformer.dataroot, xformer.data_archive),
-                              max_seq_length=xformer.max_seq_length)
-    vocab = Vocabulary(corpus.vocab_en, corpus.vocab_es, xformer.max_seq_length)
-    xformer.corpus, xformer.vocab = corpus, vocab
+                              max_seq_length=word_limit)
+    xformer.corpus = corpus
+    xformer.training_corpus, xformer.held_out_corpus = [], []
+    if corpus.pairs:
+        xformer.training_corpus, xformer.held_out_corpus = split_pairs(
+            corpus.pairs, xformer.held_out_fraction, xformer.split_seed)
+    if vocab is None:
+        vocab = build_vocabulary(corpus, xformer.training_corpus, xformer.tokenizer,
+                                 xformer.vocab_size, xformer.vocab_from, xformer.max_seq_length)
+    xformer.vocab, xformer.max_seq_length = vocab, vocab.max_seq_length
+    xformer.tokenizer = vocab.kind          # a GPT's BPE may come with word-level English
     xformer.vocab_en, xformer.vocab_es = vocab.vocab_en, vocab.vocab_es
     xformer.vocab_en_size, xformer.vocab_es_size = vocab.vocab_en_size, vocab.vocab_es_size
     xformer.en_vocab_dict, xformer.es_vocab_dict = vocab.en_vocab_dict, vocab.es_vocab_dict
     xformer.en_index_2_word, xformer.es_index_2_word = vocab.en_index_2_word, vocab.es_index_2_word
     xformer.vocab_fingerprint = vocab.fingerprint
-    xformer.training_corpus, xformer.held_out_corpus = [], []
-    if corpus.pairs:
-        xformer.training_corpus, xformer.held_out_corpus = split_pairs(
-            corpus.pairs, xformer.held_out_fraction, xformer.split_seed)
+
+
+
+def split_sentences(sentences, held_out_fraction=0.05, seed=0):
+    """Training and held-out sentences (at least one held out), the same for the same seed."""
+    order = list(range(len(sentences)))
+    random.Random(seed).shuffle(order)
+    n_held = min(len(order) - 1, max(1, round(held_out_fraction * len(order))))
+    held = set(order[:n_held])
+    return ([s for i, s in enumerate(sentences) if i not in held],
+            [s for i, s in enumerate(sentences) if i in held])
+
+
+def use_text(gpt, sentences, vocab=None):
+    """What TransformerGPT does with its text: normalise blank space and drop the archive's
+    SOS/EOS markers, split it into training and held-out sentences, learn the tokenizer from
+    the training ones (or take ``vocab``) and fit ``max_seq_length`` to the longest."""
+    sentences = [" ".join(plain_words(s)) for s in sentences]
+    sentences = [s for s in sentences if s]
+    gpt.training_sentences, gpt.held_out_sentences = [], []
+    if len(sentences) >= 2:
+        gpt.training_sentences, gpt.held_out_sentences = split_sentences(
+            sentences, gpt.held_out_fraction, gpt.split_seed)
+    if vocab is None:
+        if not gpt.training_sentences:
+            raise ValueError("a language model needs text to learn its tokenizer from: give "
+                             "sentences= (at least two), or vocab= (a tokenizer)")
+        kind = {"bpe": BPETokenizer, "word": WordTokenizer}.get(gpt.tokenizer)
+        if kind is None:
+            raise ValueError(f"tokenizer must be 'bpe' or 'word', not {gpt.tokenizer!r}")
+        vocab = kind.train(gpt.training_sentences, gpt.vocab_size)
+    gpt.vocab, gpt.tokenizer = vocab, vocab.kind
+    unknown = sorted({w for s in sentences for w in vocab.unknown(s.split())})
+    if unknown:
+        raise ValueError(f"the text holds words the word-level tokenizer lacks "
+                         f"({', '.join(map(repr, unknown[:10]))}): use tokenizer='bpe'")
+    longest = max((len(ids) + 2 for ids in vocab.ids(sentences)), default=2)  # SOS, EOS
+    gpt.max_seq_length = max(gpt.max_seq_length or 0, longest)

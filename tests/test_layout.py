@@ -27,7 +27,9 @@ def package_imports(path):
 
 def test_the_model_file_reads_in_one_sitting():
     source = open(MODEL, encoding="utf-8").read()
-    assert len(source.splitlines()) <= 900
+    # 900 lines held the translation models and visTransformer; the GPT adds its container
+    # (built of their classes: no attention code of its own) and its delegates.
+    assert len(source.splitlines()) <= 1075
     long_functions = [f"{n.name} ({n.end_lineno - n.lineno + 1} lines)"
                       for n in ast.walk(ast.parse(source))
                       if isinstance(n, ast.FunctionDef) and n.end_lineno - n.lineno + 1 > 40]
@@ -50,9 +52,9 @@ def test_the_import_graph_has_no_cycle_and_the_trainer_sits_above_the_model():
              for name in os.listdir(folder) if name.endswith(".py")}
     assert "Transformers" not in set().union(*(graph[m] for m in (
         "training", "evaluation", "checkpoints", "vocabulary", "tokens", "kv_cache",
-        "overrides", "schedule")))
+        "overrides", "schedule", "generation")))
     for lower in ("training", "evaluation", "checkpoints", "vocabulary", "datasets",
-                  "experiments", "cli"):
+                  "experiments", "cli", "generation"):
         assert lower not in graph["Transformers"]
 
     def reaches(start, target, seen=()):

@@ -12,6 +12,7 @@ from .archive import (
                       archive_bytes,
                       build_corpus,
                       load_archive,
+                      pairs_fingerprint,
                       save_archive,
                       split_pairs,
                       vocab_fingerprint,
@@ -28,7 +29,7 @@ from .images import (
 from .synth import generate_corpus, generate_pairs
 
 __all__ = ["ArchiveError", "Corpus", "archive_bytes", "build_corpus", "load_archive",
-           "save_archive", "split_pairs", "vocab_fingerprint", "curate_pairs",
+           "save_archive", "split_pairs", "vocab_fingerprint", "pairs_fingerprint", "curate_pairs",
            "expand_contractions", "normalize", "read_tsv_pairs", "generate_corpus",
            "generate_pairs", "BUNDLED_ARCHIVE", "ImageSet", "ImageDataError", "SHAPE_CLASSES",
            "CIFAR10_CLASSES", "generate_shapes", "load_cifar10", "random_crops_and_flips"]

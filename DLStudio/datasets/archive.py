@@ -28,7 +28,7 @@ import zlib
 from dataclasses import dataclass
 
 __all__ = ["ArchiveError", "Corpus", "load_archive", "save_archive", "archive_bytes",
-           "build_corpus", "split_pairs", "vocab_fingerprint"]
+           "build_corpus", "split_pairs", "vocab_fingerprint", "pairs_fingerprint"]
 
 SOS, EOS = "SOS", "EOS"
 
@@ -324,4 +324,13 @@ def vocab_fingerprint(vocab_en, vocab_es):
     for vocab in (vocab_en, vocab_es):
         h.update("\n".join(vocab).encode("utf-8"))
         h.update(b"\x00")
+    return h.hexdigest()[:16]
+
+
+def pairs_fingerprint(pairs):
+    """A short hash of sentence pairs, in order (a training split: another archive or split
+    differs)."""
+    h = hashlib.sha256()
+    for en, es in pairs:
+        h.update(f"{en}\t{es}\n".encode())
     return h.hexdigest()[:16]
