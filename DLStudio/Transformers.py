@@ -52,8 +52,8 @@ from .schedule import ADAM_DEFAULTS, ScheduledOptim, adam
 from .tokens import causal_mask, padding_mask
 
 __all__ = ["TransformerFG", "TransformerPreLN", "TransformerGPT", "visTransformer",
-           "TransformerBase", "EncoderParts", "KeyValueCache", "scaled_dot_product", "residual", "padding_mask",
-           "causal_mask"]
+           "TransformerBase", "EncoderParts", "KeyValueCache", "scaled_dot_product", "residual",
+           "padding_mask", "causal_mask"]
 
 
 def scaled_dot_product(Q, K, V, mask=None):
@@ -378,8 +378,9 @@ class TransformerBase(EncoderParts):
         held_out_fraction, split_seed: the held-out split, grouped by English sentence.
         tokenizer: "word" (DLStudio's) or "bpe" (``vocab_size`` subword pieces per language,
             learnt from the training split; max_seq_length then counts pieces and grows to
-            fit the longest training sentence); vocab_from: "archive" or "training" (word
-            level); vocab: a ready Vocabulary (a checkpoint's). See DLStudio.vocabulary.
+            fit the longest training sentence, with room); vocab_from: "archive" or
+            "training" (word level); vocab: a ready Vocabulary (a checkpoint's). See
+            DLStudio.vocabulary.
         Other designs than the lecture's, as switches: dropout (Vaswani 5.4), label_smoothing
         (5.4), full_width_heads (heads read all of M, then W^O: 3.2.2), tie_embeddings (the
         output layer shares the Spanish embeddings: Press and Wolf 2017), learned_positions.
@@ -864,8 +865,9 @@ class TransformerGPT(EncoderParts, nn.Module):
     @classmethod
     def from_checkpoint(cls, path, dl_studio=None, model_class=None):
         """``(gpt, payload)`` from a checkpoint file alone, in eval mode on the device."""
-        from .checkpoints import rebuild_gpt
-        return rebuild_gpt(cls, path, dl_studio, model_class, TransformerGPT)
+        from .checkpoints import rebuild_module
+        return rebuild_module(cls, path, dl_studio, model_class, TransformerGPT,
+                              "a language model (TransformerGPT): train one with train_gpt.py")
 
 
 class visTransformer(EncoderParts, nn.Module):
@@ -1036,8 +1038,9 @@ class visTransformer(EncoderParts, nn.Module):
     def from_checkpoint(cls, path, dl_studio=None, model_class=None):
         """Rebuild a visTransformer with its weights from a checkpoint file alone.
         Returns ``(vit, payload)``; the model is in eval mode on the device."""
-        from .checkpoints import rebuild_vit
-        return rebuild_vit(cls, path, dl_studio, model_class, visTransformer)
+        from .checkpoints import rebuild_module
+        return rebuild_module(cls, path, dl_studio, model_class, visTransformer,
+                              "a visTransformer")
 
     def predict(self, images, batch_size=500):
         """Class indices of uint8 (N, C, H, W) images (or floats in [0, 1])."""

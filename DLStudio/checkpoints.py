@@ -37,7 +37,7 @@ from .vocabulary import archive_path
 __all__ = ["CheckpointError", "FORMAT", "checkpoint_path", "checkpoint_files",
            "list_checkpoints", "find_checkpoint", "save_checkpoint", "load_checkpoint",
            "make_payload", "check_fits", "load_into", "save_final", "container_spec", "vit_spec",
-           "rebuild_translation", "rebuild_vit", "gpt_spec", "rebuild_gpt", "init_from_gpt"]
+           "rebuild_translation", "rebuild_module", "gpt_spec", "init_from_gpt"]
 
 FORMAT = "dlstudio-transformers-checkpoint-v1"
 
@@ -67,7 +67,7 @@ def _describe(files):
     return ", ".join(n.replace("_partial", " (partial)") for n in names)
 
 
-def find_checkpoint(where, index=None):
+def find_checkpoint(where, index=None, script="seq2seq_with_transformerFG.py"):
     """The file a script's ``DIR N`` names. ``where`` is a checkpoints directory or one
     checkpoint file (then no index). N is an epoch index (its complete checkpoint, else the
     partial one written inside that epoch by --max-minutes or Ctrl-C) or "last" (the newest
@@ -78,7 +78,7 @@ def find_checkpoint(where, index=None):
         return where
     if not os.path.isdir(where):
         raise CheckpointError(f"no checkpoint file or directory {where}: train first, e.g. "
-                              "python3 seq2seq_with_transformerFG.py")
+                              f"python3 {script}")
     files = checkpoint_files(where)
     if not files:
         raise CheckpointError(f"{where} holds no checkpoint yet")
@@ -329,18 +329,23 @@ def rebuild_translation(called_on, path, dl_studio, corpus, model_class, ours):
     return xformer, xformer.model_from(encoder, decoder, payload)
 
 
-def rebuild_vit(called_on, path, dl_studio, model_class, base):
-    """``(vit, payload)`` of a visTransformer checkpoint, in eval mode on the device."""
+def rebuild_module(called_on, path, dl_studio, model_class, base, expected):
+    """``(model, payload)`` of a checkpoint of a container that is itself the model
+    (visTransformer, TransformerGPT: ``base``), in eval mode on the device. ``expected``
+    says what the file should have held."""
     from .DLStudio import DLStudio
+    from .vocabulary import tokenizer_from_state
     payload = load_checkpoint(path)
     if payload.get("variant") != base.variant:
-        raise CheckpointError(f"{path} holds a {payload.get('variant')} model, not a "
-                              "visTransformer")
+        raise CheckpointError(f"{path} holds a {payload.get('variant')} model, not "
+                              f"{expected}")
     cls = container_class(payload, path, called_on, model_class, {base.variant: base})
     dls = dl_studio or DLStudio(seed=None)
-    vit = cls(dl_studio=dls, **payload["container_args"])
-    load_into(vit, payload)
-    return vit.to(dls.device).eval(), payload
+    extra = ({"vocab": tokenizer_from_state(payload["tokenizer_state"])}
+             if "tokenizer_state" in payload else {})
+    model = cls(dl_studio=dls, **extra, **payload["container_args"])
+    load_into(model, payload)
+    return model.to(dls.device).eval(), payload
 
 
 # ---------------------------------------------------------------------------------------
@@ -359,22 +364,6 @@ def gpt_spec(gpt):
             "container_args": {name: getattr(gpt, name) for name in GPT_ARGS},
             "shape_args": list(GPT_SHAPE_ARGS), "tokenizer_state": gpt.vocab.state(),
             "vocab_fingerprint": gpt.vocab.fingerprint}
-
-
-def rebuild_gpt(called_on, path, dl_studio, model_class, base):
-    """``(gpt, payload)`` of a GPT checkpoint, in eval mode on the device."""
-    from .DLStudio import DLStudio
-    from .vocabulary import tokenizer_from_state
-    payload = load_checkpoint(path)
-    if payload.get("variant") != base.variant:
-        raise CheckpointError(f"{path} holds a {payload.get('variant')} model, not a "
-                              "language model (TransformerGPT): train one with train_gpt.py")
-    cls = container_class(payload, path, called_on, model_class, {base.variant: base})
-    dls = dl_studio or DLStudio(seed=None)
-    gpt = cls(dl_studio=dls, vocab=tokenizer_from_state(payload["tokenizer_state"]),
-              **payload["container_args"])
-    load_into(gpt, payload)
-    return gpt.to(dls.device).eval(), payload
 
 
 #: A GPT layer's parts and the translation layer's parts they become: the GPT layer is the
@@ -405,10 +394,13 @@ def init_from_gpt(xformer, stack, checkpoint, side="decoder"):
     for what, theirs, ours in (
             ("tokenizer", payload["vocab_fingerprint"], tokenizer.fingerprint),
             ("embedding_size", args["embedding_size"], xformer.embedding_size),
+            ("number of heads", args["num_atten_heads"], stack.num_atten_heads),
+            ("full_width_heads", args["full_width_heads"], xformer.full_width_heads),
             ("layout (FG or PreLN)", args["layout"] == "PreLN", xformer.norm_first)):
         if theirs != ours:
             raise CheckpointError(
-                f"{path} does not fit this model's {side}: its {what} differs. Pre-train the "
+                f"{path} does not fit this model's {side}: its {what} is {theirs}, the "
+                f"{side}'s {ours}. Pre-train the "
                 f"GPT on this model's {'Spanish' if lang == 'es' else 'English'} tokenizer "
                 "and sizes (pretraining_experiment.py does), or train from scratch")
     weights, copied = payload["model"], 0
@@ -429,7 +421,8 @@ def init_from_gpt(xformer, stack, checkpoint, side="decoder"):
         try:
             module.load_state_dict(part)
         except RuntimeError as e:
+            detail = " ".join(str(e).split())[:300]
             raise CheckpointError(f"{path}: its {prefix.rstrip('.')} does not fit this "
-                                  f"model's ({str(e).splitlines()[0][:200]})") from None
+                                  f"model's ({detail})") from None
         copied += sum(v.numel() for v in part.values())
     return copied

@@ -20,7 +20,8 @@ from .Transformers import TransformerBase, TransformerFG, TransformerPreLN
 
 __all__ = ["train_main", "test_checkpoint_main", "translate_main", "load_checkpoint_or_exit",
            "positive_int", "positive_float", "nonnegative_float", "nonnegative_int",
-           "existing_file", "archive_or_usage", "add_checkpoint_arguments",
+           "existing_file", "archive_or_usage", "add_checkpoint_arguments", "add_run_arguments",
+           "add_stack_arguments",
            "checkpoint_arguments",
            "vit_train_main", "vit_test_checkpoint_main", "homework_main", "LECTURE",
            "VIT_DEFAULTS", "HOMEWORK"]
@@ -107,6 +108,40 @@ def _resolve_archive(path):
     raise UserError(_missing_archive_message(path))
 
 
+def add_run_arguments(parser, checkpoints_dir, score, what):
+    """The flags every training script shares: where checkpoints go and how often, when to
+    stop, --overwrite / --resume, --track-<score> (``what``: the score), --seed, --cpu."""
+    p = parser
+    p.add_argument("--checkpoint-freq", type=positive_int, default=5)
+    p.add_argument("--checkpoints-dir", default=checkpoints_dir)
+    p.add_argument("--max-minutes", type=positive_float, default=None,
+                   help="stop after this much training (a checkpoint is written)")
+    p.add_argument("--max-steps", type=positive_int, default=None,
+                   help="stop after this many optimiser steps (a checkpoint is written)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="start a new run in a directory that holds one: the old run's "
+                        "checkpoints move to DIR/previous/")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run in --checkpoints-dir from its newest checkpoint "
+                        "(refused if a setting that changes training differs)")
+    p.add_argument(f"--track-{score}", action="store_true",
+                   help=f"{what} at every checkpoint (plotted with the loss)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--cpu", action="store_true", help="do not use a GPU even when present")
+
+
+def add_stack_arguments(parser, defaults, layers):
+    """A one-stack model's sizes (visTransformer, GPT): embedding, layers, heads, layout."""
+    p, d = parser, defaults
+    p.add_argument("--embedding-size", type=positive_int, default=d["embedding_size"])
+    p.add_argument("--num-layers", type=positive_int, default=d["num_layers"], help=layers)
+    p.add_argument("--num-atten-heads", type=positive_int, default=d["num_atten_heads"])
+    p.add_argument("--layout", choices=("PreLN", "FG"), default="PreLN",
+                   help="where LayerNorm sits: PreLN (no warm-up needed) or FG (post-LN)")
+    p.add_argument("--num-warmup-steps", type=nonnegative_int, default=0,
+                   help="FG layout: warm-up steps (0: Adam at --learning-rate)")
+
+
 def training_parser(variant):
     p = argparse.ArgumentParser(
         description=f"Train Transformer{variant} for English-to-Spanish translation. With no "
@@ -139,20 +174,8 @@ def training_parser(variant):
                    help="PreLN: Adam's constant rate")
     p.add_argument("--dropout", type=nonnegative_float, default=0.0)
     p.add_argument("--label-smoothing", type=nonnegative_float, default=0.0)
-    p.add_argument("--checkpoint-freq", type=positive_int, default=5)
-    p.add_argument("--checkpoints-dir", default=f"checkpoints_with_masking_{variant}")
-    p.add_argument("--max-minutes", type=positive_float, default=None,
-                   help="stop after this much training (a checkpoint is written)")
-    p.add_argument("--max-steps", type=positive_int, default=None,
-                   help="stop after this many optimiser steps (a checkpoint is written)")
-    p.add_argument("--overwrite", action="store_true",
-                   help="start a new run in a directory that holds one: the old run's "
-                        "checkpoints move to DIR/previous/")
-    p.add_argument("--resume", action="store_true",
-                   help="continue the run in --checkpoints-dir from its newest checkpoint "
-                        "(refused if a setting that changes training differs)")
-    p.add_argument("--track-bleu", action="store_true",
-                   help="score the held-out split at every checkpoint (plotted with the loss)")
+    add_run_arguments(p, f"checkpoints_with_masking_{variant}", "bleu",
+                      "BLEU on the held-out split")
     p.add_argument("--full-width-heads", action="store_true",
                    help="heads read the whole embedding, with an output projection W^O")
     p.add_argument("--tie-embeddings", action="store_true",
@@ -165,11 +188,15 @@ def training_parser(variant):
                         "self-attention and feed-forward layers, output layer")
     p.add_argument("--init-encoder-from", nargs="+", metavar=("DIR", "N"),
                    help="start the encoder from a GPT checkpoint trained on English")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--cpu", action="store_true", help="do not use a GPU even when present")
     p.add_argument("--no-eval", action="store_true", help="skip the held-out evaluation")
     _model_class_flag(p, f"train this subclass of Transformer{variant} (homework)")
     return p
+
+
+def _longest(vocab):
+    n = getattr(vocab, "longest_training_sentence", None)
+    return "" if n is None or vocab.kind == "word" else \
+        f" (the longest training sentence is {n}; twice that, for words never seen)"
 
 
 def _gpt_checkpoints(args):
@@ -181,7 +208,8 @@ def _gpt_checkpoints(args):
             if len(given) > 2:
                 raise UserError(f"--init-{side}-from takes DIR and at most one N, not "
                                 f"{' '.join(given)}")
-            path = find_checkpoint(given[0], given[1] if len(given) > 1 else None)
+            path = find_checkpoint(given[0], given[1] if len(given) > 1 else None,
+                                   "train_gpt.py")
             found[side] = (path, load_checkpoint(path))
     return found
 
@@ -265,7 +293,8 @@ def train_main(variant, argv=None):
               f"pairs, {len(xformer.held_out_corpus)} held out; vocabularies "
               f"{xformer.vocab_en_size} / {xformer.vocab_es_size} "
               f"{'words' if args.tokenizer == 'word' else 'BPE pieces'}; max_seq_length "
-              f"{xformer.max_seq_length} {xformer.vocab.unit}; {n_params:,} parameters; "
+              f"{xformer.max_seq_length} {xformer.vocab.unit}{_longest(xformer.vocab)}; "
+              f"{n_params:,} parameters; "
               f"device {dls.device}")
         trainer = xformer.run_code_for_training(
             dls, encoder, decoder, display_train_loss=True, checkpoints_dir=args.checkpoints_dir,
@@ -451,31 +480,14 @@ def vit_parser():
     p.add_argument("--num-test", type=positive_int, default=d["num_test"],
                    help="shapes: test images to generate")
     p.add_argument("--patch-size", type=positive_int, default=d["patch_size"])
-    p.add_argument("--embedding-size", type=positive_int, default=d["embedding_size"])
-    p.add_argument("--num-layers", type=positive_int, default=d["num_layers"],
-                   help="basic encoders")
-    p.add_argument("--num-atten-heads", type=positive_int, default=d["num_atten_heads"])
-    p.add_argument("--layout", choices=("PreLN", "FG"), default="PreLN")
-    p.add_argument("--num-warmup-steps", type=int, default=0,
-                   help="FG layout: warm-up steps (0: Adam at --learning-rate)")
+    add_stack_arguments(p, d, "basic encoders")
     p.add_argument("--epochs", type=positive_int, default=d["epochs"])
     p.add_argument("--batch-size", type=positive_int, default=d["batch_size"])
     p.add_argument("--learning-rate", type=positive_float, default=d["learning_rate"])
     p.add_argument("--dropout", type=nonnegative_float, default=0.0)
     p.add_argument("--label-smoothing", type=nonnegative_float, default=0.0)
     p.add_argument("--augment", action="store_true", help="random shifts and flips")
-    p.add_argument("--checkpoint-freq", type=positive_int, default=5)
-    p.add_argument("--checkpoints-dir", default="checkpoints_visTrans")
-    p.add_argument("--max-minutes", type=positive_float, default=None)
-    p.add_argument("--overwrite", action="store_true",
-                   help="start a new run in a directory that holds one: the old run's "
-                        "checkpoints move to DIR/previous/")
-    p.add_argument("--resume", action="store_true",
-                   help="continue the run in --checkpoints-dir from its newest checkpoint")
-    p.add_argument("--track-accuracy", action="store_true",
-                   help="test accuracy at every checkpoint (plotted with the loss)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--cpu", action="store_true")
+    add_run_arguments(p, "checkpoints_visTrans", "accuracy", "test accuracy")
     return p
 
 
@@ -513,8 +525,8 @@ def vit_train_main(argv=None):
               f"{n_params:,} parameters; device {dls.device}")
         trainer = vit.run_code_for_training_visTransformer(
             dls, vit, display_train_loss=True, checkpoints_dir=args.checkpoints_dir,
-            max_minutes=args.max_minutes, overwrite=args.overwrite, resume=args.resume,
-            track_accuracy=args.track_accuracy)
+            max_minutes=args.max_minutes, max_steps=args.max_steps, overwrite=args.overwrite,
+            resume=args.resume, track_accuracy=args.track_accuracy)
         vit.run_code_for_evaluating_visTransformer(
             confusion_png=os.path.join(args.checkpoints_dir, "confusion_matrix.png"))
         print(f"wrote {args.checkpoints_dir}/confusion_matrix.png and train_loss.png")

@@ -38,7 +38,8 @@ def budget_run(xformer, master_encoder, master_decoder, budget, every, report=pr
 
     Returns:
         list of rows: minutes, steps, epoch, loss (mean of the last 100 steps), bleu,
-        sacrebleu, eval_seconds.
+        sacrebleu, eval_seconds, translatable (held-out sentences the vocabulary can read)
+        and sentences.
     """
     if unit not in ("minutes", "steps"):
         raise ValueError(f"unit must be 'minutes' or 'steps', not {unit!r}")
@@ -56,7 +57,8 @@ def budget_run(xformer, master_encoder, master_decoder, budget, every, report=pr
         recent = trainer.train_losses[-100:] or [float("nan")]
         row = {"minutes": round(minutes_now, 2), "steps": trainer.step, "epoch": trainer.epoch,
                "loss": sum(recent) / len(recent), "bleu": result["bleu"],
-               "sacrebleu": result.get("sacrebleu", float("nan")), "eval_seconds": spent}
+               "sacrebleu": result.get("sacrebleu", float("nan")), "eval_seconds": spent,
+               "translatable": result["translatable"], "sentences": result["sentences"]}
         rows.append(row)
         report(row)
 
@@ -117,3 +119,85 @@ def format_comparison(rows):
                      f"{row['seconds']:>9.1f}{row['loss']:>8.3f}{row['bleu']:>8.2f}"
                      f"{row['bleu'] - rows[0]['bleu']:>+10.2f}")
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------
+# Pre-training, then fine-tuning (Radford et al. 2018), with scarce translation pairs.
+def scarce_labels(corpus, num_pairs, seed=0, held_out_fraction=0.05, split_seed=0):
+    """The lecture's scarce-labels case from one archive: the usual held-out split, then
+    ``num_pairs`` of the training pairs as labelled data and the other training pairs'
+    sentences as unlabelled text (never a held-out sentence or reference).
+
+    Returns: (labelled pairs, held-out pairs, unlabelled English, unlabelled Spanish)
+    """
+    import random
+
+    from .datasets import split_pairs
+    train, held_out = split_pairs(corpus.pairs, held_out_fraction, split_seed)
+    order = list(range(len(train)))
+    random.Random(seed).shuffle(order)
+    labelled = [train[i] for i in sorted(order[:num_pairs])]
+    rest = [train[i] for i in sorted(order[num_pairs:])]
+    held_en, held_es = {en for en, _ in held_out}, {es for _, es in held_out}
+    return (labelled, held_out, [en for en, _ in rest if en not in held_en],
+            [es for _, es in rest if es not in held_es])
+
+
+def _timed_training(trainer, steps):
+    """Train ``steps`` optimiser steps; return the minutes they took."""
+    start = time.monotonic()
+    trainer.max_steps = trainer.step + steps
+    trainer.run()
+    return (time.monotonic() - start) / 60
+
+
+def pretrain_gpt(xformer, sentences, lang, steps, num_layers, num_atten_heads, seed=0):
+    """A GPT of the translation model's sizes, layout and tokenizer for ``lang``, trained
+    ``steps`` steps on ``sentences``. Returns (payload for init_from_gpt, minutes,
+    held-out perplexity dict)."""
+    from .checkpoints import make_payload
+    from .training import LanguageModelTrainer
+    from .Transformers import TransformerGPT
+    dls = DLStudio(use_gpu=xformer.dl_studio.device.type != "cpu", seed=seed, epochs=10_000,
+                   batch_size=xformer.dl_studio.batch_size,
+                   learning_rate=xformer.dl_studio.learning_rate)
+    gpt = TransformerGPT(dl_studio=dls, sentences=sentences, lang=lang, archive_text=True,
+                         vocab=xformer.vocab.tokenizers[lang],
+                         embedding_size=xformer.embedding_size,
+                         num_basic_decoders=num_layers, num_atten_heads=num_atten_heads,
+                         layout="PreLN" if xformer.norm_first else "FG",
+                         num_warmup_steps=xformer.num_warmup_steps, lr_mul=xformer.lr_mul,
+                         dropout=xformer.dropout, save_checkpoints=False)
+    trainer = LanguageModelTrainer.for_model(gpt)
+    minutes = _timed_training(trainer, steps)
+    return make_payload(gpt, {}), minutes, gpt.perplexity()
+
+
+def pretraining_run(make_container, run, steps, pretrain_steps, text, sizes, report=print):
+    """One run of the experiment: "a" from scratch, "b" the decoder from a GPT pre-trained
+    on the unlabelled Spanish, "c" the encoder too, from a GPT on the unlabelled English
+    (the pre-training steps shared between the two). Every run trains ``steps`` optimiser
+    steps in all, pre-training included.
+
+    Returns: a row (run, steps, minutes, BLEU, sacreBLEU, translatable, perplexities).
+    """
+    from .checkpoints import init_from_gpt
+    xformer, encoder, decoder = make_container()
+    sides = {"a": [], "b": ["decoder"], "c": ["decoder", "encoder"]}[run]
+    row = {"run": run, "pretrain_steps": 0, "pretrain_minutes": 0.0}
+    for side in sides:
+        lang = "es" if side == "decoder" else "en"
+        n = pretrain_steps // len(sides)
+        payload, minutes, ppl = pretrain_gpt(xformer, text[lang], lang, n, *sizes)
+        init_from_gpt(xformer, decoder if side == "decoder" else encoder, payload, side)
+        row.update({f"ppl_{lang}": ppl["per_piece"], f"ppl_word_{lang}": ppl["per_word"]})
+        row["pretrain_steps"] += n
+        row["pretrain_minutes"] += minutes
+    trainer = TranslationTrainer.for_container(xformer, encoder, decoder)
+    finetune = steps - row["pretrain_steps"]
+    row.update(finetune_steps=finetune, finetune_minutes=_timed_training(trainer, finetune))
+    result = evaluate_bleu(trainer.model, xformer.vocab, xformer.held_out_corpus, show=0)
+    row.update(bleu=result["bleu"], sacrebleu=result.get("sacrebleu", float("nan")),
+               translatable=result["translatable"], sentences=result["sentences"])
+    report(row)
+    return row

@@ -165,6 +165,14 @@ class Trainer:
                     os.path.abspath(p)) == os.path.abspath(checkpoints_dir)]
                 self.move_previous_run(existing + inside)
 
+    @classmethod
+    def for_model(cls, model, checkpoints_dir=None, **options):
+        """The trainer of a container that is itself the model (visTransformer,
+        TransformerGPT): its optimiser, DLStudio and settings."""
+        model.to(model.dl_studio.device)
+        return cls(model, model.make_optimizer(model.parameters()), model.dl_studio,
+                   checkpoints_dir, **_settings(model), **options)
+
     # -----------------------------------------------------------------------------------
     # What a subclass provides.
     num_examples = 0
@@ -323,6 +331,15 @@ class Trainer:
                 f"{self.last_checkpoint}. Continue with --resume (resume=True) and the same "
                 "checkpoints directory.")
         return self.train_losses
+
+    def run_and_save(self, callback=None):
+        """`run`, then the final model to ``dl_studio.path_saved_model`` when that is one
+        path. Returns the trainer."""
+        self.run(callback=callback)
+        if isinstance(self.dls.path_saved_model, str):
+            save_checkpoint(self.payload(self.last_epoch, self.batches_done == 0),
+                            self.dls.path_saved_model)
+        return self
 
     # -----------------------------------------------------------------------------------
     def payload(self, epoch, complete=True):
@@ -524,13 +541,6 @@ class ImageTrainer(Trainer):
         super().__init__(vit, optimizer, dls, checkpoints_dir, track_score=track_accuracy,
                          **options)
 
-    @classmethod
-    def for_model(cls, vit, checkpoints_dir=None, **options):
-        """The trainer of ``run_code_for_training_visTransformer``."""
-        vit.to(vit.dl_studio.device)
-        return cls(vit, vit.make_optimizer(vit.parameters()), vit.dl_studio, checkpoints_dir,
-                   **_settings(vit), **options)
-
     def batches(self, epoch, skip=0):
         """The epoch's batches of (images in [0, 1], labels); the first ``skip`` are left
         out (their random shifts are still drawn, so a resumed run matches)."""
@@ -572,12 +582,7 @@ def train_images(vit, model=None, checkpoint_dir=None, checkpoints_dir=None, cal
         vit.use_datasets(*vit.dl_studio.image_datasets,
                          {"name": "cifar10", "dataroot": os.path.abspath(vit.dl_studio.dataroot)})
     folder = checkpoints_dir or checkpoint_dir or "checkpoints_visTrans"
-    trainer = ImageTrainer.for_model(vit, folder, **options)
-    trainer.run(callback=callback)
-    if isinstance(vit.dl_studio.path_saved_model, str):
-        save_checkpoint(trainer.payload(trainer.last_epoch, trainer.batches_done == 0),
-                        vit.dl_studio.path_saved_model)
-    return trainer
+    return ImageTrainer.for_model(vit, folder, **options).run_and_save(callback)
 
 
 class LanguageModelTrainer(Trainer):
@@ -602,13 +607,6 @@ class LanguageModelTrainer(Trainer):
         self.num_examples = len(self.ids)
         super().__init__(gpt, optimizer, dls, checkpoints_dir, track_score=track_perplexity,
                          **options)
-
-    @classmethod
-    def for_model(cls, gpt, checkpoints_dir=None, **options):
-        """The trainer of ``TransformerGPT.run_code_for_training``."""
-        gpt.to(gpt.dl_studio.device)
-        return cls(gpt, gpt.make_optimizer(gpt.parameters()), gpt.dl_studio, checkpoints_dir,
-                   **_settings(gpt), **options)
 
     def batches(self, epoch, skip=0):
         """The epoch's batches of sentences (B, T), each cut to its longest."""
@@ -640,12 +638,7 @@ def train_language_model(gpt, checkpoints_dir="checkpoints_GPT", callback=None, 
     """``TransformerGPT.run_code_for_training``: train on the training sentences, a
     checkpoint every ``checkpoint_freq`` epochs (and at a step or time limit, Ctrl-C), the
     final model to ``dl_studio.path_saved_model`` when that is one path. Returns the trainer."""
-    trainer = LanguageModelTrainer.for_model(gpt, checkpoints_dir, **options)
-    trainer.run(callback=callback)
-    if isinstance(gpt.dl_studio.path_saved_model, str):
-        save_checkpoint(trainer.payload(trainer.last_epoch, trainer.batches_done == 0),
-                        gpt.dl_studio.path_saved_model)
-    return trainer
+    return LanguageModelTrainer.for_model(gpt, checkpoints_dir, **options).run_and_save(callback)
 
 
 def _rng_states():

@@ -20,6 +20,7 @@ pieces, not words.
 import hashlib
 import os
 import random
+import unicodedata
 
 import torch
 
@@ -112,7 +113,11 @@ class BPETokenizer:
         return [e.ids for e in self.hf.encode_batch(list(texts))]
 
     def text(self, ids):
-        return self.hf.decode(list(ids))
+        """The text of pieces. An early model may emit bytes that are no UTF-8 character,
+        or control bytes (a newline): both come out as U+FFFD, so one output stays one
+        line of text."""
+        text = self.hf.decode(list(ids))
+        return "".join("\ufffd" if unicodedata.category(c) == "Cc" else c for c in text)
 
     def state(self):
         return {"kind": self.kind, "json": self.hf.to_str()}
@@ -253,7 +258,10 @@ def build_vocabulary(corpus, training_pairs, tokenizer="word", vocab_size=None,
             behaviour: they include the held-out words) or "training" (the words of the
             training split only, so that held-out sentences may hold unknown words, as
             real input does). BPE is always learnt from the training split.
-        max_seq_length: with BPE, it grows to fit the longest training sentence in pieces.
+        max_seq_length: with BPE, it grows to twice the pieces of the longest training
+            sentence (SOS and EOS aside): room for sentences of words never seen, each
+            several pieces. (The sine/cosine positions cost nothing for the room left, and
+            batches are cut to their longest sentence.)
         given: ready tokenizers by language (a pre-trained GPT's), used as they are.
     """
     if tokenizer not in ("word", "bpe"):
@@ -277,8 +285,15 @@ def build_vocabulary(corpus, training_pairs, tokenizer="word", vocab_size=None,
     vocab = Vocabulary(tokenizers["en"], tokenizers["es"], max_seq_length)
     longest = max(len(ids) for lang, side in (("en", 0), ("es", 1))
                   for ids in vocab.token_ids([p[side] for p in training_pairs], lang))
-    vocab.max_seq_length = max(max_seq_length, longest)
+    vocab.longest_training_sentence = longest - 2
+    vocab.max_seq_length = max(max_seq_length, with_room(longest, vocab.kind))
     return vocab
+
+
+def with_room(longest, kind):
+    """The sequence length for a longest sentence of ``longest`` tokens (SOS and EOS
+    included): with BPE, room for twice its pieces, since a word never seen is several."""
+    return 2 * (longest - 2) + 2 if kind == "bpe" else longest
 
 
 def archive_path(dataroot, data_archive):
@@ -329,7 +344,8 @@ def split_sentences(sentences, held_out_fraction=0.05, seed=0):
 def use_text(gpt, sentences, vocab=None):
     """What TransformerGPT does with its text: normalise blank space and drop the archive's
     SOS/EOS markers, split it into training and held-out sentences, learn the tokenizer from
-    the training ones (or take ``vocab``) and fit ``max_seq_length`` to the longest."""
+    the training ones (or take ``vocab``) and fit ``max_seq_length`` to the longest (with
+    BPE's room: `with_room`)."""
     sentences = [" ".join(plain_words(s)) for s in sentences]
     sentences = [s for s in sentences if s]
     gpt.training_sentences, gpt.held_out_sentences = [], []
@@ -345,9 +361,10 @@ def use_text(gpt, sentences, vocab=None):
             raise ValueError(f"tokenizer must be 'bpe' or 'word', not {gpt.tokenizer!r}")
         vocab = kind.train(gpt.training_sentences, gpt.vocab_size)
     gpt.vocab, gpt.tokenizer = vocab, vocab.kind
-    unknown = sorted({w for s in sentences for w in vocab.unknown(s.split())})
-    if unknown:
-        raise ValueError(f"the text holds words the word-level tokenizer lacks "
+    unknown = sorted({w for s in gpt.training_sentences for w in vocab.unknown(s.split())})
+    if unknown:                          # (held-out ones are left out of perplexity)
+        raise ValueError(f"the training text holds words the word-level tokenizer lacks "
                          f"({', '.join(map(repr, unknown[:10]))}): use tokenizer='bpe'")
-    longest = max((len(ids) + 2 for ids in vocab.ids(sentences)), default=2)  # SOS, EOS
-    gpt.max_seq_length = max(gpt.max_seq_length or 0, longest)
+    known = [s for s in sentences if not vocab.unknown(s.split())]
+    longest = max((len(ids) + 2 for ids in vocab.ids(known)), default=2)      # SOS, EOS
+    gpt.max_seq_length = max(gpt.max_seq_length or 0, with_room(longest, vocab.kind))

@@ -18,6 +18,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import torch  # noqa: E402
+
 from DLStudio import DLStudio, TransformerFG, TransformerPreLN  # noqa: E402
 from DLStudio.cli import (  # noqa: E402
     archive_or_usage,
@@ -48,10 +50,18 @@ def main():
     p.add_argument("--full-width-heads", action="store_true")
     p.add_argument("--tie-embeddings", action="store_true")
     p.add_argument("--learned-positions", action="store_true")
+    p.add_argument("--tokenizer", choices=("word", "bpe"), default="word")
+    p.add_argument("--vocab-size", type=positive_int, default=8000, help="BPE pieces")
+    p.add_argument("--vocab-from", choices=("archive", "training"), default="archive",
+                   help="word level: the archive's vocabularies or the training split's words")
+    p.add_argument("--threads", type=positive_int, default=None,
+                   help="torch threads (two runs side by side: one each)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="bleu_vs_time", help="folder for the CSV and the plot")
     args = p.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     cls = {"FG": TransformerFG, "PreLN": TransformerPreLN}[args.variant]
     corpus = archive_or_usage(p, args.archive)
     dls = DLStudio(use_gpu=True, batch_size=args.batch_size, epochs=10_000, seed=args.seed,
@@ -60,7 +70,8 @@ def main():
             num_warmup_steps=args.num_warmup_steps, lr_mul=args.lr_mul, dropout=args.dropout,
             label_smoothing=args.label_smoothing, save_checkpoints=False,
             full_width_heads=args.full_width_heads, tie_embeddings=args.tie_embeddings,
-            learned_positions=args.learned_positions)
+            learned_positions=args.learned_positions, tokenizer=args.tokenizer,
+            vocab_size=args.vocab_size, vocab_from=args.vocab_from)
     enc = cls.MasterEncoder(dls, x, args.num_layers, args.num_atten_heads)
     dec = cls.MasterDecoderWithMasking(dls, x, args.num_layers, args.num_atten_heads)
     print(f"machine: {machine()}")
@@ -70,20 +81,23 @@ def main():
           f"{args.learning_rate}, dropout {args.dropout}, label smoothing "
           f"{args.label_smoothing}, full-width heads {args.full_width_heads}, tied "
           f"{args.tie_embeddings}, learned positions {args.learned_positions}; "
-          f"{len(x.training_corpus)} training pairs, "
+          f"tokenizer {x.tokenizer} ({x.vocab_en_size} / {x.vocab_es_size}, from "
+          f"{'the training split' if x.tokenizer == 'bpe' else args.vocab_from}), "
+          f"max_seq_length {x.max_seq_length}; {len(x.training_corpus)} training pairs, "
           f"{len({en for en, _ in x.held_out_corpus})} held-out English sentences; "
           f"device {dls.device}", flush=True)
     print(f"{'minutes':>8}{'steps':>7}{'epoch':>7}{'loss':>8}{'BLEU':>7}{'sacreBLEU':>10}"
-          f"{'eval s':>8}", flush=True)
+          f"{'translatable':>14}{'eval s':>8}", flush=True)
 
     def report(row):
         print(f"{row['minutes']:>8.1f}{row['steps']:>7}{row['epoch']:>7}{row['loss']:>8.3f}"
-              f"{row['bleu']:>7.2f}{row['sacrebleu']:>10.2f}{row['eval_seconds']:>8.0f}",
+              f"{row['bleu']:>7.2f}{row['sacrebleu']:>10.2f}"
+              f"{row['translatable']:>7}/{row['sentences']:<6}{row['eval_seconds']:>8.0f}",
               flush=True)
 
     rows = budget_run(x, enc, dec, args.minutes, args.every, report)
     os.makedirs(args.out, exist_ok=True)
-    stem = os.path.join(args.out, f"bleu_vs_time_{args.variant}")
+    stem = os.path.join(args.out, f"bleu_vs_time_{args.variant}_{args.tokenizer}")
     with open(stem + ".csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()

@@ -8,6 +8,7 @@ traceback; a script added without an entry in RUNS fails `test_every_script_has_
 """
 
 import glob
+import io
 import os
 import runpy
 import subprocess
@@ -16,8 +17,9 @@ import sys
 import pytest
 import torch
 
-from DLStudio import DLStudio, TransformerFG, TransformerPreLN, visTransformer
+from DLStudio import DLStudio, TransformerFG, TransformerGPT, TransformerPreLN, visTransformer
 from DLStudio.checkpoints import checkpoint_path, load_checkpoint, save_checkpoint
+from DLStudio.cli_gpt import archive_side
 from DLStudio.datasets import SHAPE_CLASSES, generate_corpus, save_archive
 from DLStudio.tokens import EOS_INDEX
 
@@ -34,7 +36,8 @@ TINY_TRAINING = TINY + ["--epochs", 1, "--batch-size", 32, "--num-warmup-steps",
 def work(tmp_path_factory):
     """A tiny archive; an FG and a PreLN trained for one epoch of 9 steps on it; the same FG
     with EOS made impossible (every translation max_seq_length - 1 words long); a tiny
-    visTransformer trained for a few steps."""
+    visTransformer trained for a few steps; a tiny GPT (PreLN, BPE) on the archive's
+    Spanish, and the same with EOS made impossible; a small text file."""
     folder = tmp_path_factory.mktemp("scripts")
     archive = folder / "tiny.tar.gz"
     save_archive(generate_corpus(300, seed=5), archive)
@@ -54,6 +57,17 @@ def work(tmp_path_factory):
                          num_basic_encoders=1, num_atten_heads=2, classes=SHAPE_CLASSES)
     vit.load_shapes_dataset(96, 32)
     vit.run_code_for_training_visTransformer(checkpoints_dir=str(folder / "vit"))
+    dls = DLStudio(use_gpu=False, batch_size=32, epochs=1, seed=0, learning_rate=1e-3,
+                   path_saved_model=str(folder / "saved_gpt.pt"))
+    gpt = TransformerGPT(dl_studio=dls, sentences=archive_side(str(archive), "es")[1],
+                         vocab_size=300, embedding_size=16, num_basic_decoders=1,
+                         num_atten_heads=2, archive_text=True)
+    gpt.run_code_for_training(str(folder / "gpt"))
+    payload = load_checkpoint(checkpoint_path(str(folder / "gpt"), 0))
+    payload["model"]["master_decoder.out.bias"][EOS_INDEX] = -1e4
+    save_checkpoint(payload, checkpoint_path(str(folder / "long_gpt"), 0))
+    (folder / "text.txt").write_text("el gato come\nla casa es roja\nel perro duerme\n"
+                                     "la niña lee un libro\n" * 5, encoding="utf-8")
     return folder
 
 
@@ -62,6 +76,7 @@ def runs(w):
     a = str(w / "tiny.tar.gz")
     early, long_, pre = str(w / "early_FG"), str(w / "long_FG"), str(w / "early_PreLN")
     homework = ["--archive", a, *TINY_TRAINING]
+    gpt, long_gpt = str(w / "gpt"), str(w / "long_gpt")
     return {
         "ExamplesTransformers/compare_fg_preln.py": [
             (["--archive", a, "--steps", 4, "--every", 2, *TINY, "--out", "cmp"],
@@ -81,7 +96,23 @@ def runs(w):
         "ExamplesTransformers/seq2seq_with_transformerFG.py": [
             (["--archive", a, *TINY_TRAINING, "--checkpoints-dir", "fg"], "held-out BLEU")],
         "ExamplesTransformers/seq2seq_with_transformerPreLN.py": [
-            (["--archive", a, *TINY_TRAINING, "--checkpoints-dir", "preln"], "held-out BLEU")],
+            (["--archive", a, *TINY_TRAINING, "--checkpoints-dir", "preln"], "held-out BLEU"),
+            (["--archive", a, *TINY_TRAINING, "--tokenizer", "bpe", "--vocab-size", 300,
+              "--checkpoints-dir", "preln_bpe"], "BPE pieces"),
+            (["--archive", a, *TINY_TRAINING, "--init-decoder-from", gpt, 0,
+              "--num-atten-heads", 2, "--checkpoints-dir", "preln_gpt"],
+             "the decoder starts from the GPT")],
+        "ExamplesTransformers/train_gpt.py": [
+            (["--archive", a, *TINY, "--epochs", 1, "--vocab-size", 300, "--checkpoints-dir",
+              "gpt_run"], "held-out perplexity"),
+            (["--text", "text.txt", *TINY, "--epochs", 2, "--tokenizer", "word",
+              "--checkpoints-dir", "gpt_text"], "held-out perplexity")],
+        "ExamplesTransformers/interact_with_prompts.py": [
+            ([gpt, 0, "ellos"], "'ellos' ->"), ([long_gpt, "ellos", "--temperature", 0], "->")],
+        "ExamplesTransformers/pretraining_experiment.py": [
+            (["--archive", a, "--pairs", 100, "--steps", 6, "--pretrain-steps", 2, *TINY,
+              "--num-atten-heads", 2, "--batch-size", 16, "--runs", "a,b,c",
+              "--vocab-size", 300], "| bpe | c: encoder and decoder pre-trained")],
         "ExamplesTransformers/show_attention.py": [
             ([early, 0, "she is not tired", "--out", "maps_early"], "wrote"),
             ([long_, 0, "she is not tired", "--out", "maps_long"], "wrote")],
@@ -215,3 +246,29 @@ def test_a_benchmark_answers_bad_arguments_with_its_usage(script, work, monkeypa
                                      checkpoint_path(str(work / "early_FG"), 0)], work,
                             monkeypatch)
         assert status == 2 and "vocabularies" in capsys.readouterr().err
+
+
+def test_prompts_come_line_by_line_from_standard_input(work, monkeypatch, capsys):
+    too_long = " ".join(["ellos"] * 40)
+    monkeypatch.setattr(sys, "stdin", io.StringIO(f"ellos\n{too_long}\nla casa\n"))
+    status = run_script("ExamplesTransformers/interact_with_prompts.py",
+                        [str(work / "gpt"), "--samples", 1, "--seed", 0], work, monkeypatch)
+    out = capsys.readouterr()
+    assert status == 1 and "shorter" in out.err and "Traceback" not in out.err
+    said = out.out.splitlines()
+    assert len(said) == 2 and said[0].startswith("'ellos' -> ellos")
+    assert said[1].startswith("'la casa' -> la casa")
+    long_ = run_script("ExamplesTransformers/interact_with_prompts.py",
+                       [str(work / "long_gpt"), "0", "ellos", "--temperature", 0,
+                        "--samples", 1], work, monkeypatch)
+    assert long_ == 0
+    continuation = capsys.readouterr().out.split("->")[1]
+    assert 0 < len(continuation.strip()) < 400         # as long as it can be, and bounded
+
+
+def test_train_gpt_refuses_a_file_that_is_not_text(work, monkeypatch, capsys):
+    (work / "binary.txt").write_bytes(bytes(range(256)) * 4)
+    status = run_script("ExamplesTransformers/train_gpt.py", ["--text", "binary.txt"], work,
+                        monkeypatch)
+    err = capsys.readouterr().err
+    assert status == 1 and "not UTF-8 text" in err and "Traceback" not in err

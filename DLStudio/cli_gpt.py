@@ -1,0 +1,299 @@
+"""What the language-model scripts do: ``train_gpt.py``, ``interact_with_prompts.py`` and
+``pretraining_experiment.py`` (DLStudio.cli does the translation and image scripts; the
+conventions are the same: argv in, an exit code out, one line for an expected failure).
+"""
+
+import argparse
+import os
+import sys
+
+from .checkpoints import find_checkpoint
+from .cli import (
+    UserError,
+    _resolve_archive,
+    _run,
+    add_run_arguments,
+    add_stack_arguments,
+    nonnegative_float,
+    nonnegative_int,
+    positive_float,
+    positive_int,
+)
+from .datasets import BUNDLED_ARCHIVE, load_archive, split_pairs
+from .DLStudio import DLStudio
+from .Transformers import TransformerGPT
+
+__all__ = ["gpt_train_main", "prompts_main", "pretraining_main", "read_sentences", "GPT"]
+
+#: train_gpt.py's defaults: a model that learns the bundled corpus's Spanish in minutes.
+GPT = {"embedding_size": 128, "num_layers": 2, "num_atten_heads": 4, "batch_size": 64,
+       "epochs": 5, "learning_rate": 1e-3, "vocab_size": 8000}
+
+
+def read_sentences(path):
+    """The lines of a UTF-8 text file, one sentence each (blank lines skipped)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = [line.strip() for line in f]
+    except FileNotFoundError:
+        raise UserError(f"no text file {path}") from None
+    except UnicodeDecodeError as e:
+        raise UserError(f"{path} is not UTF-8 text (byte {e.start}): give a text file, one "
+                        "sentence per line") from None
+    lines = [line for line in lines if line]
+    if len(lines) < 2:
+        raise UserError(f"{path} holds {len(lines)} sentence(s): a language model needs at "
+                        "least two lines of text (one sentence per line)")
+    return lines
+
+
+def archive_side(archive, side):
+    """One side of an archive's translation training split (its held-out sentences are
+    never used, so a GPT trained on them may start a translation model of that archive)."""
+    corpus = load_archive(archive)
+    train, _ = split_pairs(corpus.pairs)
+    return corpus, [pair[side == "es"] for pair in train]
+
+
+def gpt_parser():
+    d = GPT
+    p = argparse.ArgumentParser(description="Train TransformerGPT, a language model, on a "
+                                            "text file or one side of a DLStudio archive.")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--text", help="a UTF-8 text file, one sentence per line")
+    src.add_argument("--archive", help="a DLStudio archive: one side of its training split "
+                                       f"(default: the bundled corpus, {BUNDLED_ARCHIVE})")
+    p.add_argument("--side", choices=("es", "en"), default="es", help="with --archive")
+    p.add_argument("--tokenizer", choices=("bpe", "word"), default="bpe",
+                   help="bpe: pieces learnt from the training text; word: a token per word "
+                        "(with --archive: the archive's word list, as the translation models)")
+    p.add_argument("--vocab-size", type=positive_int, default=d["vocab_size"])
+    add_stack_arguments(p, d, "GPT layers (BasicDecoderWithMasking)")
+    p.add_argument("--learning-rate", type=positive_float, default=d["learning_rate"])
+    p.add_argument("--batch-size", type=positive_int, default=d["batch_size"])
+    p.add_argument("--epochs", type=positive_int, default=d["epochs"])
+    p.add_argument("--dropout", type=nonnegative_float, default=0.0)
+    add_run_arguments(p, "checkpoints_GPT", "perplexity", "held-out perplexity")
+    return p
+
+
+def _text_of(args):
+    """(sentences, label, word list or None, archive_text) of --text or --archive."""
+    if args.text:
+        return read_sentences(args.text), args.text, None, False
+    archive = _resolve_archive(args.archive or BUNDLED_ARCHIVE)
+    corpus, sentences = archive_side(archive, args.side)
+    words = None
+    if args.tokenizer == "word":         # the translation models' own word list
+        from .vocabulary import WordTokenizer
+        words = WordTokenizer(corpus.vocab_es if args.side == "es" else corpus.vocab_en)
+    return sentences, f"{archive} ({args.side})", words, True
+
+
+def gpt_train_main(argv=None):
+    """``train_gpt.py``: train, checkpoint, report held-out perplexity and continuations."""
+    def run(argv):
+        args = gpt_parser().parse_args(argv)
+        sentences, label, words, archive_text = _text_of(args)
+        dls = DLStudio(path_saved_model=os.path.join(args.checkpoints_dir, "saved_GPT.pt"),
+                       learning_rate=args.learning_rate, batch_size=args.batch_size,
+                       epochs=args.epochs, use_gpu=not args.cpu, seed=args.seed)
+        gpt = TransformerGPT(dl_studio=dls, sentences=sentences, lang=args.side if
+                             archive_text else "text", tokenizer=args.tokenizer,
+                             vocab_size=args.vocab_size, vocab=words,
+                             embedding_size=args.embedding_size,
+                             num_basic_decoders=args.num_layers,
+                             num_atten_heads=args.num_atten_heads, layout=args.layout,
+                             num_warmup_steps=args.num_warmup_steps, dropout=args.dropout,
+                             checkpoint_freq=args.checkpoint_freq, archive_text=archive_text)
+        n_params = sum(p.numel() for p in gpt.parameters())
+        print(f"TransformerGPT ({args.layout}) on {label}: {len(gpt.training_sentences)} "
+              f"training and {len(gpt.held_out_sentences)} held-out sentences; "
+              f"{gpt.vocab.size} {'BPE pieces' if gpt.tokenizer == 'bpe' else 'words'}; "
+              f"max_seq_length {gpt.max_seq_length}; {n_params:,} parameters; "
+              f"device {dls.device}")
+        before = gpt.perplexity()["per_piece"]
+        trainer = gpt.run_code_for_training(
+            args.checkpoints_dir, display_train_loss=True, max_minutes=args.max_minutes,
+            max_steps=args.max_steps, overwrite=args.overwrite, resume=args.resume,
+            track_perplexity=args.track_perplexity)
+        after = gpt.perplexity()
+        print(f"held-out perplexity: {after['per_piece']:.2f} per piece (untrained: "
+              f"{before:.0f}; {gpt.vocab.size} would be a uniform guess), "
+              f"{after['per_word']:.2f} per word, on {after['sentences']} sentences")
+        prompt = " ".join(gpt.held_out_sentences[0].split()[:2])
+        for text in gpt.generate(prompt, num_samples=3, temperature=0.8, top_k=40, seed=0):
+            print(f"  {prompt!r} -> {text}")
+        if trainer.last_checkpoint:
+            print(f"\nContinue your own prompts:\n  python3 interact_with_prompts.py "
+                  f"{trainer.last_checkpoint} \"{prompt}\"")
+        return 0
+    return _run(run, argv)
+
+
+def _prompt_arguments(p, args):
+    """``DIR [N] [PROMPT]`` or ``FILE.pt [PROMPT]`` -> (checkpoint path, prompt or None)."""
+    more = list(args.more)
+    index = None
+    if os.path.isdir(args.checkpoint) and more and (more[0] == "last" or more[0].isdigit()):
+        index = more.pop(0)
+    if len(more) > 1:
+        p.error(f"give one prompt (in quotes), not {len(more)} words: "
+                f"\"{' '.join(more)}\"")
+    return find_checkpoint(args.checkpoint, index, "train_gpt.py"), (more[0] if more else None)
+
+
+def prompts_main(argv=None):
+    """``interact_with_prompts.py DIR N "prompt"``: continue prompts with a GPT checkpoint;
+    with no prompt, each line of standard input is one."""
+    def run(argv):
+        p = argparse.ArgumentParser(description="Continue prompts with a TransformerGPT "
+                                                "checkpoint (babyGPT's name for the job).")
+        p.add_argument("checkpoint", metavar="DIR|FILE")
+        p.add_argument("more", nargs="*", metavar="[N] [PROMPT]",
+                       help="N: an epoch or 'last' (the default); PROMPT: the start of a "
+                            "sentence (none: read prompts line by line until end of input)")
+        p.add_argument("--temperature", type=nonnegative_float, default=0.8,
+                       help="0: always the most likely token (greedy)")
+        p.add_argument("--top-k", type=nonnegative_int, default=40,
+                       help="sample among the k most likely tokens (0: all)")
+        p.add_argument("--samples", type=positive_int, default=3)
+        p.add_argument("--max-new-tokens", type=positive_int, default=None)
+        p.add_argument("--seed", type=int, default=None)
+        p.add_argument("--model-class", metavar="MODULE:CLASS",
+                       help="the TransformerGPT subclass the checkpoint was trained with")
+        args = p.parse_args(argv)
+        path, prompt = _prompt_arguments(p, args)
+        gpt, _ = TransformerGPT.from_checkpoint(path, model_class=args.model_class)
+        options = {"num_samples": args.samples, "temperature": args.temperature,
+                   "top_k": args.top_k or None, "max_new_tokens": args.max_new_tokens,
+                   "seed": args.seed}
+        prompts = [prompt] if prompt is not None else (line.rstrip("\n") for line in sys.stdin)
+        status = 0
+        for text in prompts:
+            try:
+                outs = gpt.generate(text, **options)
+            except ValueError as e:
+                print(f"error: {e}", file=sys.stderr)
+                status = 1
+                continue
+            print("\n".join(f"{text!r} -> {out}" for out in outs))
+        return status
+    return _run(run, argv)
+
+
+def pretraining_parser():
+    p = argparse.ArgumentParser(
+        description="Pre-train, then fine-tune, with scarce translation pairs: N pairs of "
+                    "an archive as labelled data, the Spanish (and English) of the others as "
+                    "unlabelled text; every run gets the same number of optimiser steps.")
+    p.add_argument("--archive", default=BUNDLED_ARCHIVE)
+    p.add_argument("--pairs", type=positive_int, default=10_000, help="labelled pairs")
+    p.add_argument("--steps", type=positive_int, default=3000,
+                   help="optimiser steps of each run, pre-training included")
+    p.add_argument("--pretrain-steps", type=positive_int, default=1500,
+                   help="runs b and c: steps of GPT pre-training within --steps")
+    p.add_argument("--runs", default="a,b",
+                   help="a: from scratch; b: decoder from a GPT on the unlabelled Spanish; "
+                        "c: encoder too, from a GPT on the unlabelled English")
+    p.add_argument("--tokenizers", default="word,bpe", help="word, bpe or both")
+    p.add_argument("--vocab-size", type=positive_int, default=8000, help="BPE pieces")
+    p.add_argument("--variant", choices=("PreLN", "FG"), default="PreLN")
+    p.add_argument("--embedding-size", type=positive_int, default=128)
+    p.add_argument("--num-layers", type=positive_int, default=2)
+    p.add_argument("--num-atten-heads", type=positive_int, default=4)
+    p.add_argument("--batch-size", type=positive_int, default=64)
+    p.add_argument("--learning-rate", type=positive_float, default=5e-4)
+    p.add_argument("--num-warmup-steps", type=positive_int, default=1000, help="FG only")
+    p.add_argument("--dropout", type=nonnegative_float, default=0.1)
+    p.add_argument("--label-smoothing", type=nonnegative_float, default=0.1)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--cpu", action="store_true")
+    return p
+
+
+def _experiment_setup(p, args):
+    runs, tokenizers = args.runs.split(","), args.tokenizers.split(",")
+    if not set(runs) <= {"a", "b", "c"} or not set(tokenizers) <= {"word", "bpe"}:
+        p.error(f"--runs takes a, b, c and --tokenizers word, bpe (got {args.runs!r}, "
+                f"{args.tokenizers!r})")
+    if ({"b", "c"} & set(runs)) and args.pretrain_steps >= args.steps:
+        p.error(f"--pretrain-steps ({args.pretrain_steps}) must be fewer than --steps "
+                f"({args.steps}): the rest of the budget fine-tunes")
+    return runs, tokenizers
+
+
+def pretraining_main(argv=None):
+    """``pretraining_experiment.py``: the runs of each tokenizer, and a table of their
+    held-out BLEU."""
+    from .datasets import Corpus
+    from .experiments import machine, pretraining_run, scarce_labels
+    from .Transformers import TransformerFG, TransformerPreLN
+    from .vocabulary import build_vocabulary
+
+    def run(argv):
+        p = pretraining_parser()
+        args = p.parse_args(argv)
+        runs, tokenizers = _experiment_setup(p, args)
+        corpus = load_archive(_resolve_archive(args.archive))
+        labelled, held_out, text_en, text_es = scarce_labels(corpus, args.pairs, args.seed)
+        print(f"machine: {machine()}\n{args.archive}: {len(labelled)} labelled pairs, "
+              f"{len(text_es)} unlabelled Spanish and {len(text_en)} English sentences, "
+              f"{len({en for en, _ in held_out})} held-out English sentences; "
+              f"Transformer{args.variant} {args.embedding_size}, {args.num_layers}+"
+              f"{args.num_layers} layers; {args.steps} steps a run", flush=True)
+        cls = TransformerPreLN if args.variant == "PreLN" else TransformerFG
+        text = {"en": text_en, "es": text_es}
+        # Every run sees the same tokenizers, learnt from all the text any run may see.
+        everything = labelled + [(en, "") for en in text_en] + [("", es) for es in text_es]
+        rows = []
+        for tokenizer in tokenizers:
+            vocab = build_vocabulary(corpus, everything, tokenizer, args.vocab_size,
+                                     "training")
+
+            def make_container(vocab=vocab):
+                dls = DLStudio(use_gpu=not args.cpu, batch_size=args.batch_size, epochs=10_000,
+                               seed=args.seed, learning_rate=args.learning_rate)
+                x = cls(dl_studio=dls, corpus=Corpus(labelled + held_out, [], []),
+                        vocab=vocab, embedding_size=args.embedding_size,
+                        num_warmup_steps=args.num_warmup_steps, dropout=args.dropout,
+                        label_smoothing=args.label_smoothing, save_checkpoints=False)
+                x.training_corpus, x.held_out_corpus = labelled, held_out  # this split
+                return (x, x.MasterEncoder(dls, x, args.num_layers, args.num_atten_heads),
+                        x.MasterDecoderWithMasking(dls, x, args.num_layers,
+                                                   args.num_atten_heads))
+
+            for name in runs:
+                row = pretraining_run(make_container, name, args.steps, args.pretrain_steps,
+                                      text, (args.num_layers, args.num_atten_heads),
+                                      report=lambda r: print(_format_row(r), flush=True))
+                rows.append(dict(row, tokenizer=tokenizer))
+        print("\n" + _table(rows))
+        return 0
+    return _run(run, argv)
+
+
+_RUNS = {"a": "from scratch", "b": "decoder pre-trained (GPT, Spanish)",
+         "c": "encoder and decoder pre-trained"}
+
+
+def _format_row(r):
+    ppl = "".join(f", GPT perplexity ({lang}) {r[f'ppl_{lang}']:.1f} per piece, "
+                  f"{r[f'ppl_word_{lang}']:.1f} per word" for lang in ("es", "en")
+                  if f"ppl_{lang}" in r)
+    return (f"run {r['run']} ({_RUNS[r['run']]}): {r['pretrain_steps']} + "
+            f"{r['finetune_steps']} steps, {r['pretrain_minutes']:.1f} + "
+            f"{r['finetune_minutes']:.1f} min{ppl}; held-out BLEU {r['bleu']:.2f} (sacreBLEU "
+            f"{r['sacrebleu']:.2f}), {r['translatable']}/{r['sentences']} translatable")
+
+
+def _table(rows):
+    lines = ["| tokenizer | run | steps (pre-train + fine-tune) | minutes | held-out BLEU "
+             "(sacreBLEU) | translatable |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['tokenizer']} | {r['run']}: {_RUNS[r['run']]} | "
+                     f"{r['pretrain_steps']} + {r['finetune_steps']} | "
+                     f"{r['pretrain_minutes'] + r['finetune_minutes']:.1f} | "
+                     f"{r['bleu']:.2f} ({r['sacrebleu']:.2f}) | "
+                     f"{r['translatable']} / {r['sentences']} |")
+    return "\n".join(lines)

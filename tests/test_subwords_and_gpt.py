@@ -1,0 +1,255 @@
+"""Subword tokens (BPE) for translation, and TransformerGPT: what a student relies on.
+
+BPE: it round-trips the archive's text, reads sentences made of words no vocabulary holds,
+stays inside its checkpoint, and its translations are scored as words. GPT: the causal mask
+holds through the public API, generation with the key/value cache equals generation
+without, perplexity falls as it trains, its weights start a translation decoder."""
+
+import os
+import shutil
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from DLStudio import DLStudio, TransformerFG, TransformerGPT, TransformerPreLN
+from DLStudio.checkpoints import CheckpointError, init_from_gpt, make_payload
+from DLStudio.datasets import BUNDLED_ARCHIVE, build_corpus, load_archive
+from DLStudio.evaluation import evaluate_bleu
+from DLStudio.generation import generate, prompt_ids
+from DLStudio.vocabulary import BPETokenizer, Vocabulary, WordTokenizer
+
+from .homework_classes import WithAttentionHead
+
+UNSEEN = "quixotic walruses juggle"    # no word of it is in the bundled corpus
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return load_archive(BUNDLED_ARCHIVE)
+
+
+@pytest.fixture(scope="module")
+def spanish_bpe(corpus):
+    return BPETokenizer.train([es for _, es in corpus.pairs], 2000)
+
+
+def test_bpe_round_trips_every_sentence_of_the_archive(corpus, spanish_bpe):
+    english = BPETokenizer.train([en for en, _ in corpus.pairs], 2000)
+    for tokenizer, side in ((english, 0), (spanish_bpe, 1)):
+        texts = [" ".join(pair[side].split()[1:-1]) for pair in corpus.pairs]
+        assert [tokenizer.text(ids) for ids in tokenizer.ids(texts)] == texts
+    assert spanish_bpe.pieces[:2] == ["SOS", "EOS"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(alphabet="abcdefghijklmnopqrstuvwxyzáéíóúüñ¿¡0123456789", min_size=1,
+                        max_size=12), min_size=1, max_size=8))
+def test_bpe_round_trips_any_normalised_text(spanish_bpe, words):
+    text = " ".join(words)                 # what the archive holds: words, single spaces
+    assert spanish_bpe.text(spanish_bpe.ids([text])[0]) == text
+
+
+@pytest.fixture(scope="module")
+def bpe_model(tmp_path_factory):
+    """An FG with BPE tokens, trained for 60 steps on a copy of the bundled corpus."""
+    folder = tmp_path_factory.mktemp("bpe")
+    archive = folder / "corpus.tar.gz"
+    shutil.copy(BUNDLED_ARCHIVE, archive)
+    dls = DLStudio(use_gpu=False, batch_size=64, epochs=1, seed=0,
+                   path_saved_model=str(folder / "saved.pt"))
+    x = TransformerFG(dl_studio=dls, data_archive=str(archive), embedding_size=32,
+                      num_warmup_steps=50, tokenizer="bpe", vocab_size=1000)
+    enc, dec = x.MasterEncoder(dls, x, 1, 2), x.MasterDecoderWithMasking(dls, x, 1, 2)
+    trainer = x.run_code_for_training(dls, enc, dec, checkpoints_dir=str(folder / "ck"),
+                                      max_steps=60)
+    return folder, x, trainer
+
+
+def test_bpe_translates_words_no_vocabulary_holds(bpe_model, corpus):
+    folder, x, trainer = bpe_model
+    assert all(w not in corpus.vocab_en for w in UNSEEN.split())
+    assert x.tokenizer == "bpe" and x.max_seq_length > 10        # pieces, grown to fit
+    xformer, model = TransformerFG.from_checkpoint(trainer.last_checkpoint)
+    out = xformer.translate(model, [UNSEEN, "I'm hungry!"])
+    assert len(out) == 2 and all(isinstance(s, str) for s in out)
+    words = Vocabulary(corpus.vocab_en, corpus.vocab_es, 10)
+    with pytest.raises(ValueError, match="quixotic"):
+        words.prepare(UNSEEN)
+
+
+def test_a_bpe_checkpoint_keeps_its_tokenizer_when_the_archive_is_gone(bpe_model):
+    folder, x, trainer = bpe_model
+    moved = folder / "elsewhere.pt"
+    shutil.copy(trainer.last_checkpoint, moved)
+    os.rename(folder / "corpus.tar.gz", folder / "gone.tar.gz")
+    try:
+        xformer, model = TransformerFG.from_checkpoint(str(moved))
+    finally:
+        os.rename(folder / "gone.tar.gz", folder / "corpus.tar.gz")
+    assert xformer.vocab.fingerprint == x.vocab.fingerprint
+    assert xformer.held_out_corpus == []                 # the vocabulary needed no archive
+    ids = xformer.vocab.encode([UNSEEN], "en")
+    assert torch.equal(ids, x.vocab.encode([UNSEEN], "en"))
+
+
+def test_bpe_translations_are_scored_as_words_against_word_references(bpe_model):
+    folder, x, trainer = bpe_model
+    vocab = x.vocab
+    pieces = vocab.encode(["SOS el gato quiere la manzana EOS"], "es")[0]
+    assert len(pieces) > 0 and vocab.words(pieces[1:]) == "el gato quiere la manzana".split()
+    result = evaluate_bleu(trainer.model, vocab, x.held_out_corpus[:50])
+    for _, hypothesis, references in result["translations"]:
+        assert all(" " not in w and w not in ("SOS", "EOS") for w in hypothesis)
+        assert all(isinstance(r, list) for r in references)
+
+
+def test_a_training_split_vocabulary_counts_what_it_cannot_translate():
+    pairs = [(f"i see {w}", f"veo {w}") for w in ("cats", "dogs", "birds", "cows", "fish",
+                                                     "rats", "ants", "bees", "owls", "hens")]
+    corpus = build_corpus(pairs * 4)
+    dls = DLStudio(use_gpu=False, seed=0, batch_size=8)
+    words = TransformerPreLN(dl_studio=dls, corpus=corpus, embedding_size=16,
+                             held_out_fraction=0.3, vocab_from="training")
+    bpe = TransformerPreLN(dl_studio=dls, corpus=corpus, embedding_size=16,
+                           held_out_fraction=0.3, tokenizer="bpe", vocab_size=300)
+    counts = {}
+    for x in (words, bpe):
+        model = x.model_from(x.MasterEncoder(dls, x, 1, 2),
+                             x.MasterDecoderWithMasking(dls, x, 1, 2))
+        result = evaluate_bleu(model, x.vocab, x.held_out_corpus)
+        counts[x.tokenizer] = (result["translatable"], result["sentences"])
+    assert counts["word"][0] == 0 < counts["word"][1]    # every held-out animal is unseen
+    assert counts["bpe"][0] == counts["bpe"][1]
+
+
+# ---------------------------------------------------------------------------------------
+def make_gpt(cls=TransformerGPT, sentences=None, steps=0, **options):
+    dls = DLStudio(use_gpu=False, seed=0, batch_size=64, epochs=50, learning_rate=1e-3)
+    sentences = sentences or [es for _, es in load_archive(BUNDLED_ARCHIVE).pairs[:3000]]
+    settings = dict(dl_studio=dls, sentences=sentences, tokenizer="bpe", vocab_size=600,
+                    embedding_size=32, num_basic_decoders=2, num_atten_heads=2,
+                    archive_text=True, save_checkpoints=False)
+    gpt = cls(**{**settings, **options})
+    if steps:
+        gpt.run_code_for_training(None, max_steps=steps)
+    return gpt.eval()
+
+
+def test_a_gpt_position_never_sees_a_later_token():
+    gpt = make_gpt()
+    ids = prompt_ids(gpt, "ellos no comen la manzana roja")
+    changed = ids.clone()
+    t = 4
+    changed[0, t] = (changed[0, t] + 7) % gpt.vocab.size
+    a, b = gpt(ids), gpt(changed)                                        # (1, T, V)
+    assert torch.allclose(a[:, :t], b[:, :t], atol=1e-6)
+    assert not torch.allclose(a[:, t:], b[:, t:])
+
+
+@pytest.mark.parametrize("temperature, top_k", [(0.0, None), (1.0, None), (0.8, 5)])
+def test_generation_with_the_cache_equals_generation_without(temperature, top_k):
+    gpt = make_gpt(steps=30)
+    ids = prompt_ids(gpt, "el").repeat(6, 1)
+    outs = [generate(gpt, ids, temperature=temperature, top_k=top_k, use_cache=cache,
+                     generator=torch.Generator().manual_seed(1)) for cache in (True, False)]
+    assert torch.equal(*outs)
+    assert outs[0].size(1) > ids.size(1)
+
+
+def test_a_students_head_in_a_gpt_runs_and_generates_without_the_cache():
+    class MyGPT(TransformerGPT):
+        AttentionHead = WithAttentionHead.AttentionHead
+    gpt = make_gpt(MyGPT, steps=10)
+    heads = gpt.master_decoder.basic_decoder_arr[0].self_attention.heads
+    assert isinstance(heads[0], WithAttentionHead.AttentionHead)
+    with gpt.decoding() as caches:
+        assert caches == []
+    ids = prompt_ids(gpt, "ellos")
+    assert generate(gpt, ids).size(1) > 1
+
+
+def test_perplexity_falls_as_the_gpt_trains_on_the_bundled_corpus():
+    gpt = make_gpt()
+    before = gpt.perplexity()
+    gpt.run_code_for_training(None, max_steps=150)
+    after = gpt.perplexity()
+    assert after["per_piece"] < before["per_piece"] / 5
+    assert after["per_word"] >= after["per_piece"]          # a word is one or more pieces
+
+
+def test_word_level_perplexity_is_the_same_per_piece_and_per_word():
+    sentences = [es for _, es in load_archive(BUNDLED_ARCHIVE).pairs[:500]]
+    gpt = make_gpt(sentences=sentences, tokenizer="word")
+    result = gpt.perplexity()
+    assert result["per_piece"] == pytest.approx(result["per_word"])
+
+
+def test_stray_bytes_of_an_early_model_stay_on_one_line(spanish_bpe):
+    newline = spanish_bpe.ids(["a\nb"])[0][1]
+    first_byte_of_n_tilde = spanish_bpe.hf.token_to_id("Ã")            # 0xC3 alone
+    text = spanish_bpe.text([*spanish_bpe.ids(["el"])[0], newline, first_byte_of_n_tilde])
+    assert text.startswith("el") and "\n" not in text and "\ufffd" in text
+
+
+def test_generation_stops_at_max_seq_length_on_an_untrained_model():
+    gpt = make_gpt()
+    with torch.no_grad():
+        gpt.master_decoder.out.bias[1] = -1e4            # EOS never wins: as long as it can be
+    out = gpt.generate("el", temperature=0.0)
+    assert len(out) == 1
+    ids = generate(gpt, prompt_ids(gpt, "el"))
+    assert ids.size(1) == gpt.max_seq_length
+    with pytest.raises(ValueError, match="shorter"):
+        gpt.generate(" ".join(["el"] * gpt.max_seq_length))
+
+
+def test_a_gpt_starts_a_translation_decoder_and_the_rest_stays():
+    dls = DLStudio(use_gpu=False, seed=0)
+    x = TransformerPreLN(dl_studio=dls, data_archive=BUNDLED_ARCHIVE, embedding_size=32,
+                         tokenizer="bpe", vocab_size=600)
+    dec = x.MasterDecoderWithMasking(dls, x, 2, 2)
+    gpt = make_gpt(vocab=x.vocab.tokenizers["es"], steps=5)
+    cross = [p.clone() for p in dec.basic_decoder_arr[0].cross_attention.parameters()]
+    copied = init_from_gpt(x, dec, make_payload(gpt, {}), "decoder")
+    assert copied > 0
+    gpt_layer, layer = gpt.master_decoder.basic_decoder_arr[1], dec.basic_decoder_arr[1]
+    for ours, theirs in ((layer.self_attention, gpt_layer.self_attention),
+                         (layer.feed_forward, gpt_layer.feed_forward),
+                         (layer.norm3, gpt_layer.norm2)):
+        for a, b in zip(ours.parameters(), theirs.parameters()):
+            assert torch.equal(a, b)
+    assert torch.equal(x.embeddings_generator_es.embedding.weight,
+                       gpt.embeddings_generator.embedding.weight)
+    assert all(torch.equal(a, b) for a, b in
+               zip(cross, dec.basic_decoder_arr[0].cross_attention.parameters()))
+    other = make_gpt(steps=0)                           # its own tokenizer: refused
+    with pytest.raises(CheckpointError, match="tokenizer"):
+        init_from_gpt(x, dec, make_payload(other, {}), "decoder")
+
+
+def test_a_gpt_run_resumed_ends_where_an_uninterrupted_one_does(tmp_path):
+    sentences = [es for _, es in load_archive(BUNDLED_ARCHIVE).pairs[:400]]
+
+    def run(folder, **options):
+        dls = DLStudio(use_gpu=False, seed=0, batch_size=64, epochs=2, learning_rate=1e-3)
+        gpt = TransformerGPT(dl_studio=dls, sentences=sentences, tokenizer="word",
+                             embedding_size=16, num_basic_decoders=1, num_atten_heads=2,
+                             dropout=0.1, checkpoint_freq=1)
+        gpt.run_code_for_training(str(folder), **options)
+        return gpt
+
+    whole = run(tmp_path / "whole")
+    run(tmp_path / "cut", max_steps=4)
+    resumed = run(tmp_path / "cut", resume=True)
+    for a, b in zip(whole.state_dict().values(), resumed.state_dict().values()):
+        assert torch.equal(a, b)
+
+
+def test_a_word_level_gpt_names_the_words_a_prompt_holds_that_it_never_saw():
+    gpt = make_gpt(sentences=[es for _, es in load_archive(BUNDLED_ARCHIVE).pairs[:300]],
+                   tokenizer="word")
+    with pytest.raises(ValueError, match="xyzzy"):
+        gpt.generate("el xyzzy")
+    assert isinstance(WordTokenizer.train(["SOS a b EOS"]).pieces, list)
