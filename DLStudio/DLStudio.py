@@ -12,6 +12,8 @@ import random
 
 import torch
 
+from .distributed import join_torchrun
+
 __all__ = ["DLStudio", "pick_device"]
 
 
@@ -45,7 +47,9 @@ class DLStudio:
 
     Attributes:
         device: a ``torch.device``, always set (DLStudio 2.5.8 leaves it unset when
-                ``use_gpu=False``).
+                ``use_gpu=False``); under torchrun, this process's GPU.
+        world:  where this process stands among those torchrun started (rank, size); one
+                process without torchrun (see DLStudio.distributed).
 
     Example:
         >>> dls = DLStudio(dataroot="./data/", batch_size=50, epochs=40, use_gpu=False)
@@ -90,7 +94,7 @@ class DLStudio:
         if not isinstance(self.path_saved_model, (str, dict)):
             raise TypeError("DLStudio: path_saved_model must be a path or a dict of paths, "
                             f"got {type(self.path_saved_model).__name__}")
-        self.device = pick_device(self.use_gpu)
+        self.world, self.device = join_torchrun(pick_device(self.use_gpu))
         if self.seed is not None:
             self.set_seed(self.seed)
 

@@ -7,12 +7,20 @@ give one line that says what to do, never a traceback.
 """
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
 
 from .checkpoints import CheckpointError, find_checkpoint, init_from_gpt, load_checkpoint
 from .datasets import BUNDLED_ARCHIVE, ArchiveError, ImageDataError, load_archive
+from .distributed import (
+    DistributedError,
+    launched_by_torchrun,
+    rank_from_env,
+    single_process_only,
+)
+from .distributed import leave as leave_process_group
 from .DLStudio import DLStudio
 from .overrides import OverrideError, import_class
 from .training import TrainingDiverged, TrainingInterrupted
@@ -77,14 +85,20 @@ def existing_file(text):
 
 
 def _run(fn, argv):
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    """Run a script's job: its expected failures print one line (exit 1). Under torchrun
+    only rank 0 prints and logs; another rank prints its errors only, marked with its rank."""
+    rank = rank_from_env()
+    logging.basicConfig(level=logging.WARNING if rank else logging.INFO, format="%(message)s")
     try:
-        return fn(argv)
+        with contextlib.redirect_stdout(open(os.devnull, "w") if rank else sys.stdout):
+            return fn(argv)
     except (UserError, ArchiveError, ImageDataError, CheckpointError, FileNotFoundError,
             FileExistsError, TrainingDiverged, TrainingInterrupted, OverrideError,
-            ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
+            DistributedError, ValueError) as e:
+        print(f"error{f' (rank {rank})' if rank else ''}: {e}", file=sys.stderr)
         return 1
+    finally:
+        leave_process_group()
 
 
 # ---------------------------------------------------------------------------------------
@@ -100,7 +114,7 @@ def _missing_archive_message(path):
 def _resolve_archive(path):
     if os.path.isfile(path):
         return path
-    if sys.stdin is not None and sys.stdin.isatty():
+    if sys.stdin is not None and sys.stdin.isatty() and not launched_by_torchrun():
         print(_missing_archive_message(path))
         answer = input("Use the bundled corpus instead? [y/N] ").strip().lower()
         if answer in ("y", "yes"):
@@ -300,6 +314,8 @@ def train_main(variant, argv=None):
             dls, encoder, decoder, display_train_loss=True, checkpoints_dir=args.checkpoints_dir,
             max_minutes=args.max_minutes, max_steps=args.max_steps, overwrite=args.overwrite,
             resume=args.resume, track_bleu=args.track_bleu)
+        if not dls.world.is_main:           # torchrun: rank 0 evaluates
+            return 0
         if not args.no_eval:
             xformer.run_code_for_evaluating(encoder, decoder, show=10,
                                             result_file=os.path.join(args.checkpoints_dir,
@@ -428,6 +444,7 @@ def homework_main(homework_class, argv=None, report=None):
     from .overrides import class_path
 
     def run(argv):
+        single_process_only(f"homework script for {homework_class.__name__}")
         h = HOMEWORK
         p = argparse.ArgumentParser(description=f"Train {homework_class.__name__} beside "
                                                 "the unmodified model and compare them.")
@@ -527,6 +544,8 @@ def vit_train_main(argv=None):
             dls, vit, display_train_loss=True, checkpoints_dir=args.checkpoints_dir,
             max_minutes=args.max_minutes, max_steps=args.max_steps, overwrite=args.overwrite,
             resume=args.resume, track_accuracy=args.track_accuracy)
+        if not dls.world.is_main:           # torchrun: rank 0 evaluates
+            return 0
         vit.run_code_for_evaluating_visTransformer(
             confusion_png=os.path.join(args.checkpoints_dir, "confusion_matrix.png"))
         print(f"wrote {args.checkpoints_dir}/confusion_matrix.png and train_loss.png")

@@ -20,6 +20,7 @@ from .cli import (
     positive_int,
 )
 from .datasets import BUNDLED_ARCHIVE, load_archive, split_pairs
+from .distributed import single_process_only
 from .DLStudio import DLStudio
 from .Transformers import TransformerGPT
 
@@ -117,6 +118,8 @@ def gpt_train_main(argv=None):
             args.checkpoints_dir, display_train_loss=True, max_minutes=args.max_minutes,
             max_steps=args.max_steps, overwrite=args.overwrite, resume=args.resume,
             track_perplexity=args.track_perplexity)
+        if not dls.world.is_main:           # torchrun: rank 0 evaluates
+            return 0
         after = gpt.perplexity()
         print(f"held-out perplexity: {after['per_piece']:.2f} per piece (untrained: "
               f"{before:.0f}; {gpt.vocab.size} would be a uniform guess), "
@@ -232,6 +235,7 @@ def pretraining_main(argv=None):
     from .vocabulary import build_vocabulary
 
     def run(argv):
+        single_process_only("pretraining_experiment.py")
         p = pretraining_parser()
         args = p.parse_args(argv)
         runs, tokenizers = _experiment_setup(p, args)

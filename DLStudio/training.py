@@ -12,6 +12,10 @@ optimiser and (for translation) the vocabulary; it never calls back into the con
 Batches are tensors built once: every pair is turned into token ids before training, and
 each batch is a set of rows cut to its longest sentence. Pairs of similar length are batched
 together (length bucketing), so little time goes into padding.
+
+Under torchrun (DLStudio.distributed) the same loop trains with DistributedDataParallel:
+each rank takes its share of every global batch, the loss is normalised by the global
+count of loss terms, and rank 0 alone writes checkpoints and logs.
 """
 
 import hashlib
@@ -41,6 +45,7 @@ from .checkpoints import (
 )
 from .datasets import pairs_fingerprint
 from .datasets.images import random_crops_and_flips
+from .distributed import ONE_PROCESS
 from .evaluation import evaluate_bleu
 from .generation import encode_sentences, perplexity
 from .tokens import padding_mask
@@ -125,9 +130,12 @@ class Trainer:
                           train_loss.png.
         title:            the name on the loss plot.
 
-    A subclass provides: ``num_examples``, ``batches(epoch, skip)``,
-    ``loss_on_batch(*batch)``, ``data_fingerprint()`` and ``held_out_score()`` (with its
-    ``score_name`` and checkpoint key ``score_key``).
+    A subclass provides: ``num_examples``, ``batches(epoch, skip)`` (this rank's share of
+    each global batch: see ``share``), ``loss_and_count(*batch)``, ``data_fingerprint()``
+    and ``held_out_score()`` (with its ``score_name`` and checkpoint key ``score_key``).
+
+    Under torchrun (``dls.world``, see DLStudio.distributed) the model trains wrapped in
+    DistributedDataParallel (``self.net``; ``self.model`` stays the plain module).
     """
 
     score_name, score_key = "score", "held_out_score"
@@ -137,6 +145,10 @@ class Trainer:
                  clip_grad_norm=1.0, overwrite=False, resume=False, track_score=False,
                  title="Transformer", also_move=()):
         self.dls, self.device = dls, dls.device
+        self.world = getattr(dls, "world", ONE_PROCESS)
+        if self.world.distributed and dls.batch_size < self.world.size:
+            raise ValueError(f"--batch-size {dls.batch_size} is the global batch, split across "
+                             f"{self.world.size} processes: give at least {self.world.size}")
         self.model, self.optimizer = model.to(self.device), optimizer
         self.checkpoints_dir, self.title = checkpoints_dir, title
         self.checkpoint_freq, self.save_checkpoints = checkpoint_freq, save_checkpoints
@@ -147,23 +159,35 @@ class Trainer:
         self.last_epoch = None
         self.last_checkpoint = None
         self.track_score, self.score_history = track_score, []      # (step, epoch, score)
-        self.run_id = uuid.uuid4().hex[:12]
+        self.run_id = self.world.on_main(lambda: uuid.uuid4().hex[:12])
+        if self.world.rank:             # dropout differs between ranks, repeatably
+            torch.manual_seed((dls.seed or 0) * 1000003 + 7919 * self.world.rank)
         if resume:
             self.resume()
         elif save_checkpoints and checkpoints_dir:
-            existing = checkpoint_files(checkpoints_dir)
-            if existing and not overwrite:
-                raise FileExistsError(
-                    f"{checkpoints_dir} already holds checkpoints "
-                    f"({', '.join(os.path.basename(p) for p in existing)}) from another run. "
-                    "Continue it with --resume (resume=True), start a new run with "
-                    "--overwrite (overwrite=True: the old run's checkpoints move to "
-                    f"{os.path.join(checkpoints_dir, 'previous')}; nothing else is touched), "
-                    "or choose another directory.")
-            if existing:           # the saved model goes too when it lies in the directory
-                inside = [p for p in also_move if os.path.isfile(p) and os.path.dirname(
-                    os.path.abspath(p)) == os.path.abspath(checkpoints_dir)]
-                self.move_previous_run(existing + inside)
+            self.world.on_main(self.start_new_run, overwrite, also_move)
+        self.net = model
+        if self.world.distributed:
+            from torch.nn.parallel import DistributedDataParallel
+            self.net = DistributedDataParallel(
+                model, device_ids=[self.device] if self.device.type == "cuda" else None)
+
+    def start_new_run(self, overwrite, also_move):
+        """Refuse a directory that holds another run's checkpoints, or (``overwrite``) move
+        them to DIR/previous/."""
+        existing = checkpoint_files(self.checkpoints_dir)
+        if existing and not overwrite:
+            raise FileExistsError(
+                f"{self.checkpoints_dir} already holds checkpoints "
+                f"({', '.join(os.path.basename(p) for p in existing)}) from another run. "
+                "Continue it with --resume (resume=True), start a new run with "
+                "--overwrite (overwrite=True: the old run's checkpoints move to "
+                f"{os.path.join(self.checkpoints_dir, 'previous')}; nothing else is touched), "
+                "or choose another directory.")
+        if existing:           # the saved model goes too when it lies in the directory
+            inside = [p for p in also_move if os.path.isfile(p) and os.path.dirname(
+                os.path.abspath(p)) == os.path.abspath(self.checkpoints_dir)]
+            self.move_previous_run(existing + inside)
 
     @classmethod
     def for_model(cls, model, checkpoints_dir=None, **options):
@@ -180,7 +204,8 @@ class Trainer:
     def batches(self, epoch, skip=0):
         raise NotImplementedError
 
-    def loss_on_batch(self, *batch):
+    def loss_and_count(self, *batch):
+        """(the sum of the batch's losses, their number) on this rank's share."""
         raise NotImplementedError
 
     def held_out_score(self):
@@ -188,6 +213,22 @@ class Trainer:
 
     def data_fingerprint(self):
         raise NotImplementedError
+
+    def loss_on_batch(self, *batch):
+        """The mean loss of a batch (one process)."""
+        total, count = self.loss_and_count(*batch)
+        return total / count
+
+    def share(self, batches):
+        """This rank's share of each global batch of example indices (all of each in one
+        process). Under torchrun a last batch smaller than the number of ranks is left out,
+        so that every rank takes the same number of steps."""
+        W = self.world.size
+        return [self.world.share(b) for b in batches if len(b) >= W]
+
+    def batches_per_epoch(self):
+        n, b, W = self.num_examples, self.dls.batch_size, self.world.size
+        return math.ceil(n / b) - (1 if 0 < n % b < W else 0)
 
     # -----------------------------------------------------------------------------------
     # What identifies a run: everything that changes the weights or the order of batches.
@@ -241,8 +282,7 @@ class Trainer:
         """zero_grad, forward, loss, backward, clip, step. A non-finite loss or gradient
         stops training before the weights are touched."""
         self.optimizer.zero_grad()
-        loss = self.loss_on_batch(*batch)
-        value = loss.item()
+        loss, value = self.batch_loss(*batch)
         if not math.isfinite(value):
             self.diverged(f"the loss became {value}")
         loss.backward()
@@ -253,6 +293,20 @@ class Trainer:
         self.optimizer.step()
         self.step += 1
         return value
+
+    def batch_loss(self, *batch):
+        """The loss to differentiate, and its value (the global batch's mean loss).
+
+        Under torchrun each rank's sum is divided by the global count of loss terms and
+        multiplied by the number of ranks, which DDP's mean of gradients undoes: the result
+        is the gradient of one process on the whole global batch."""
+        total, count = self.loss_and_count(*batch)
+        if not self.world.distributed:
+            loss = total / count
+            return loss, loss.item()
+        sums = self.world.sum(torch.stack([total.detach().float(), torch.as_tensor(
+            count, dtype=torch.float32, device=total.device)]))      # (loss sum, count)
+        return total * (self.world.size / sums[1]), (sums[0] / sums[1]).item()
 
     def diverged(self, what):
         kept = (f"the last good checkpoint is {self.last_checkpoint}" if self.last_checkpoint
@@ -283,14 +337,15 @@ class Trainer:
         """
         self.model.train()
         start = time.monotonic()
-        n_batches = math.ceil(self.num_examples / self.dls.batch_size)
+        n_batches = self.batches_per_epoch()
         stop = None
-        with _StopSignals() as signals:
+        with _StopSignals(repeat_kills=not self.world.distributed) as signals:
             for epoch in range(self.epoch, self.dls.epochs):
                 self.epoch = epoch
                 bar = tqdm(self.batches(epoch, skip=self.batches_done), total=n_batches,
                            initial=self.batches_done, leave=False, mininterval=1.0,
-                           desc=f"epoch {epoch + 1}/{self.dls.epochs}")
+                           desc=f"epoch {epoch + 1}/{self.dls.epochs}",
+                           disable=not self.world.is_main or None)
                 total, count = 0.0, 0
                 for batch in bar:
                     loss = self.train_step(*batch)
@@ -300,11 +355,16 @@ class Trainer:
                     if self.step % 20 == 0:
                         bar.set_postfix(loss=f"{total / count:.3f}",
                                         lr=f"{self.current_lr():.2e}")
+                    early = ((self.max_minutes and time.monotonic() - start > 60 * self.max_minutes)
+                             or (self.max_steps and self.step >= self.max_steps)
+                             or (callback is not None and callback(self)))
+                    if self.world.distributed:                 # every rank stops at this step
+                        signalled = self.world.any(signals.received, self.device)
+                        early = self.world.any(early, self.device)
+                        signals.received = signals.received or ("SIGINT" if signalled else None)
                     if signals.received:
                         stop = "signal"
-                    elif ((self.max_minutes and time.monotonic() - start > 60 * self.max_minutes)
-                          or (self.max_steps and self.step >= self.max_steps)
-                          or (callback is not None and callback(self))):
+                    elif early:
                         stop = "early"
                     if stop:
                         break
@@ -323,7 +383,7 @@ class Trainer:
                 if stop:
                     break
         self.model.eval()
-        if self.display_train_loss:
+        if self.display_train_loss and self.world.is_main:
             self.plot_losses()
         if stop == "signal":
             raise TrainingInterrupted(
@@ -337,8 +397,9 @@ class Trainer:
         path. Returns the trainer."""
         self.run(callback=callback)
         if isinstance(self.dls.path_saved_model, str):
-            save_checkpoint(self.payload(self.last_epoch, self.batches_done == 0),
-                            self.dls.path_saved_model)
+            payload = self.payload(self.last_epoch, self.batches_done == 0)   # every rank's part
+            if self.world.is_main:
+                save_checkpoint(payload, self.dls.path_saved_model)
         return self
 
     # -----------------------------------------------------------------------------------
@@ -348,28 +409,62 @@ class Trainer:
             "run_id": self.run_id, "training_config": self.training_config(),
             "epoch": epoch, "step": self.step, "epoch_complete": complete,
             "batches_done": self.batches_done, "optimizer": self.optimizer.state_dict(),
-            "rng": _rng_states(),
+            "rng": _rng_states(), "rng_by_rank": self.world.gather(_rng_states()),
             "train_losses": list(self.train_losses),
             self.score_key: [list(row) for row in self.score_history]})
 
     def save(self, epoch, complete=True):
-        """Write checkpoint_<epoch>.pt (or checkpoint_<epoch>_partial.pt inside an epoch)."""
+        """Write checkpoint_<epoch>.pt (or checkpoint_<epoch>_partial.pt inside an epoch).
+        Every rank calls it; rank 0 alone scores and writes, and the others wait for it."""
         path = checkpoint_path(self.checkpoints_dir, epoch if complete else f"{epoch}_partial")
+        payload = self.payload(epoch, complete)         # on every rank: it gathers their states
+        if self.world.is_main:
+            self.write_checkpoint(payload, epoch, path)
+        self.world.barrier()
+        self.last_checkpoint = path
+        return path
+
+    def write_checkpoint(self, payload, epoch, path):
         if self.track_score:
             score = self.held_out_score()
             self.model.train()
             if score is not None:
                 self.score_history.append((self.step, epoch, score))
                 log.info("held-out %s at epoch %d: %.2f", self.score_name, epoch, score)
-        save_checkpoint(self.payload(epoch, complete), path)
-        self.last_checkpoint = path
+                payload[self.score_key].append(list(self.score_history[-1]))
+        save_checkpoint(payload, path)
         log.info("checkpoint written: %s", path)
-        return path
 
     def resume(self):
         """Continue this directory's run from its newest readable checkpoint (highest step);
         a damaged one is reported and passed over. Refused when the directory holds more
-        than one run, or when this run's configuration differs from the checkpoint's."""
+        than one run, or when this run's configuration differs from the checkpoint's.
+        Under torchrun rank 0 reads it and hands it to the others."""
+        path, payload = self.world.on_main(self.newest_checkpoint)
+        self.check_same_run(path, payload)
+        load_into(self.model, payload)
+        self.optimizer.load_state_dict(payload["optimizer"])
+        self.step, self.train_losses = payload["step"], list(payload["train_losses"])
+        self.score_history = [tuple(row) for row in payload.get(self.score_key, [])]
+        if payload["epoch_complete"]:
+            self.epoch, self.batches_done = payload["epoch"] + 1, 0
+        else:
+            self.epoch, self.batches_done = payload["epoch"], payload["batches_done"]
+        by_rank = payload.get("rng_by_rank") or []
+        if len(by_rank) == self.world.size:
+            _set_rng_states(by_rank[self.world.rank])
+        elif self.world.is_main:
+            _set_rng_states(payload["rng"])
+        else:                                 # another number of ranks than the checkpoint's
+            torch.manual_seed((self.dls.seed or 0) * 1000003 + 7919 * self.world.rank
+                              + self.step)
+        self.run_id = payload.get("run_id") or self.run_id
+        self.last_checkpoint = path
+        log.info("resuming from %s (epoch %d, step %d)", path, self.epoch + 1, self.step)
+        return path
+
+    def newest_checkpoint(self):
+        """(path, payload) of this directory's newest readable checkpoint."""
         readable = []
         for path in checkpoint_files(self.checkpoints_dir):
             try:
@@ -384,21 +479,7 @@ class Trainer:
             raise ValueError(f"{self.checkpoints_dir} holds checkpoints of {len(runs)} different "
                              "runs, so which to continue is not clear: keep one run's "
                              "checkpoints in a directory, or start a new run with --overwrite")
-        path, payload = max(readable, key=lambda item: (item[1]["step"], item[1]["epoch"]))
-        self.check_same_run(path, payload)
-        load_into(self.model, payload)
-        self.optimizer.load_state_dict(payload["optimizer"])
-        self.step, self.train_losses = payload["step"], list(payload["train_losses"])
-        self.score_history = [tuple(row) for row in payload.get(self.score_key, [])]
-        if payload["epoch_complete"]:
-            self.epoch, self.batches_done = payload["epoch"] + 1, 0
-        else:
-            self.epoch, self.batches_done = payload["epoch"], payload["batches_done"]
-        _set_rng_states(payload["rng"])
-        self.run_id = payload.get("run_id") or self.run_id
-        self.last_checkpoint = path
-        log.info("resuming from %s (epoch %d, step %d)", path, self.epoch + 1, self.step)
-        return path
+        return max(readable, key=lambda item: (item[1]["step"], item[1]["epoch"]))
 
     def plot_losses(self):
         from matplotlib.figure import Figure
@@ -462,22 +543,24 @@ class TranslationTrainer(Trainer):
                    checkpoints_dir, held_out=xformer.held_out_corpus,
                    label_smoothing=xformer.label_smoothing, **_settings(xformer), **options)
 
-    def loss_on_batch(self, src, tgt):
-        """Cross-entropy over the target positions up to and including the first EOS.
+    def loss_and_count(self, src, tgt):
+        """Cross-entropy over the target positions up to and including the first EOS: the
+        sum, and the number N of those positions.
 
-        Shape: src (B, T_src), tgt (B, T_tgt) -> scalar
+        Shape: src (B, T_src), tgt (B, T_tgt) -> scalar, N
         """
         tgt_in, labels = tgt[:, :-1], tgt[:, 1:]                      # (B, T_tgt - 1)
         keep = ~padding_mask(labels)                                  # (B, T_tgt - 1)
-        logits = self.model(src, tgt_in, keep)                        # (N, V_es)
-        return F.cross_entropy(logits, labels[keep], label_smoothing=self.label_smoothing)
+        logits = self.net(src, tgt_in, keep)                          # (N, V_es)
+        return F.cross_entropy(logits, labels[keep], label_smoothing=self.label_smoothing,
+                               reduction="sum"), len(logits)
 
     def batches(self, epoch, skip=0):
         """The epoch's batches of (src, tgt), each cut to its longest sentence; the first
         ``skip`` are left out."""
         lengths = torch.maximum(self.src_len, self.tgt_len)
-        for idx in bucketed_batches(lengths, self.dls.batch_size,
-                                    self.epoch_generator(epoch))[skip:]:
+        for idx in self.share(bucketed_batches(lengths, self.dls.batch_size,
+                                               self.epoch_generator(epoch)))[skip:]:
             T_src, T_tgt = int(self.src_len[idx].max()), int(self.tgt_len[idx].max())
             yield (self.src[idx, :T_src].to(self.device, non_blocking=True),
                    self.tgt[idx, :T_tgt].to(self.device, non_blocking=True))
@@ -512,8 +595,9 @@ def train_translation(xformer, master_encoder, master_decoder, checkpoints_dir, 
     trainer = TranslationTrainer.for_container(xformer, master_encoder, master_decoder,
                                                checkpoints_dir, **options)
     trainer.run()
-    save_final(trainer.payload(trainer.last_epoch, trainer.batches_done == 0),
-               xformer.dl_studio.path_saved_model)
+    payload = trainer.payload(trainer.last_epoch, trainer.batches_done == 0)
+    if trainer.world.is_main:
+        save_final(payload, xformer.dl_studio.path_saved_model)
     xformer.trained_model = trainer.model
     return trainer
 
@@ -546,18 +630,20 @@ class ImageTrainer(Trainer):
         out (their random shifts are still drawn, so a resumed run matches)."""
         gen = self.epoch_generator(epoch)
         order = torch.randperm(self.num_examples, generator=gen)
+        W = self.world.size
         for i, idx in enumerate(order.split(self.dls.batch_size)):
             images = self.images[idx].float().div_(255)                   # (B, C, H, W)
-            if self.vit.augment:
+            if self.vit.augment:               # drawn for the global batch, on every rank
                 images = random_crops_and_flips(images, gen)
-            if i >= skip:
-                yield (images.to(self.device, non_blocking=True),
-                       self.labels[idx].to(self.device, non_blocking=True))
+            if i >= skip and len(idx) >= W:
+                mine = self.world.share(torch.arange(len(idx)))
+                yield (images[mine].to(self.device, non_blocking=True),
+                       self.labels[idx[mine]].to(self.device, non_blocking=True))
 
-    def loss_on_batch(self, images, labels):
-        """Shape: images (B, C, H, W), labels (B,) -> scalar"""
-        return F.cross_entropy(self.model(images), labels,
-                               label_smoothing=self.vit.label_smoothing)
+    def loss_and_count(self, images, labels):
+        """Shape: images (B, C, H, W), labels (B,) -> summed cross-entropy, B"""
+        return F.cross_entropy(self.net(images), labels, reduction="sum",
+                               label_smoothing=self.vit.label_smoothing), len(labels)
 
     def data_fingerprint(self):
         """The data set's recipe (where CIFAR-10 lies may change) and the augmentation."""
@@ -610,17 +696,19 @@ class LanguageModelTrainer(Trainer):
 
     def batches(self, epoch, skip=0):
         """The epoch's batches of sentences (B, T), each cut to its longest."""
-        for idx in bucketed_batches(self.lengths, self.dls.batch_size,
-                                    self.epoch_generator(epoch))[skip:]:
+        for idx in self.share(bucketed_batches(self.lengths, self.dls.batch_size,
+                                               self.epoch_generator(epoch)))[skip:]:
             T = int(self.lengths[idx].max())
             yield (self.ids[idx, :T].to(self.device, non_blocking=True),)
 
-    def loss_on_batch(self, ids):
-        """Cross-entropy of each next token up to and including EOS. Shape: (B, T) -> scalar"""
+    def loss_and_count(self, ids):
+        """Cross-entropy of each next token up to and including EOS, summed over those N
+        tokens. Shape: (B, T) -> scalar, N"""
         inputs, labels = ids[:, :-1], ids[:, 1:]                      # (B, T - 1)
         keep = ~padding_mask(labels)
-        logits = self.model(inputs, keep)                             # (N, V)
-        return F.cross_entropy(logits, labels[keep], label_smoothing=self.gpt.label_smoothing)
+        logits = self.net(inputs, keep)                               # (N, V)
+        return F.cross_entropy(logits, labels[keep], reduction="sum",
+                               label_smoothing=self.gpt.label_smoothing), len(logits)
 
     def data_fingerprint(self):
         h = hashlib.sha256()
@@ -663,7 +751,11 @@ def _set_rng_states(states):
 class _StopSignals:
     """While training: Ctrl-C (SIGINT) and SIGTERM set a flag instead of killing the
     process mid-step; the previous handlers come back afterwards. Installed only in the
-    main thread, and only for the duration of ``with``."""
+    main thread, and only for the duration of ``with``. Under torchrun a second signal is
+    not the user's: a terminal's Ctrl-C reaches each process, and torchrun sends it on."""
+
+    def __init__(self, repeat_kills=True):
+        self.repeat_kills = repeat_kills
 
     def __enter__(self):
         self.received, self.previous = None, {}
@@ -674,7 +766,9 @@ class _StopSignals:
 
     def handle(self, signum, frame):
         if self.received:            # a second Ctrl-C: the user means it
-            raise KeyboardInterrupt
+            if self.repeat_kills:    # (not under torchrun, which passes the terminal's on)
+                raise KeyboardInterrupt
+            return
         self.received = signal.Signals(signum).name
         log.warning("%s received: finishing this step and writing a checkpoint ...",
                     self.received)

@@ -24,6 +24,7 @@ import sys
 
 from DLStudio import DLStudio, TransformerFG, TransformerPreLN
 from DLStudio.datasets import BUNDLED_ARCHIVE, load_archive
+from DLStudio.distributed import DistributedError, single_process_only
 from DLStudio.experiments import budget_run
 from DLStudio.visualize import plot_runs
 
@@ -79,6 +80,10 @@ def main():
                         + ", ".join(SWITCHES) + ")")
     p.add_argument("--out", default="compare_fg_preln")
     args = p.parse_args()
+    try:
+        single_process_only("compare_fg_preln.py")
+    except DistributedError as e:
+        p.error(str(e))
     if args.minutes <= 0 or args.every <= 0 or (args.steps is not None and args.steps <= 0):
         p.error("--minutes, --steps and --every must be > 0")
     defaults = {name: getattr(args, name) for name in SWITCHES}
