@@ -45,6 +45,7 @@ import warnings
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from .kv_cache import NO_CACHE, KeyValueCache, attached
 from .overrides import check_forwards, class_path, own_code, runs_base, say_once
@@ -184,6 +185,7 @@ class EncoderParts:
         """
 
         kv_cache = NO_CACHE
+        fused = True       # F.scaled_dot_product_attention in the batched path (measured)
 
         def __init__(self, dls, xformer, num_atten_heads):
             super().__init__()
@@ -237,12 +239,19 @@ class EncoderParts:
         def all_heads(self, x_q, x_kv, mask):
             """What `per_head` computes, without a loop over heads: head i's W_Q, W_K, W_V
             are the i-th of H stacked matrices, and one batched product (torch.baddbmm, a
-            batch of H) applies each to its slice of every word (a test checks equality)."""
+            batch of H) applies each to its slice of every word (a test checks equality).
+            Line (A): PyTorch's fused kernel computes `scaled_dot_product` (``fused``; the
+            README gives the measurement that chose it); attention maps use the readable
+            function, which returns the weights."""
             B, T_q, M = x_q.shape
             Q, K, V = self.queries_keys_values(x_q, x_kv)                  # (B, H, T, s_qkv)
-            out, weights = scaled_dot_product(Q, K, V, mask)               # (B, H, T_q, s_qkv)
-            if self.record_attention:
-                self.attention_weights = weights.detach()                  # (B, H, T_q, T_k)
+            if self.fused and not self.record_attention:     # one kernel, no weights ## (A)
+                out = F.scaled_dot_product_attention(
+                    Q, K, V, attn_mask=None if mask is None else ~mask)    # (B, H, T_q, s_qkv)
+            else:
+                out, weights = scaled_dot_product(Q, K, V, mask)           # (B, H, T_q, s_qkv)
+                if self.record_attention:
+                    self.attention_weights = weights.detach()              # (B, H, T_q, T_k)
             return out.transpose(1, 2).reshape(B, T_q, M)                  # (B, T_q, M)
 
         def queries_keys_values(self, x_q, x_kv):

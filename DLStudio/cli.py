@@ -23,6 +23,7 @@ from .distributed import (
 from .distributed import leave as leave_process_group
 from .DLStudio import DLStudio
 from .overrides import OverrideError, import_class
+from .precision import PRECISIONS
 from .training import TrainingDiverged, TrainingInterrupted
 from .Transformers import TransformerBase, TransformerFG, TransformerPreLN
 
@@ -142,6 +143,10 @@ def add_run_arguments(parser, checkpoints_dir, score, what):
                    help=f"{what} at every checkpoint (plotted with the loss)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cpu", action="store_true", help="do not use a GPU even when present")
+    p.add_argument("--precision", choices=PRECISIONS, default="fp32",
+                   help="number format of the forward pass: fp32, bf16 (autocast), fp16 "
+                        "(CUDA, with a gradient scaler), auto (bf16 where the hardware has "
+                        "it). See the README's measurements.")
 
 
 def add_stack_arguments(parser, defaults, layers):
@@ -313,7 +318,8 @@ def train_main(variant, argv=None):
         trainer = xformer.run_code_for_training(
             dls, encoder, decoder, display_train_loss=True, checkpoints_dir=args.checkpoints_dir,
             max_minutes=args.max_minutes, max_steps=args.max_steps, overwrite=args.overwrite,
-            resume=args.resume, track_bleu=args.track_bleu)
+            resume=args.resume, track_bleu=args.track_bleu,
+            precision=args.precision)
         if not dls.world.is_main:           # torchrun: rank 0 evaluates
             return 0
         if not args.no_eval:
@@ -543,7 +549,8 @@ def vit_train_main(argv=None):
         trainer = vit.run_code_for_training_visTransformer(
             dls, vit, display_train_loss=True, checkpoints_dir=args.checkpoints_dir,
             max_minutes=args.max_minutes, max_steps=args.max_steps, overwrite=args.overwrite,
-            resume=args.resume, track_accuracy=args.track_accuracy)
+            resume=args.resume, track_accuracy=args.track_accuracy,
+            precision=args.precision)
         if not dls.world.is_main:           # torchrun: rank 0 evaluates
             return 0
         vit.run_code_for_evaluating_visTransformer(

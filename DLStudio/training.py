@@ -48,6 +48,7 @@ from .datasets.images import random_crops_and_flips
 from .distributed import ONE_PROCESS
 from .evaluation import evaluate_bleu
 from .generation import encode_sentences, perplexity
+from .precision import Precision
 from .tokens import padding_mask
 
 __all__ = ["Trainer", "TranslationTrainer", "ImageTrainer", "TrainingDiverged",
@@ -115,6 +116,8 @@ class Trainer:
         max_minutes, max_steps: stop after this much training time, or after this many
                           optimiser steps in all (a checkpoint is written).
         clip_grad_norm:   clip the gradient norm to this value (None: no clipping).
+        precision:        "fp32" (default), "bf16", "fp16" (CUDA) or "auto": the number
+                          format of the forward pass (autocast; see DLStudio.precision).
         overwrite:        start a new run in a directory that holds another run's
                           checkpoints: they move to DIR/previous/ (with ``also_move``, the
                           saved model), replacing the run kept there before; a file this
@@ -143,13 +146,14 @@ class Trainer:
     def __init__(self, model, optimizer, dls, checkpoints_dir=None, *, checkpoint_freq=5,
                  save_checkpoints=True, display_train_loss=False, max_minutes=None, max_steps=None,
                  clip_grad_norm=1.0, overwrite=False, resume=False, track_score=False,
-                 title="Transformer", also_move=()):
+                 title="Transformer", also_move=(), precision="fp32"):
         self.dls, self.device = dls, dls.device
         self.world = getattr(dls, "world", ONE_PROCESS)
         if self.world.distributed and dls.batch_size < self.world.size:
             raise ValueError(f"--batch-size {dls.batch_size} is the global batch, split across "
                              f"{self.world.size} processes: give at least {self.world.size}")
         self.model, self.optimizer = model.to(self.device), optimizer
+        self.precision = Precision(precision, self.device)
         self.checkpoints_dir, self.title = checkpoints_dir, title
         self.checkpoint_freq, self.save_checkpoints = checkpoint_freq, save_checkpoints
         self.display_train_loss = display_train_loss
@@ -282,15 +286,19 @@ class Trainer:
         """zero_grad, forward, loss, backward, clip, step. A non-finite loss or gradient
         stops training before the weights are touched."""
         self.optimizer.zero_grad()
-        loss, value = self.batch_loss(*batch)
+        with self.precision.autocast():                  # fp32 unless --precision says
+            loss, value = self.batch_loss(*batch)
         if not math.isfinite(value):
             self.diverged(f"the loss became {value}")
-        loss.backward()
+        scaler = self.precision.scaler                   # fp16 only; else these are plain
+        scaler.scale(loss).backward()
         if self.clip_grad_norm:
+            scaler.unscale_(self.optimizer)
             norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip_grad_norm)
-            if not torch.isfinite(norm):
+            if not torch.isfinite(norm) and not self.precision.scales:
                 self.diverged(f"the gradient norm became {norm.item()}")
-        self.optimizer.step()
+        scaler.step(self.optimizer)
+        scaler.update()
         self.step += 1
         return value
 
@@ -410,6 +418,7 @@ class Trainer:
             "epoch": epoch, "step": self.step, "epoch_complete": complete,
             "batches_done": self.batches_done, "optimizer": self.optimizer.state_dict(),
             "rng": _rng_states(), "rng_by_rank": self.world.gather(_rng_states()),
+            "grad_scaler": self.precision.scaler.state_dict(),
             "train_losses": list(self.train_losses),
             self.score_key: [list(row) for row in self.score_history]})
 
@@ -444,6 +453,8 @@ class Trainer:
         self.check_same_run(path, payload)
         load_into(self.model, payload)
         self.optimizer.load_state_dict(payload["optimizer"])
+        if self.precision.scales and payload.get("grad_scaler"):
+            self.precision.scaler.load_state_dict(payload["grad_scaler"])
         self.step, self.train_losses = payload["step"], list(payload["train_losses"])
         self.score_history = [tuple(row) for row in payload.get(self.score_key, [])]
         if payload["epoch_complete"]:

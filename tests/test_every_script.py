@@ -94,7 +94,9 @@ def runs(w):
               "--checkpoints-dir", "vit_run"], "held-out accuracy")],
         "ExamplesTransformers/score_checkpoints.py": [([early], "BLEU"), ([long_], "BLEU")],
         "ExamplesTransformers/seq2seq_with_transformerFG.py": [
-            (["--archive", a, *TINY_TRAINING, "--checkpoints-dir", "fg"], "held-out BLEU")],
+            (["--archive", a, *TINY_TRAINING, "--checkpoints-dir", "fg"], "held-out BLEU"),
+            (["--archive", a, *TINY_TRAINING, "--precision", "bf16", "--checkpoints-dir",
+              "fg_bf16"], "held-out BLEU")],
         "ExamplesTransformers/seq2seq_with_transformerPreLN.py": [
             (["--archive", a, *TINY_TRAINING, "--checkpoints-dir", "preln"], "held-out BLEU"),
             (["--archive", a, *TINY_TRAINING, "--tokenizer", "bpe", "--vocab-size", 300,
@@ -272,3 +274,11 @@ def test_train_gpt_refuses_a_file_that_is_not_text(work, monkeypatch, capsys):
                         monkeypatch)
     err = capsys.readouterr().err
     assert status == 1 and "not UTF-8 text" in err and "Traceback" not in err
+
+
+def test_fp16_on_the_cpu_is_refused_in_one_line(work, monkeypatch, capsys):
+    status = run_script("ExamplesTransformers/seq2seq_with_transformerFG.py",
+                        ["--archive", "tiny.tar.gz", *TINY_TRAINING, "--precision", "fp16",
+                         "--cpu", "--checkpoints-dir", "fp16"], work, monkeypatch)
+    err = capsys.readouterr().err
+    assert status == 1 and "fp16 needs a CUDA GPU" in err and "Traceback" not in err

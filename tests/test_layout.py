@@ -43,6 +43,7 @@ def test_importing_the_model_loads_nothing_but_torch_and_its_small_helpers():
                          env=dict(os.environ, PYTHONPATH=ROOT), timeout=120)
     loaded = set(out.stdout.split()) - {"DLStudio", "DLStudio.DLStudio"}
     assert loaded == {"DLStudio.Transformers", "DLStudio.kv_cache", "DLStudio.overrides",
+                      "DLStudio.distributed",
                       "DLStudio.schedule", "DLStudio.tokens"}, out.stderr
 
 

@@ -1,0 +1,100 @@
+"""The fast paths keep the readable one's results: the fused attention kernel computes
+`scaled_dot_product` (to 1e-5 in fp32), bf16 autocast trains, and fp16 off CUDA is refused."""
+
+import pytest
+import torch
+
+from DLStudio import DLStudio, TransformerFG, TransformerGPT, TransformerPreLN
+from DLStudio.datasets import generate_corpus
+from DLStudio.precision import Precision
+from DLStudio.training import TranslationTrainer
+
+from .test_transformers import make, randomize
+
+
+def outputs_with_and_without_fused(model, *inputs):
+    attention = [m for m in model.modules() if hasattr(m, "fused")]
+    assert attention and all(m.batched for m in attention)
+    out = {}
+    for fused in (True, False):
+        for m in attention:
+            m.fused = fused
+        out[fused] = model(*inputs)
+    return out[True], out[False]
+
+
+@pytest.mark.parametrize("cls", [TransformerFG, TransformerPreLN])
+@pytest.mark.parametrize("full_width", [False, True])
+def test_fused_attention_computes_the_readable_product(cls, full_width):
+    """Encoder (padding mask), decoder self-attention (causal and padding) and
+    cross-attention, through the whole model."""
+    torch.manual_seed(0)
+    _, x, enc, dec = make(cls, full_width_heads=full_width)
+    model = x.EncoderDecoder(x, enc, dec).eval()
+    randomize(model)
+    pairs = sorted(x.training_corpus, key=lambda pair: len(pair[0].split()))
+    pairs = [pairs[0], pairs[-1]]                           # the shortest and the longest
+    src = x.vocab.encode([en for en, _ in pairs], "en")     # (2, max_seq_length), padded
+    tgt = x.vocab.encode([es for _, es in pairs], "es")
+    fused, readable = outputs_with_and_without_fused(model, src, tgt)
+    assert fused.shape == readable.shape
+    assert torch.allclose(fused, readable, atol=1e-5), (fused - readable).abs().max()
+
+
+def test_fused_attention_keeps_the_gpt_causal():
+    dls = DLStudio(use_gpu=False, batch_size=8, epochs=1, seed=0)
+    gpt = TransformerGPT(dl_studio=dls, sentences=["a b c d e f"] * 20, tokenizer="word",
+                         embedding_size=32, num_basic_decoders=2, num_atten_heads=4).eval()
+    ids = torch.randint(2, gpt.num_tokens("text"), (2, 7))
+    fused, readable = outputs_with_and_without_fused(gpt, ids)
+    assert torch.allclose(fused, readable, atol=1e-5)
+    later = ids.clone()
+    later[:, 5:] = 2
+    assert torch.equal(gpt(ids)[:, :5], gpt(later)[:, :5])      # the future does not leak
+
+
+def test_bf16_autocast_trains_as_fp32_does():
+    """One batch: bf16's loss is close to fp32's, not equal. Four epochs from the same start:
+    bf16's loss falls as fp32's does, and the weights stay fp32."""
+    corpus, ends = generate_corpus(400, seed=1), {}
+    for precision in ("fp32", "bf16"):
+        torch.manual_seed(0)
+        _, x, enc, dec = make(TransformerPreLN, corpus=corpus)
+        trainer = TranslationTrainer.for_container(x, enc, dec, precision=precision)
+        if precision == "bf16":
+            batch = next(iter(trainer.batches(0)))
+            trainer.model.eval()
+            fp32 = trainer.loss_on_batch(*batch).item()
+            with trainer.precision.autocast():
+                bf16 = trainer.loss_on_batch(*batch).item()
+            assert bf16 != fp32 and abs(bf16 - fp32) < 0.02 * fp32   # 8 bits of mantissa
+        trainer.dls.epochs = 4
+        losses = trainer.run()
+        ends[precision] = (sum(losses[:5]) / 5, sum(losses[-5:]) / 5)
+        assert all(p.dtype == torch.float32 for p in trainer.model.parameters())
+    (start32, end32), (start16, end16) = ends["fp32"], ends["bf16"]
+    assert end32 < 0.8 * start32 and end16 < 0.8 * start16
+    assert abs(end16 - end32) < 0.05 * end32
+
+
+def test_fp16_off_cuda_and_unknown_precisions_are_refused():
+    with pytest.raises(ValueError, match="fp16 needs a CUDA GPU"):
+        Precision("fp16", torch.device("cpu"))
+    with pytest.raises(ValueError, match="must be one of"):
+        Precision("fp8", torch.device("cpu"))
+    auto = Precision("auto", torch.device("cpu"))
+    assert auto.name in ("fp32", "bf16") and not auto.scales
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="fp16 with a gradient scaler: CUDA")
+def test_fp16_with_its_gradient_scaler_trains_on_cuda():
+    torch.manual_seed(0)
+    dls = DLStudio(use_gpu=True, batch_size=32, epochs=2, seed=0, learning_rate=1e-3)
+    x = TransformerPreLN(dl_studio=dls, corpus=generate_corpus(400, seed=1), embedding_size=32)
+    enc = x.MasterEncoder(dls, x, num_basic_encoders=2, num_atten_heads=4)
+    dec = x.MasterDecoderWithMasking(dls, x, num_basic_decoders=2, num_atten_heads=4)
+    trainer = TranslationTrainer.for_container(x, enc, dec,
+                                               precision="fp16")
+    losses = trainer.run()
+    assert trainer.precision.scales and trainer.precision.scaler.get_scale() > 0
+    assert sum(losses[-5:]) / 5 < 0.7 * sum(losses[:5]) / 5
