@@ -93,45 +93,62 @@ def greedy_decode(model, src, max_len, stop_at_eos=True):
 
 
 @torch.no_grad()
-def beam_search(model, src, max_len, beam_width=4, length_penalty=0.6):
+def beam_search(model, src, max_len, beam_width=4, length_penalty=0.6, stop_at_eos=True):
     """Keep the ``beam_width`` best partial translations of each sentence at every step.
 
     A finished hypothesis (it emitted EOS) keeps its score; at the end, hypotheses are
     ranked by log-probability / length^length_penalty. ``beam_width=1`` is greedy decoding.
+    A sentence whose every hypothesis has finished leaves the batch, as in greedy decoding
+    (``stop_at_eos=False``: every sentence runs all max_len - 1 steps, for benchmarks).
 
-    Shape: src (B, T_src) -> (B, <= max_len - 1) predicted ids
+    Shape: src (B, T_src) -> (B, <= max_len - 1) predicted ids (EOS after the sentence end)
     """
     K = beam_width
     memory, cross_mask = model.encode(src)                                 # (B, T_src, M)
     B, device = src.size(0), src.device
     memory = memory.repeat_interleave(K, dim=0)                            # (B K, T_src, M)
     cross_mask = cross_mask.repeat_interleave(K, dim=0)                    # (B K, 1, 1, T_src)
+    out = torch.full((B, max_len - 1), EOS_INDEX, dtype=torch.long, device=device)
+    sentences = torch.arange(B, device=device)       # the sentences still being searched
     ys = torch.full((B * K, 1), SOS_INDEX, dtype=torch.long, device=device)
     scores = torch.full((B, K), float("-inf"), device=device)
     scores[:, 0] = 0.0                                  # start from one hypothesis per sentence
     finished = torch.zeros(B * K, dtype=torch.bool, device=device)
     lengths = torch.zeros(B * K, device=device)
+    steps = 0
     with model.decoding() as caches:
         next_word_logits = _NextWord(model, memory, cross_mask, caches)
-        for _ in range(max_len - 1):
-            logits = next_word_logits(ys)                                  # (B K, V_es)
+        for t in range(max_len - 1):
+            B_t = len(sentences)
+            logits = next_word_logits(ys)                                  # (B_t K, V_es)
             logp = torch.log_softmax(logits.float(), dim=-1)
             V = logp.size(-1)
             logp[finished] = float("-inf")              # a finished hypothesis only repeats
             logp[finished, EOS_INDEX] = 0.0             # EOS, at no cost
-            candidates = (scores.view(B * K, 1) + logp).view(B, K * V)
-            scores, flat = candidates.topk(K, dim=1)                       # (B, K)
-            origin = (torch.arange(B, device=device)[:, None] * K + flat // V).view(-1)
-            word = (flat % V).view(-1)                                     # (B K,)
-            ys = torch.cat([ys[origin], word[:, None]], dim=1)
+            candidates = (scores.view(B_t * K, 1) + logp).view(B_t, K * V)
+            scores, flat = candidates.topk(K, dim=1)                       # (B_t, K)
+            origin = (torch.arange(B_t, device=device)[:, None] * K + flat // V).view(-1)
+            word = (flat % V).view(-1)                                     # (B_t K,)
+            ys = torch.cat([ys[origin], word[:, None]], dim=1)             # (B_t K, t + 2)
             next_word_logits.reorder(origin)
             lengths = lengths[origin] + (~finished[origin]).float()
             finished = finished[origin] | (word == EOS_INDEX)
-            if finished.all():
-                break
-    ranked = scores / lengths.view(B, K).clamp(min=1) ** length_penalty
-    best = ranked.argmax(dim=1) + torch.arange(B, device=device) * K       # (B,)
-    return ys[best, 1:]
+            steps = t + 1
+            done = finished.view(B_t, K).all(dim=1)                        # (B_t,)
+            if t == max_len - 2 or not stop_at_eos:      # the last step ends every search
+                done = torch.full_like(done, t == max_len - 2)
+            if done.any():
+                ranked = scores[done] / lengths.view(B_t, K)[done].clamp(min=1) ** length_penalty
+                best = ranked.argmax(dim=1) + done.nonzero().squeeze(1) * K
+                out[sentences[done], :steps] = ys[best, 1:]
+                if done.all():
+                    break
+                going = ~done
+                rows = (going.nonzero() * K + torch.arange(K, device=device)).view(-1)
+                next_word_logits.keep_rows(rows)
+                sentences, scores = sentences[going], scores[going]
+                ys, finished, lengths = ys[rows], finished[rows], lengths[rows]
+    return out[:, :steps]
 
 
 @torch.no_grad()

@@ -30,11 +30,12 @@ def machine():
 
 
 def budget_run(xformer, master_encoder, master_decoder, budget, every, report=print,
-               unit="minutes"):
+               unit="minutes", precision="fp32"):
     """Train for ``budget`` minutes of training time (``unit="minutes"``) or ``budget``
     optimiser steps (``unit="steps"``), scoring the held-out split (greedy) every ``every``
     units; evaluation time is not counted as training time. A budget in steps gives the
     same training to every run even when the machine is busy with something else.
+    ``precision``: of training (see DLStudio.precision); evaluation runs in fp32.
 
     Returns:
         list of rows: minutes, steps, epoch, loss (mean of the last 100 steps), bleu,
@@ -45,7 +46,8 @@ def budget_run(xformer, master_encoder, master_decoder, budget, every, report=pr
         raise ValueError(f"unit must be 'minutes' or 'steps', not {unit!r}")
     if budget <= 0 or every <= 0:
         raise ValueError(f"budget and every must be > 0 (got {budget}, {every})")
-    trainer = TranslationTrainer.for_container(xformer, master_encoder, master_decoder)
+    trainer = TranslationTrainer.for_container(xformer, master_encoder, master_decoder,
+                                               precision=precision)
     rows, clock = [], {"eval": 0.0, "start": time.monotonic(), "next": every}
 
     def evaluate(minutes_now):

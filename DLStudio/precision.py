@@ -42,6 +42,8 @@ class Precision:
     Raises ValueError for fp16 off CUDA, and for an unknown name.
     """
 
+    _warned = False          # bf16 emulated on this CPU: said once per process
+
     def __init__(self, name, device):
         if name not in PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {name!r}")
@@ -50,7 +52,9 @@ class Precision:
         if name == "fp16" and device.type != "cuda":
             raise ValueError(f"--precision fp16 needs a CUDA GPU (its gradient scaler is "
                              f"CUDA's); on {device.type}, use bf16 or fp32")
-        if name == "bf16" and device.type == "cpu" and not native_bf16(device):
+        if name == "bf16" and device.type == "cpu" and not native_bf16(device) \
+                and not Precision._warned:
+            Precision._warned = True
             log.warning("this CPU has no native bfloat16 (no avx512_bf16 / amx_bf16): bf16 "
                         "is emulated here and is likely slower than fp32")
         self.name, self.device = name, device

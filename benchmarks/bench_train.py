@@ -1,14 +1,24 @@
 #!/usr/bin/env python3
-"""Seconds per training iteration: our TransformerFG and TransformerPreLN against a baseline
-built from PyTorch's fused ``nn.Transformer`` of the same sizes, on the same batches.
+"""Seconds per training iteration, side by side on the same batches: ours against PyTorch's
+nn.Transformer of equal size, and how close each comes to the machine's matmul peak.
 
     python benchmarks/bench_train.py                                   # bundled corpus
     python benchmarks/bench_train.py --archive ../shared/data/en_es_xformer_8_90000.tar.gz
+    python benchmarks/bench_train.py --precision bf16                  # all rows in bf16
 
-One iteration = zero_grad, forward, loss, backward, optimiser step. The three models are run
-in turn on each batch (interleaved, so that a slow spell of the machine hits all three),
-the first --warmup iterations are discarded, and the median and the spread (25th-75th
-percentile) are reported, with tokens per second, parameter counts and peak memory.
+The rows (one model each, all built with the same sizes):
+  ours, sliced heads          DLStudio's heads: head i reads slice i of the embedding, no W^O
+  ours, sliced, readable      the same with softmax(QK^T)V written out (fused = False)
+  ours, full-width heads      --full-width-heads: standard multi-head attention with W^O
+  nn.Transformer, same size   the full-width model's architecture and parameter count, trained
+                              as ours is: fused Adam, clipping, logits on the same positions
+  nn.Transformer, tutorial    logits at every position, plain Adam (a PyTorch tutorial's way)
+The ratio column divides by "nn.Transformer, same size". One iteration = zero_grad, forward,
+loss, backward, clip, optimiser step; the models take turns on each batch, the first
+--warmup iterations are discarded, and the median and the 25th-75th percentiles are shown.
+FLOPs of each iteration are counted by torch.utils.flop_counter.FlopCounterMode on the timed
+batches (forward and backward), and divided by the time and by the peak of a large torch.mm
+in the same precision, measured here.
 """
 
 import argparse
@@ -22,6 +32,12 @@ import time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.utils.flop_counter import (
+    FlopCounterMode,
+    register_flop_formula,
+    sdpa_backward_flop_count,
+    sdpa_flop_count,
+)
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -34,118 +50,212 @@ from DLStudio.cli import (  # noqa: E402
 )
 from DLStudio.datasets import BUNDLED_ARCHIVE  # noqa: E402
 from DLStudio.experiments import machine  # noqa: E402
+from DLStudio.precision import Precision, native_bf16  # noqa: E402
+from DLStudio.schedule import adam  # noqa: E402
 from DLStudio.tokens import padding_mask  # noqa: E402
 from DLStudio.training import TranslationTrainer  # noqa: E402
 
+aten = torch.ops.aten
+
+
+# The CPU's fused attention kernel has no FLOP formula in torch.utils.flop_counter: give it
+# the one its CUDA kernels have (2 matmuls forward, 5 backward).
+@register_flop_formula(aten._scaled_dot_product_flash_attention_for_cpu)
+def _cpu_sdpa_flop(q, k, v, *args, out_shape=None, **kwargs):
+    return sdpa_flop_count(q, k, v)
+
+
+@register_flop_formula(aten._scaled_dot_product_flash_attention_for_cpu_backward)
+def _cpu_sdpa_backward_flop(grad_out, q, k, v, *args, out_shape=None, **kwargs):
+    return sdpa_backward_flop_count(grad_out, q, k, v)
+
 
 class Baseline(nn.Module):
-    """nn.Transformer with embeddings, sinusoidal positions and an output layer: the way a
-    PyTorch tutorial builds a translator (logits at every position, padding ignored in the
-    loss)."""
+    """nn.Transformer with embeddings, sinusoidal positions and an output layer.
 
-    def __init__(self, V_en, V_es, M, H, L, F_hidden, max_len, norm_first):
+    fair=True: logits only at the target positions ours computes them at (up to each
+    sentence's EOS), and the optimiser is ours (fused Adam). fair=False: a tutorial's way,
+    logits at every position (padding ignored by the loss) and plain Adam.
+    """
+
+    def __init__(self, V_en, V_es, M, H, L, F_hidden, max_len, norm_first, fair):
         super().__init__()
         self.src_emb, self.tgt_emb = nn.Embedding(V_en, M), nn.Embedding(V_es, M)
-        pe = TransformerFG.EmbeddingsGenerator.sinusoids(max_len, M, 10000.0)
-        self.register_buffer("pe", pe)
+        self.register_buffer("pe", TransformerFG.EmbeddingsGenerator.sinusoids(
+            max_len, M, 10000.0))
         self.transformer = nn.Transformer(M, H, L, L, F_hidden, dropout=0.0, batch_first=True,
                                           norm_first=norm_first)
         self.out = nn.Linear(M, V_es)
-        self.scale = math.sqrt(M)
+        self.scale, self.fair = math.sqrt(M), fair
 
-    def forward(self, src, tgt_in):
+    def hidden(self, src, tgt_in):
         src_pad, tgt_pad = padding_mask(src), padding_mask(tgt_in)
-        causal = nn.Transformer.generate_square_subsequent_mask(tgt_in.size(1))
+        causal = nn.Transformer.generate_square_subsequent_mask(tgt_in.size(1), dtype=torch.bool)
         x = self.src_emb(src) * self.scale + self.pe[:src.size(1)]
         y = self.tgt_emb(tgt_in) * self.scale + self.pe[:tgt_in.size(1)]
-        h = self.transformer(x, y, tgt_mask=causal, src_key_padding_mask=src_pad,
-                             tgt_key_padding_mask=tgt_pad, memory_key_padding_mask=src_pad,
-                             tgt_is_causal=True)
-        return self.out(h)
+        return self.transformer(x, y, tgt_mask=causal, src_key_padding_mask=src_pad,
+                                tgt_key_padding_mask=tgt_pad, memory_key_padding_mask=src_pad,
+                                tgt_is_causal=True)                          # (B, T_tgt, M)
 
     def loss(self, src, tgt):
         tgt_in, labels = tgt[:, :-1], tgt[:, 1:]
-        logits = self(src, tgt_in)
+        h = self.hidden(src, tgt_in)
+        if self.fair:
+            keep = ~padding_mask(labels)
+            return F.cross_entropy(self.out(h[keep]), labels[keep])
+        logits = self.out(h)
         labels = labels.masked_fill(padding_mask(labels), -100)
         return F.cross_entropy(logits.reshape(-1, logits.size(-1)), labels.reshape(-1))
+
+    def final_norms(self):
+        """Parameters of nn.Transformer's final LayerNorms (ours has them only pre-LN)."""
+        return sum(p.numel() for n in (self.transformer.encoder.norm, self.transformer.decoder.norm)
+                   for p in n.parameters())
+
+
+def baseline_step(model, optimizer, precision):
+    def step(src, tgt):
+        optimizer.zero_grad()
+        with precision.autocast():
+            loss = model.loss(src, tgt)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+    return step
+
+
+def matmul_peak(dtype, n=2048, seconds=1.0):
+    """FLOP/s of a large torch.mm (n x n) in ``dtype``, repeated for about ``seconds``
+    (twice at least): the machine's dense matmul peak."""
+    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+    torch.mm(a, b)
+    reps, t0 = 0, time.perf_counter()
+    while reps < 2 or time.perf_counter() - t0 < seconds:
+        torch.mm(a, b)
+        reps += 1
+    return 2 * n ** 3 * reps / (time.perf_counter() - t0)
+
+
+def counted_flops(loss_fn, model, batches):
+    """Forward and backward FLOPs of ``loss_fn`` on each batch (gradients thrown away)."""
+    total = 0
+    for src, tgt in batches:
+        with FlopCounterMode(display=False) as counter:
+            loss_fn(src, tgt).backward()
+        total += counter.get_total_flops()
+        model.zero_grad(set_to_none=True)
+    return total
+
+
+def build(args, corpus, dls, precision):
+    """{row name: (step function, loss function, model)} and the fair baseline."""
+    M, H, L = args.embedding_size, args.num_atten_heads, args.num_layers
+    cls = {"FG": TransformerFG, "PreLN": TransformerPreLN}[args.variant]
+    rows = {}
+    for name, full_width, fused in (("ours, sliced heads", False, True),
+                                    ("ours, sliced, readable", False, False),
+                                    ("ours, full-width heads", True, True)):
+        torch.manual_seed(args.seed)
+        x = cls(dl_studio=dls, corpus=corpus, embedding_size=M, num_warmup_steps=4000,
+                full_width_heads=full_width)
+        enc = cls.MasterEncoder(dls, x, num_basic_encoders=L, num_atten_heads=H)
+        dec = cls.MasterDecoderWithMasking(dls, x, num_basic_decoders=L, num_atten_heads=H)
+        trainer = TranslationTrainer.for_container(x, enc, dec, precision=precision.name)
+        for m in trainer.model.modules():
+            if hasattr(m, "fused"):
+                m.fused = fused
+        rows[name] = (trainer.train_step, trainer.loss_on_batch, trainer.model)
+    F_hidden = x.FeedForward.expansion * M
+    for name, fair in (("nn.Transformer, same size", True), ("nn.Transformer, tutorial", False)):
+        torch.manual_seed(args.seed)
+        base = Baseline(x.vocab_en_size, x.vocab_es_size, M, H, L, F_hidden, x.max_seq_length,
+                        norm_first=cls.norm_first, fair=fair)
+        opt = (adam(base.parameters(), 1e-4, x.optimizer_params) if fair else
+               torch.optim.Adam(base.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9))
+        rows[name] = (baseline_step(base, opt, precision), base.loss, base)
+    return rows, trainer, x, F_hidden
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--archive", default=BUNDLED_ARCHIVE, type=existing_file)
+    p.add_argument("--variant", choices=("FG", "PreLN"), default="FG")
     p.add_argument("--embedding-size", type=positive_int, default=256)
     p.add_argument("--num-layers", type=positive_int, default=4)
     p.add_argument("--num-atten-heads", type=positive_int, default=4)
     p.add_argument("--batch-size", type=positive_int, default=50)
+    p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                   help="every row's forward pass (autocast), and the matmul peak's dtype")
     p.add_argument("--iters", type=positive_int, default=40, help="timed iterations per model")
     p.add_argument("--warmup", type=nonnegative_int, default=5,
                    help="iterations discarded per model")
     p.add_argument("--threads", type=positive_int, default=None,
                    help="torch threads (default: torch's)")
+    p.add_argument("--peak-size", type=positive_int, default=2048,
+                   help="n of the n x n matmul that measures the peak")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    M, H, L = args.embedding_size, args.num_atten_heads, args.num_layers
     corpus = archive_or_usage(p, args.archive)
     dls = DLStudio(use_gpu=False, batch_size=args.batch_size, epochs=1, seed=args.seed,
                    learning_rate=1e-4)
-    trainers, containers = {}, {}
-    for cls in (TransformerFG, TransformerPreLN):
-        x = cls(dl_studio=dls, corpus=corpus, embedding_size=M, num_warmup_steps=4000)
-        enc = cls.MasterEncoder(dls, x, num_basic_encoders=L, num_atten_heads=H)
-        dec = cls.MasterDecoderWithMasking(dls, x, num_basic_decoders=L, num_atten_heads=H)
-        trainers[cls.__name__] = TranslationTrainer.for_container(x, enc, dec)
-        containers[cls.__name__] = x
-    x = containers["TransformerFG"]
-    F_hidden = x.FeedForward.expansion * M
-    baseline = Baseline(x.vocab_en_size, x.vocab_es_size, M, H, L, F_hidden,
-                        x.max_seq_length, norm_first=False)
-    base_opt = torch.optim.Adam(baseline.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+    precision = Precision(args.precision, dls.device)
+    rows, trainer, x, F_hidden = build(args, corpus, dls, precision)
 
-    def baseline_step(src, tgt):
-        base_opt.zero_grad()
-        loss = baseline.loss(src, tgt)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(baseline.parameters(), 1.0)
-        base_opt.step()
-
-    steps = {name: t.train_step for name, t in trainers.items()}
-    steps["nn.Transformer"] = baseline_step
-    batches = trainers["TransformerFG"].batches(0)
-    times = {name: [] for name in steps}
-    tokens = []
+    batches, timed = trainer.batches(0), []
+    times = {name: [] for name in rows}
     for i in range(args.warmup + args.iters):
         src, tgt = next(batches)
         if i >= args.warmup:
-            tokens.append(int((~padding_mask(src)).sum() + (~padding_mask(tgt)).sum()))
-        for name, step in steps.items():
+            timed.append((src, tgt))
+        for name, (step, _, _) in rows.items():
             t0 = time.perf_counter()
             step(src, tgt)
             if i >= args.warmup:
                 times[name].append(time.perf_counter() - t0)
+    tokens = sum(int((~padding_mask(s)).sum() + (~padding_mask(t)).sum()) for s, t in timed)
+    flops = {}
+    for name, (_, loss_fn, model) in rows.items():
+        with precision.autocast():
+            flops[name] = counted_flops(loss_fn, model, timed)
+    peak = matmul_peak(precision.dtype, args.peak_size)
+    other = torch.bfloat16 if precision.dtype == torch.float32 else torch.float32
+    other_peak = matmul_peak(other, min(args.peak_size, 1024))
 
-    def params(module):
-        return sum(p.numel() for p in module.parameters())
+    def params(model):
+        return sum(q.numel() for q in model.parameters())
 
-    counts = {name: params(t.model) for name, t in trainers.items()}
-    counts["nn.Transformer"] = params(baseline)
+    M, H, L = args.embedding_size, args.num_atten_heads, args.num_layers
     print(f"machine: {machine()}")
     print(f"archive {args.archive}: {len(corpus.pairs)} pairs, vocabularies "
           f"{x.vocab_en_size} / {x.vocab_es_size}")
-    print(f"config: embedding {M}, {L}+{L} layers, {H} heads, feed-forward {F_hidden}, "
-          f"batch {args.batch_size}; {args.iters} timed iterations after {args.warmup} "
-          f"warm-up; torch {torch.__version__}, {torch.get_num_threads()} threads")
-    base_median = statistics.median(times["nn.Transformer"])
-    print(f"{'model':<18}{'s/iter (median)':>16}{'p25-p75':>18}{'tokens/s':>10}"
-          f"{'ratio':>8}{'params':>13}")
+    print(f"config: {args.variant}, embedding {M}, {L}+{L} layers, {H} heads, feed-forward "
+          f"{F_hidden}, batch {args.batch_size}, {args.precision}; {args.iters} timed "
+          f"iterations after {args.warmup} warm-up; torch {torch.__version__}, "
+          f"{torch.get_num_threads()} threads")
+    print(f"matmul peak ({args.peak_size}x{args.peak_size} torch.mm, {args.precision}): "
+          f"{peak / 1e9:.1f} GFLOP/s; in {str(other)[6:]} (up to 1024x1024): "
+          f"{other_peak / 1e9:.1f} GFLOP/s; native bf16: {native_bf16(dls.device)}")
+    ref = statistics.median(times["nn.Transformer, same size"])
+    print(f"{'model':<27}{'s/iter':>8}{'p25-p75':>15}{'tokens/s':>10}{'ratio':>7}"
+          f"{'params':>12}{'GFLOP/it':>10}{'GFLOP/s':>9}{'of peak':>9}")
     for name, ts in times.items():
         q = statistics.quantiles(ts, n=4)
         med = statistics.median(ts)
-        print(f"{name:<18}{med:>16.4f}{f'{q[0]:.4f}-{q[2]:.4f}':>18}"
-              f"{sum(tokens) / sum(ts):>10.0f}{med / base_median:>8.2f}{counts[name]:>13,}")
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"peak resident memory of this process (all three models): {peak:.0f} MB")
+        per_iter = flops[name] / len(timed)
+        achieved = flops[name] / sum(ts)
+        print(f"{name:<27}{med:>8.4f}{f'{q[0]:.3f}-{q[2]:.3f}':>15}"
+              f"{tokens / sum(ts):>10.0f}{med / ref:>7.2f}{params(rows[name][2]):>12,}"
+              f"{per_iter / 1e9:>10.2f}{achieved / 1e9:>9.1f}{achieved / peak:>9.0%}")
+    ours = params(rows["ours, full-width heads"][2])
+    base = rows["nn.Transformer, same size"][2]
+    theirs = params(base) - base.final_norms()
+    print(f"equal size: ours with full-width heads {ours:,} parameters, nn.Transformer "
+          f"{theirs:,} without its final LayerNorms ({base.final_norms():,}): "
+          f"{abs(ours - theirs) / theirs:.2%} apart")
+    peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak resident memory of this process (all five models): {peak_rss:.0f} MB")
 
 
 if __name__ == "__main__":

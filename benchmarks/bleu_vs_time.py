@@ -4,6 +4,7 @@ command, not a claim.
 
     python benchmarks/bleu_vs_time.py --archive ../shared/data/en_es_xformer_8_90000.tar.gz \\
         --variant FG --minutes 30 --every 5
+    python benchmarks/bleu_vs_time.py ... --steps 2000 --every 500 --precision bf16
 
 Trains one model for a wall-clock budget and, every --every minutes of training, translates
 the whole held-out split (greedy) and scores it (the evaluation time is not counted as
@@ -38,6 +39,11 @@ def main():
     p.add_argument("--variant", choices=("FG", "PreLN"), default="FG")
     p.add_argument("--minutes", type=positive_float, default=30.0)
     p.add_argument("--every", type=positive_float, default=5.0, help="minutes between evaluations")
+    p.add_argument("--steps", type=positive_int, default=None,
+                   help="budget in optimiser steps instead of minutes (then --every counts "
+                        "steps too): the fair budget for comparing settings of unequal speed")
+    p.add_argument("--precision", choices=("fp32", "bf16", "fp16", "auto"), default="fp32",
+                   help="of training (evaluation is fp32)")
     p.add_argument("--embedding-size", type=positive_int, default=256)
     p.add_argument("--num-layers", type=positive_int, default=4)
     p.add_argument("--num-atten-heads", type=positive_int, default=4)
@@ -74,6 +80,7 @@ def main():
             vocab_size=args.vocab_size, vocab_from=args.vocab_from)
     enc = cls.MasterEncoder(dls, x, args.num_layers, args.num_atten_heads)
     dec = cls.MasterDecoderWithMasking(dls, x, args.num_layers, args.num_atten_heads)
+    budget, unit = (args.steps, "steps") if args.steps else (args.minutes, "minutes")
     print(f"machine: {machine()}")
     print(f"Transformer{args.variant}, embedding {args.embedding_size}, {args.num_layers}+"
           f"{args.num_layers} layers, {args.num_atten_heads} heads, batch {args.batch_size}, "
@@ -85,7 +92,7 @@ def main():
           f"{'the training split' if x.tokenizer == 'bpe' else args.vocab_from}), "
           f"max_seq_length {x.max_seq_length}; {len(x.training_corpus)} training pairs, "
           f"{len({en for en, _ in x.held_out_corpus})} held-out English sentences; "
-          f"device {dls.device}", flush=True)
+          f"device {dls.device}, {args.precision}; budget {budget} {unit}", flush=True)
     print(f"{'minutes':>8}{'steps':>7}{'epoch':>7}{'loss':>8}{'BLEU':>7}{'sacreBLEU':>10}"
           f"{'translatable':>14}{'eval s':>8}", flush=True)
 
@@ -95,9 +102,11 @@ def main():
               f"{row['translatable']:>7}/{row['sentences']:<6}{row['eval_seconds']:>8.0f}",
               flush=True)
 
-    rows = budget_run(x, enc, dec, args.minutes, args.every, report)
+    rows = budget_run(x, enc, dec, budget, args.every, report, unit=unit,
+                      precision=args.precision)
     os.makedirs(args.out, exist_ok=True)
-    stem = os.path.join(args.out, f"bleu_vs_time_{args.variant}_{args.tokenizer}")
+    stem = os.path.join(args.out, f"bleu_vs_time_{args.variant}_{args.tokenizer}_"
+                                  f"{args.precision}")
     with open(stem + ".csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()

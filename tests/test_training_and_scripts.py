@@ -160,3 +160,23 @@ def test_dlstudio_258_script_runs_unchanged(tmp_path, variant):
         assert (tmp_path / f"saved_{part}_{variant}").exists()
     sd = torch.load(tmp_path / f"saved_decoder_{variant}", weights_only=True)
     assert "out.weight" in sd
+
+
+def test_beam_search_drops_finished_sentences_without_changing_a_translation(trained):
+    """A sentence whose every hypothesis has emitted EOS leaves the batch; the translations
+    are those of the search that keeps every sentence to the last step."""
+    from DLStudio.evaluation import beam_search
+    from DLStudio.tokens import EOS_INDEX
+    folder, x, enc, dec, trainer, untrained = trained
+    model = trainer.model.eval()
+    src = x.vocab.encode([en for en, _ in x.held_out_corpus[:40]], "en")
+
+    def sentences(ids):
+        return [row[:row.index(EOS_INDEX)] if EOS_INDEX in row else row for row in ids.tolist()]
+
+    dropping = beam_search(model, src, x.max_seq_length, beam_width=4)
+    keeping = beam_search(model, src, x.max_seq_length, beam_width=4, stop_at_eos=False)
+    assert keeping.size(1) == x.max_seq_length - 1
+    assert sentences(dropping) == sentences(keeping)
+    lengths = {len(s) for s in sentences(dropping)}
+    assert len(lengths) > 2              # sentences did finish at different steps
