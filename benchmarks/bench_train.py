@@ -34,6 +34,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.flop_counter import (
     FlopCounterMode,
+    flop_registry,
     register_flop_formula,
     sdpa_backward_flop_count,
     sdpa_flop_count,
@@ -58,16 +59,21 @@ from DLStudio.training import TranslationTrainer  # noqa: E402
 aten = torch.ops.aten
 
 
-# The CPU's fused attention kernel has no FLOP formula in torch.utils.flop_counter: give it
-# the one its CUDA kernels have (2 matmuls forward, 5 backward).
-@register_flop_formula(aten._scaled_dot_product_flash_attention_for_cpu)
 def _cpu_sdpa_flop(q, k, v, *args, out_shape=None, **kwargs):
     return sdpa_flop_count(q, k, v)
 
 
-@register_flop_formula(aten._scaled_dot_product_flash_attention_for_cpu_backward)
 def _cpu_sdpa_backward_flop(grad_out, q, k, v, *args, out_shape=None, **kwargs):
     return sdpa_backward_flop_count(grad_out, q, k, v)
+
+
+# The CPU's fused attention kernel has no FLOP formula in torch.utils.flop_counter: give it
+# the one its CUDA kernels have (2 matmuls forward, 5 backward), once per process.
+for _op, _formula in ((aten._scaled_dot_product_flash_attention_for_cpu, _cpu_sdpa_flop),
+                      (aten._scaled_dot_product_flash_attention_for_cpu_backward,
+                       _cpu_sdpa_backward_flop)):
+    if _op not in flop_registry:
+        register_flop_formula(_op)(_formula)
 
 
 class Baseline(nn.Module):
@@ -78,7 +84,7 @@ class Baseline(nn.Module):
     logits at every position (padding ignored by the loss) and plain Adam.
     """
 
-    def __init__(self, V_en, V_es, M, H, L, F_hidden, max_len, norm_first, fair):
+    def __init__(self, V_en, V_es, M, H, L, F_hidden, max_len, norm_first, fair=True):
         super().__init__()
         self.src_emb, self.tgt_emb = nn.Embedding(V_en, M), nn.Embedding(V_es, M)
         self.register_buffer("pe", TransformerFG.EmbeddingsGenerator.sinusoids(
