@@ -266,10 +266,12 @@ class EncoderParts:
             B, T, M = x.shape
             H, s = self.num_atten_heads, self.qkv_size
             b, W = self.kv_cache.weights(names, self.stacked)        # (H, 1, k s), (H, ., k s)
-            if self.full_width:
-                x = x.reshape(1, B * T, M).expand(H, -1, -1)                # (H, B T, M)
-            else:
-                x = x.reshape(B * T, H, s).transpose(0, 1)                  # (H, B T, s_qkv)
+            if self.full_width:      # every head reads all of x: one (M, H k s) product
+                out = torch.addmm(b.transpose(0, 1).reshape(1, -1), x.reshape(B * T, M),
+                                  W.transpose(0, 1).reshape(M, -1))         # (B T, H k s)
+                return list(out.view(B, T, H, -1).transpose(1, 2)            # (B, H, T, k s)
+                            .chunk(len(names), dim=-1))                     # (B, H, T, s_qkv)
+            x = x.reshape(B * T, H, s).transpose(0, 1)                      # (H, B T, s_qkv)
             out = torch.baddbmm(b, x, W)                                    # (H, B T, k s)
             return [t.view(H, B, T, s).transpose(0, 1)                      # (B, H, T, s_qkv)
                     for t in out.chunk(len(names), dim=-1)]

@@ -147,6 +147,9 @@ def add_run_arguments(parser, checkpoints_dir, score, what):
                    help="number format of the forward pass: fp32, bf16 (autocast), fp16 "
                         "(CUDA, with a gradient scaler), auto (bf16 where the hardware has "
                         "it). See the README's measurements.")
+    p.add_argument("--compile", action="store_true",
+                   help="train through torch.compile (compiles during the first steps; see "
+                        "the README for whether it pays on your machine)")
 
 
 def add_stack_arguments(parser, defaults, layers):
@@ -319,7 +322,7 @@ def train_main(variant, argv=None):
             dls, encoder, decoder, display_train_loss=True, checkpoints_dir=args.checkpoints_dir,
             max_minutes=args.max_minutes, max_steps=args.max_steps, overwrite=args.overwrite,
             resume=args.resume, track_bleu=args.track_bleu,
-            precision=args.precision)
+            precision=args.precision, compile=args.compile)
         if not dls.world.is_main:           # torchrun: rank 0 evaluates
             return 0
         if not args.no_eval:
@@ -550,7 +553,7 @@ def vit_train_main(argv=None):
             dls, vit, display_train_loss=True, checkpoints_dir=args.checkpoints_dir,
             max_minutes=args.max_minutes, max_steps=args.max_steps, overwrite=args.overwrite,
             resume=args.resume, track_accuracy=args.track_accuracy,
-            precision=args.precision)
+            precision=args.precision, compile=args.compile)
         if not dls.world.is_main:           # torchrun: rank 0 evaluates
             return 0
         vit.run_code_for_evaluating_visTransformer(

@@ -117,7 +117,8 @@ def gpt_train_main(argv=None):
         trainer = gpt.run_code_for_training(
             args.checkpoints_dir, display_train_loss=True, max_minutes=args.max_minutes,
             max_steps=args.max_steps, overwrite=args.overwrite, resume=args.resume,
-            track_perplexity=args.track_perplexity, precision=args.precision)
+            track_perplexity=args.track_perplexity, precision=args.precision,
+            compile=args.compile)
         if not dls.world.is_main:           # torchrun: rank 0 evaluates
             return 0
         after = gpt.perplexity()

@@ -118,6 +118,8 @@ class Trainer:
         clip_grad_norm:   clip the gradient norm to this value (None: no clipping).
         precision:        "fp32" (default), "bf16", "fp16" (CUDA) or "auto": the number
                           format of the forward pass (autocast; see DLStudio.precision).
+        compile:          train through ``torch.compile`` of the model (the first steps of
+                          each batch shape compile; see the README for what it gains).
         overwrite:        start a new run in a directory that holds another run's
                           checkpoints: they move to DIR/previous/ (with ``also_move``, the
                           saved model), replacing the run kept there before; a file this
@@ -146,7 +148,7 @@ class Trainer:
     def __init__(self, model, optimizer, dls, checkpoints_dir=None, *, checkpoint_freq=5,
                  save_checkpoints=True, display_train_loss=False, max_minutes=None, max_steps=None,
                  clip_grad_norm=1.0, overwrite=False, resume=False, track_score=False,
-                 title="Transformer", also_move=(), precision="fp32"):
+                 title="Transformer", also_move=(), precision="fp32", compile=False):
         self.dls, self.device = dls, dls.device
         self.world = getattr(dls, "world", ONE_PROCESS)
         if self.world.distributed and dls.batch_size < self.world.size:
@@ -175,6 +177,8 @@ class Trainer:
             from torch.nn.parallel import DistributedDataParallel
             self.net = DistributedDataParallel(
                 model, device_ids=[self.device] if self.device.type == "cuda" else None)
+        if compile:
+            self.net = torch.compile(self.net)
 
     def start_new_run(self, overwrite, also_move):
         """Refuse a directory that holds another run's checkpoints, or (``overwrite``) move

@@ -12,7 +12,8 @@ cache, our decoder re-running the whole prefix, and a baseline built from PyTorc
 All three run the same decoding loops (DLStudio.evaluation.greedy_decode / beam_search) on
 the same batches of held-out sentences.
     - With --checkpoint (a trained TransformerFG of that archive): our model stops each
-      sentence at its EOS, as real translation does (a finished sentence leaves the batch),
+      sentence at its EOS, as real translation does (a finished sentence leaves the batch,
+      in greedy decoding and in beam search once its every hypothesis has finished),
       and the baseline, untrained, is run for exactly as many steps on each batch as ours
       needed for that batch (a naive loop stops when the whole batch is done).
     - Without: every model is untrained and runs every step to max_seq_length.
@@ -90,6 +91,17 @@ class NoCache(torch.nn.Module):
         return self.m.decode(ys, memory, cross_mask, keep)
 
 
+class KeepsFinished(NoCache):
+    """Our model with its cache, keeping every sentence in the batch for as many steps as
+    the batch needs (a finished sentence does not leave it)."""
+
+    def decoding(self):
+        return self.m.decoding()
+
+    def decode_newest(self, ys, memory, cross_mask):
+        return self.m.decode_newest(ys, memory, cross_mask)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--archive", default=BUNDLED_ARCHIVE, type=existing_file)
@@ -130,6 +142,9 @@ def main():
     trained = bool(args.checkpoint)
     models = {"ours (cache)": ours, "ours (no cache)": NoCache(ours),
               "nn.Transformer naive": baseline}
+    keeping = KeepsFinished(ours)             # what dropping finished sentences gains
+    if trained:
+        models["ours (cache), keeps all"] = keeping
     print(f"machine: {machine()}")
     print(f"archive {args.archive}; embedding {M}, {L}+{L} layers, {H} heads; {n} held-out "
           f"sentences in batches of {args.batch_size}; {torch.get_num_threads()} threads; "
@@ -137,10 +152,10 @@ def main():
              "untrained models, every step run"))
 
     def decode(model, b, width, max_len):
-        if width == 1:       # the untrained baseline runs its given steps, EOS or not
-            return evaluation.greedy_decode(model, b, max_len,
-                                            stop_at_eos=trained and model is not baseline)
-        return evaluation.beam_search(model, b, max_len, width)
+        stop = trained and model not in (baseline, keeping)  # these run their given steps
+        if width == 1:
+            return evaluation.greedy_decode(model, b, max_len, stop_at_eos=stop)
+        return evaluation.beam_search(model, b, max_len, width, stop_at_eos=stop)
 
     for name, width in (("greedy", 1), ("beam-4", 4)):
         # the steps each batch takes with our model: the baseline is given the same
@@ -152,8 +167,8 @@ def main():
                 t0 = time.perf_counter()
                 with torch.no_grad():
                     for b, max_len in zip(batches, steps):
-                        decode(model, b, width, max_len if model is baseline else
-                               x.max_seq_length)
+                        decode(model, b, width, max_len if model in (baseline, keeping)
+                               else x.max_seq_length)
                 rates.setdefault(label, []).append(n / (time.perf_counter() - t0))
         base = statistics.median(rates["nn.Transformer naive"])
         for label, r in rates.items():

@@ -158,15 +158,19 @@ def build(args, corpus, dls, precision):
     M, H, L = args.embedding_size, args.num_atten_heads, args.num_layers
     cls = {"FG": TransformerFG, "PreLN": TransformerPreLN}[args.variant]
     rows = {}
-    for name, full_width, fused in (("ours, sliced heads", False, True),
-                                    ("ours, sliced, readable", False, False),
-                                    ("ours, full-width heads", True, True)):
+    ours = [("ours, sliced heads", False, True, False), ("ours, sliced, readable", False, False,
+                                                         False),
+            ("ours, full-width heads", True, True, False)]
+    if args.compile:
+        ours.append(("ours, sliced, compiled", False, True, True))
+    for name, full_width, fused, compiled in ours:
         torch.manual_seed(args.seed)
         x = cls(dl_studio=dls, corpus=corpus, embedding_size=M, num_warmup_steps=4000,
                 full_width_heads=full_width)
         enc = cls.MasterEncoder(dls, x, num_basic_encoders=L, num_atten_heads=H)
         dec = cls.MasterDecoderWithMasking(dls, x, num_basic_decoders=L, num_atten_heads=H)
-        trainer = TranslationTrainer.for_container(x, enc, dec, precision=precision.name)
+        trainer = TranslationTrainer.for_container(x, enc, dec, precision=precision.name,
+                                                   compile=compiled)
         for m in trainer.model.modules():
             if hasattr(m, "fused"):
                 m.fused = fused
@@ -199,6 +203,9 @@ def main():
                    help="torch threads (default: torch's)")
     p.add_argument("--peak-size", type=positive_int, default=2048,
                    help="n of the n x n matmul that measures the peak")
+    p.add_argument("--compile", action="store_true",
+                   help="add a row: ours (sliced heads) through torch.compile; its compile "
+                        "time is the warm-up's")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
     if args.threads:
@@ -211,6 +218,7 @@ def main():
 
     batches, timed = trainer.batches(0), []
     times = {name: [] for name in rows}
+    warmup = dict.fromkeys(rows, 0.0)
     for i in range(args.warmup + args.iters):
         src, tgt = next(batches)
         if i >= args.warmup:
@@ -220,6 +228,8 @@ def main():
             step(src, tgt)
             if i >= args.warmup:
                 times[name].append(time.perf_counter() - t0)
+            else:
+                warmup[name] += time.perf_counter() - t0
     tokens = sum(int((~padding_mask(s)).sum() + (~padding_mask(t)).sum()) for s, t in timed)
     flops = {}
     for name, (_, loss_fn, model) in rows.items():
@@ -260,6 +270,8 @@ def main():
     print(f"equal size: ours with full-width heads {ours:,} parameters, nn.Transformer "
           f"{theirs:,} without its final LayerNorms ({base.final_norms():,}): "
           f"{abs(ours - theirs) / theirs:.2%} apart")
+    print("warm-up iterations, seconds in all: " + ", ".join(
+        f"{name} {t:.1f}" for name, t in warmup.items()))
     peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak resident memory of this process (all five models): {peak_rss:.0f} MB")
 

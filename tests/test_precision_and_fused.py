@@ -98,3 +98,16 @@ def test_fp16_with_its_gradient_scaler_trains_on_cuda():
     losses = trainer.run()
     assert trainer.precision.scales and trainer.precision.scaler.get_scale() > 0
     assert sum(losses[-5:]) / 5 < 0.7 * sum(losses[:5]) / 5
+
+
+def test_compiled_training_takes_the_same_steps():
+    """--compile: the same losses, step by step, as the plain model from the same start."""
+    corpus, losses = generate_corpus(200, seed=2), {}
+    for compiled in (False, True):
+        torch.manual_seed(0)
+        _, x, enc, dec = make(TransformerPreLN, M=16, H=2, layers=1, corpus=corpus)
+        trainer = TranslationTrainer.for_container(x, enc, dec, compile=compiled,
+                                                   max_steps=4)
+        losses[compiled] = trainer.run()
+    assert len(losses[True]) == 4
+    assert torch.allclose(torch.tensor(losses[True]), torch.tensor(losses[False]), atol=1e-4)
