@@ -91,7 +91,8 @@ def _run(fn, argv):
     rank = rank_from_env()
     logging.basicConfig(level=logging.WARNING if rank else logging.INFO, format="%(message)s")
     try:
-        with contextlib.redirect_stdout(open(os.devnull, "w") if rank else sys.stdout):
+        with open(os.devnull, "w") as quiet, \
+                contextlib.redirect_stdout(quiet if rank else sys.stdout):
             return fn(argv)
     except (UserError, ArchiveError, ImageDataError, CheckpointError, FileNotFoundError,
             FileExistsError, TrainingDiverged, TrainingInterrupted, OverrideError,

@@ -74,11 +74,11 @@ class World:
             dist.all_reduce(tensor)
         return tensor
 
-    def any(self, flag, device):
-        """True on every rank when ``flag`` is true on one of them."""
-        if not self.distributed:
-            return bool(flag)
-        return bool(self.sum(torch.tensor([int(bool(flag))], device=device)).item())
+    def any(self, flags, device):
+        """For each of ``flags``, True on every rank when it is true on one of them (one
+        all-reduce for all)."""
+        mine = torch.tensor([int(bool(f)) for f in flags], device=device)
+        return [bool(n) for n in self.sum(mine).tolist()]
 
     def on_main(self, fn, *args):
         """``fn(*args)`` on rank 0 only; every rank returns its result or raises its error

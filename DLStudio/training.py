@@ -167,7 +167,7 @@ class Trainer:
         self.track_score, self.score_history = track_score, []      # (step, epoch, score)
         self.run_id = self.world.on_main(lambda: uuid.uuid4().hex[:12])
         if self.world.rank:             # dropout differs between ranks, repeatably
-            torch.manual_seed((dls.seed or 0) * 1000003 + 7919 * self.world.rank)
+            self.seed_this_rank()
         if resume:
             self.resume()
         elif save_checkpoints and checkpoints_dir:
@@ -179,6 +179,11 @@ class Trainer:
                 model, device_ids=[self.device] if self.device.type == "cuda" else None)
         if compile:
             self.net = torch.compile(self.net)
+
+    def seed_this_rank(self, step=0):
+        """A rank other than 0 draws its own dropout masks, from the seed, its rank and the
+        step it starts at."""
+        torch.manual_seed((self.dls.seed or 0) * 1000003 + 7919 * self.world.rank + step)
 
     def start_new_run(self, overwrite, also_move):
         """Refuse a directory that holds another run's checkpoints, or (``overwrite``) move
@@ -371,8 +376,8 @@ class Trainer:
                              or (self.max_steps and self.step >= self.max_steps)
                              or (callback is not None and callback(self)))
                     if self.world.distributed:                 # every rank stops at this step
-                        signalled = self.world.any(signals.received, self.device)
-                        early = self.world.any(early, self.device)
+                        signalled, early = self.world.any(
+                            (signals.received, early), self.device)
                         signals.received = signals.received or ("SIGINT" if signalled else None)
                     if signals.received:
                         stop = "signal"
@@ -471,8 +476,7 @@ class Trainer:
         elif self.world.is_main:
             _set_rng_states(payload["rng"])
         else:                                 # another number of ranks than the checkpoint's
-            torch.manual_seed((self.dls.seed or 0) * 1000003 + 7919 * self.world.rank
-                              + self.step)
+            self.seed_this_rank(self.step)
         self.run_id = payload.get("run_id") or self.run_id
         self.last_checkpoint = path
         log.info("resuming from %s (epoch %d, step %d)", path, self.epoch + 1, self.step)

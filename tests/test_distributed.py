@@ -152,11 +152,11 @@ def test_flags_that_make_no_sense_distributed_are_refused_in_one_line(tmp_path):
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="NCCL needs two GPUs")
 def test_two_gpus_with_nccl_train_as_one_gpu(tmp_path):
-    env_steps = ["--batch-size", 16, "--max-steps", 6]
+    steps = ["--batch-size", 16, "--max-steps", 6]
     for nproc, folder in ((2, "two"), (None, "one")):
         launcher = [] if nproc is None else ["-m", "torch.distributed.run", "--standalone",
                                              f"--nproc_per_node={nproc}"]
-        out = subprocess.run([sys.executable, *launcher, FG, *map(str, TINY_FG + env_steps),
+        out = subprocess.run([sys.executable, *launcher, FG, *map(str, TINY_FG + steps),
                               "--checkpoints-dir", folder], cwd=tmp_path, capture_output=True,
                              text=True, env=dict(os.environ, PYTHONPATH=ROOT), timeout=300)
         assert out.returncode == 0, out.stderr[-3000:]
