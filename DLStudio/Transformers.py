@@ -267,8 +267,8 @@ class EncoderParts:
             H, s = self.num_atten_heads, self.qkv_size
             b, W = self.kv_cache.weights(names, self.stacked)        # (H, 1, k s), (H, ., k s)
             if self.full_width:      # every head reads all of x: one (M, H k s) product
-                out = torch.addmm(b.transpose(0, 1).reshape(1, -1), x.reshape(B * T, M),
-                                  W.transpose(0, 1).reshape(M, -1))         # (B T, H k s)
+                out = torch.addmm(b.reshape(1, -1), x.reshape(B * T, M),
+                                  W.transpose(1, 2).reshape(-1, M).t())     # (B T, H k s)
                 return list(out.view(B, T, H, -1).transpose(1, 2)            # (B, H, T, k s)
                             .chunk(len(names), dim=-1))                     # (B, H, T, s_qkv)
             x = x.reshape(B * T, H, s).transpose(0, 1)                      # (H, B T, s_qkv)
@@ -277,10 +277,11 @@ class EncoderParts:
                     for t in out.chunk(len(names), dim=-1)]
 
         def stacked(self, names):
-            """The heads' weights and biases side by side: (H, 1, k s), (H, s_in, k s)."""
-            W = torch.stack([torch.cat([getattr(h, n).weight for n in names]) for h in self.heads])
-            b = torch.stack([torch.cat([getattr(h, n).bias for n in names]) for h in self.heads])
-            return b.unsqueeze(1), W.transpose(1, 2)
+            """The heads' weights and biases side by side (one cat): (H, 1, k s), (H, s_in, k s)."""
+            H, layers = self.num_atten_heads, [getattr(h, n) for h in self.heads for n in names]
+            W = torch.cat([layer.weight for layer in layers])             # (H k s, s_in)
+            b = torch.cat([layer.bias for layer in layers])               # (H k s)
+            return b.view(H, 1, -1), W.view(H, -1, W.size(-1)).transpose(1, 2)
 
         def can_batch(self):
             """The batched product reproduces the standard head only: a student's head (its

@@ -7,7 +7,7 @@ container may override it like any other nested class.
 
 import torch
 
-__all__ = ["ScheduledOptim", "adam", "ADAM_DEFAULTS"]
+__all__ = ["ScheduledOptim", "adam", "clip_gradient_norm", "ADAM_DEFAULTS"]
 
 #: Adam's settings in the lecture (DLStudio's optimizer_params).
 ADAM_DEFAULTS = {"beta1": 0.9, "beta2": 0.98, "epsilon": 1e-9}
@@ -24,6 +24,18 @@ def adam(params, lr, optimizer_params):
         return torch.optim.Adam(params, fused=True, **kwargs)
     except (RuntimeError, TypeError):
         return torch.optim.Adam(params, **kwargs)
+
+
+def clip_gradient_norm(params, max_norm):
+    """torch.nn.utils.clip_grad_norm_, with its one-call (foreach) kernels on the CPU too,
+    where PyTorch would otherwise take each parameter's norm in a call of its own (our
+    model has one W_Q, W_K, W_V per head: three times nn.Transformer's number of tensors).
+
+    Returns: the total norm of the gradients before clipping (a 0-dim tensor).
+    """
+    params = [p for p in params if p.grad is not None]
+    on_cpu = all(p.grad.device.type == "cpu" for p in params)
+    return torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=True if on_cpu else None)
 
 
 class ScheduledOptim:

@@ -49,6 +49,7 @@ from .distributed import ONE_PROCESS
 from .evaluation import evaluate_bleu
 from .generation import encode_sentences, perplexity
 from .precision import Precision
+from .schedule import clip_gradient_norm
 from .tokens import padding_mask
 
 __all__ = ["Trainer", "TranslationTrainer", "ImageTrainer", "TrainingDiverged",
@@ -303,7 +304,7 @@ class Trainer:
         scaler.scale(loss).backward()
         if self.clip_grad_norm:
             scaler.unscale_(self.optimizer)
-            norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip_grad_norm)
+            norm = clip_gradient_norm(self.model.parameters(), self.clip_grad_norm)
             if not torch.isfinite(norm) and not self.precision.scales:
                 self.diverged(f"the gradient norm became {norm.item()}")
         scaler.step(self.optimizer)

@@ -13,7 +13,9 @@ The rows (one model each, all built with the same sizes):
   nn.Transformer, same size   the full-width model's architecture and parameter count, trained
                               as ours is: fused Adam, clipping, logits on the same positions
   nn.Transformer, tutorial    logits at every position, plain Adam (a PyTorch tutorial's way)
-The ratio column divides by "nn.Transformer, same size". One iteration = zero_grad, forward,
+The ratio column divides medians by "nn.Transformer, same size"; "paired" is the median of
+each batch's time over the reference's on the same batch (steadier when the machine's speed
+drifts). One iteration = zero_grad, forward,
 loss, backward, clip, optimiser step; the models take turns on each batch, the first
 --warmup iterations are discarded, and the median and the 25th-75th percentiles are shown.
 FLOPs of each iteration are counted by torch.utils.flop_counter.FlopCounterMode on the timed
@@ -52,7 +54,7 @@ from DLStudio.cli import (  # noqa: E402
 from DLStudio.datasets import BUNDLED_ARCHIVE  # noqa: E402
 from DLStudio.experiments import machine  # noqa: E402
 from DLStudio.precision import Precision, native_bf16  # noqa: E402
-from DLStudio.schedule import adam  # noqa: E402
+from DLStudio.schedule import adam, clip_gradient_norm  # noqa: E402
 from DLStudio.tokens import padding_mask  # noqa: E402
 from DLStudio.training import TranslationTrainer  # noqa: E402
 
@@ -125,7 +127,7 @@ def baseline_step(model, optimizer, precision):
         with precision.autocast():
             loss = model.loss(src, tgt)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        clip_gradient_norm(model.parameters(), 1.0)
         optimizer.step()
     return step
 
@@ -254,7 +256,9 @@ def main():
           f"{peak / 1e9:.1f} GFLOP/s; in {str(other)[6:]} (up to 1024x1024): "
           f"{other_peak / 1e9:.1f} GFLOP/s; native bf16: {native_bf16(dls.device)}")
     ref = statistics.median(times["nn.Transformer, same size"])
-    print(f"{'model':<27}{'s/iter':>8}{'p25-p75':>15}{'tokens/s':>10}{'ratio':>7}"
+    paired = {name: statistics.median(t / r for t, r in zip(ts, times["nn.Transformer, same size"]))
+              for name, ts in times.items()}      # each batch's time over the reference's
+    print(f"{'model':<27}{'s/iter':>8}{'p25-p75':>15}{'tokens/s':>10}{'ratio':>7}{'paired':>7}"
           f"{'params':>12}{'GFLOP/it':>10}{'GFLOP/s':>9}{'of peak':>9}")
     for name, ts in times.items():
         q = statistics.quantiles(ts, n=4)
@@ -262,7 +266,8 @@ def main():
         per_iter = flops[name] / len(timed)
         achieved = flops[name] / sum(ts)
         print(f"{name:<27}{med:>8.4f}{f'{q[0]:.3f}-{q[2]:.3f}':>15}"
-              f"{tokens / sum(ts):>10.0f}{med / ref:>7.2f}{params(rows[name][2]):>12,}"
+              f"{tokens / sum(ts):>10.0f}{med / ref:>7.2f}{paired[name]:>7.2f}"
+              f"{params(rows[name][2]):>12,}"
               f"{per_iter / 1e9:>10.2f}{achieved / 1e9:>9.1f}{achieved / peak:>9.0%}")
     ours = params(rows["ours, full-width heads"][2])
     base = rows["nn.Transformer, same size"][2]
