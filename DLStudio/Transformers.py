@@ -382,7 +382,8 @@ class TransformerBase(EncoderParts):
 
     Args (keyword-only):
         dl_studio: a ``DLStudio`` (batch size, epochs, learning rate, device, paths).
-        dataroot, data_archive: where the DLStudio archive is (or ``corpus``: a Corpus).
+        dataroot, data_archive: the DLStudio archive, or a .tsv of pairs curated as
+            ``pairs_options`` says (datasets.load_pairs_file); or ``corpus``: a Corpus.
         max_seq_length: tokens per sentence, SOS and EOS included (10 for 8-word sentences).
         embedding_size: M.  save_checkpoints, checkpoint_freq: every 5 epochs by default.
         num_warmup_steps, lr_mul, optimizer_params ({"beta1", "beta2", "epsilon"}): FG's
@@ -408,7 +409,7 @@ class TransformerBase(EncoderParts):
                  held_out_fraction=0.05, split_seed=0, dropout=0.0, label_smoothing=0.0,
                  full_width_heads=False, tie_embeddings=False, learned_positions=False,
                  corpus=None, tokenizer="word", vocab_size=None, vocab_from="archive",
-                 vocab=None):
+                 vocab=None, pairs_options=None):
         if embedding_size % 2:
             raise ValueError(f"embedding_size must be even (sin/cos pairs), got {embedding_size}")
         self.dl_studio, self.masking, self.save_checkpoints = dl_studio, masking, save_checkpoints
@@ -422,6 +423,7 @@ class TransformerBase(EncoderParts):
         self.full_width_heads, self.tie_embeddings = full_width_heads, tie_embeddings
         self.learned_positions = learned_positions
         self.tokenizer, self.vocab_size, self.vocab_from = tokenizer, vocab_size, vocab_from
+        self.pairs_options = pairs_options
         self.class_path = class_path(type(self))
         check_forwards(self, ["EmbeddingsGenerator", "AttentionHead", "SelfAttention",
                               "CrossAttention", "FeedForward", "BasicEncoder", "MasterEncoder",
@@ -1014,7 +1016,8 @@ class visTransformer(EncoderParts, nn.Module):
         return vit_spec(self)
 
     def use_datasets(self, training_set, test_set, spec=None):
-        """Train on ``training_set`` (its pixel statistics too), test on ``test_set``."""
+        """Train on ``training_set`` (its pixel statistics too), test on ``test_set``: two
+        ImageSets, or any torch Datasets of (image, label) (resized to ``image_size``)."""
         from .datasets.images import use_datasets
         use_datasets(self, training_set, test_set, spec)
 
@@ -1027,6 +1030,11 @@ class visTransformer(EncoderParts, nn.Module):
         """CIFAR-10 from ``dl_studio.dataroot`` (ImageDataError says where to put it)."""
         self.load_dataset_of({"name": "cifar10",
                               "dataroot": os.path.abspath(self.dl_studio.dataroot)}, download)
+
+    def load_image_folder(self, root, test_fraction=0.2, seed=0):
+        """Your pictures, a sub-folder per class; ``classes=folder_classes(root)`` fits."""
+        self.load_dataset_of({"name": "folder", "dataroot": os.path.abspath(root), "seed": seed,
+                              "test_fraction": test_fraction, "channels": self.in_channels})
 
     def load_dataset_of(self, spec, download=False):
         """Load the data set that a spec, or a checkpoint's ``dataset`` entry, names."""

@@ -152,7 +152,7 @@ TRANSLATION_ARGS = ("data_archive", "max_seq_length", "embedding_size", "num_war
                     "optimizer_params", "lr_mul", "checkpoint_freq", "held_out_fraction",
                     "split_seed", "dropout", "label_smoothing", "full_width_heads",
                     "tie_embeddings", "learned_positions", "tokenizer", "vocab_size",
-                    "vocab_from")
+                    "vocab_from", "pairs_options")
 TRANSLATION_SHAPE_ARGS = ("embedding_size", "max_seq_length", "full_width_heads",
                           "tie_embeddings", "learned_positions")
 VIT_SHAPE_ARGS = ("patch_size", "embedding_size", "num_basic_encoders", "num_atten_heads",
@@ -295,12 +295,12 @@ def corpus_of(payload):
     """The archive a checkpoint was trained on, if it is still where it was and still fits
     (`corpus_fits`); else a corpus with no pairs. The vocabulary always comes from the
     checkpoint."""
-    from .datasets import ArchiveError, Corpus, load_archive
+    from .datasets import ArchiveError, Corpus, load_corpus
     args = payload["container_args"]
     path = os.path.join(args.get("dataroot") or ".", args.get("data_archive") or "")
     if args.get("data_archive") and os.path.isfile(path):
         try:
-            corpus = load_archive(path)
+            corpus = load_corpus(path, pairs_options=args.get("pairs_options"))
         except ArchiveError:
             corpus = None
         if corpus and corpus_fits(payload, corpus):

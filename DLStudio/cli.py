@@ -13,7 +13,7 @@ import os
 import sys
 
 from .checkpoints import CheckpointError, find_checkpoint, init_from_gpt, load_checkpoint
-from .datasets import BUNDLED_ARCHIVE, ArchiveError, ImageDataError, load_archive
+from .datasets import BUNDLED_ARCHIVE, ArchiveError, ImageDataError, load_archive, load_corpus
 from .distributed import (
     DistributedError,
     launched_by_torchrun,
@@ -170,8 +170,16 @@ def training_parser(variant):
         description=f"Train Transformer{variant} for English-to-Spanish translation. With no "
                     "arguments: the lecture's configuration.")
     L = LECTURE
-    p.add_argument("--archive", default=L["archive"],
-                   help="DLStudio archive (default: %(default)s)")
+    data = p.add_mutually_exclusive_group()
+    data.add_argument("--archive", default=L["archive"],
+                      help="DLStudio archive (default: %(default)s)")
+    data.add_argument("--pairs", metavar="FILE.tsv", type=existing_file,
+                      help="your own sentence pairs instead of an archive: one "
+                           "'English<TAB>Spanish' line each (Tatoeba/Anki files as they are), "
+                           "curated as build-archive does")
+    p.add_argument("--max-words", type=positive_int, default=None,
+                   help="--pairs: keep pairs of at most this many words a side (default: "
+                        "--max-seq-length minus 2)")
     p.add_argument("--epochs", type=positive_int, default=L["epochs"])
     p.add_argument("--batch-size", type=positive_int, default=L["batch_size"])
     p.add_argument("--embedding-size", type=positive_int, default=L["embedding_size"])
@@ -237,7 +245,7 @@ def _gpt_checkpoints(args):
     return found
 
 
-def _vocab_of_gpts(gpts, archive, args):
+def _vocab_of_gpts(gpts, archive, args, pairs_options=None):
     """The translation vocabulary when a GPT starts a stack: the GPT's tokenizer for its
     language (its embeddings are of those tokens), the other language's as --tokenizer
     says, learnt from the same training split the container will make."""
@@ -252,7 +260,7 @@ def _vocab_of_gpts(gpts, archive, args):
                             "(train one with train_gpt.py)")
         given["es" if side == "decoder" else "en"] = tokenizer_from_state(
             payload["tokenizer_state"])
-    corpus = load_archive(archive)
+    corpus = load_corpus(archive, pairs_options=pairs_options)
     return build_vocabulary(corpus, split_pairs(corpus.pairs)[0], args.tokenizer,
                             args.vocab_size, args.vocab_from, args.max_seq_length, given)
 
@@ -284,7 +292,12 @@ def train_main(variant, argv=None):
     """``seq2seq_with_transformer{FG,PreLN}.py``: train, checkpoint, evaluate."""
     def run(argv):
         args = training_parser(variant).parse_args(argv)
-        archive = _resolve_archive(args.archive)
+        if args.max_words and not args.pairs:
+            raise UserError("--max-words goes with --pairs (an archive is curated already)")
+        archive = args.pairs or _resolve_archive(args.archive)
+        pairs_options = None
+        if args.pairs:
+            pairs_options = {"max_words": args.max_words or args.max_seq_length - 2}
         cls = _VARIANTS[variant]
         if args.model_class:
             cls = _subclass_of(args.model_class, cls)
@@ -301,7 +314,8 @@ def train_main(variant, argv=None):
                       tie_embeddings=args.tie_embeddings,
                       learned_positions=args.learned_positions, tokenizer=args.tokenizer,
                       vocab_size=args.vocab_size if args.tokenizer == "bpe" else None,
-                      vocab_from=args.vocab_from, vocab=_vocab_of_gpts(gpts, archive, args))
+                      vocab_from=args.vocab_from, pairs_options=pairs_options,
+                      vocab=_vocab_of_gpts(gpts, archive, args, pairs_options))
         encoder = cls.MasterEncoder(dls, xformer, num_basic_encoders=args.num_layers,
                                     num_atten_heads=args.num_atten_heads)
         decoder = cls.MasterDecoderWithMasking(dls, xformer, num_basic_decoders=args.num_layers,
@@ -362,7 +376,10 @@ def checkpoint_arguments(parser, args, sentence=False):
 
 
 def _load(path, archive=None, model_class=None):
-    corpus = load_archive(archive) if archive else None
+    corpus = None
+    if archive:     # a pairs file is curated again with the settings the checkpoint keeps
+        options = load_checkpoint(path).get("container_args", {}).get("pairs_options")
+        corpus = load_corpus(archive, pairs_options=options)
     return TransformerBase.from_checkpoint(path, corpus=corpus, model_class=model_class)
 
 
@@ -384,7 +401,8 @@ def test_checkpoint_main(variant, argv=None):
         p = argparse.ArgumentParser(description="Translate held-out sentences with a "
                                                 "checkpoint and score it with BLEU.")
         add_checkpoint_arguments(p)
-        p.add_argument("--archive", help="the archive it was trained on, if it has moved")
+        p.add_argument("--archive", help="the archive (or --pairs file) it was trained on, "
+                                         "if it has moved")
         p.add_argument("--beam", type=positive_int, default=1, help="beam width (1: greedy)")
         p.add_argument("--show", type=int, default=20, help="translations to print")
         p.add_argument("--result-file", help="write every held-out translation here")
@@ -497,8 +515,16 @@ def vit_parser():
     d = VIT_DEFAULTS
     p = argparse.ArgumentParser(
         description="Train a visTransformer to classify images: our own shapes (default, no "
-                    "download) or CIFAR-10.")
+                    "download), CIFAR-10, or your own pictures (--image-folder).")
     p.add_argument("--dataset", choices=("shapes", "cifar10"), default="shapes")
+    p.add_argument("--image-folder", metavar="DIR",
+                   help="your own pictures instead: one sub-folder per class (or DIR/train "
+                        "and DIR/test with those sub-folders), resized to --image-size")
+    p.add_argument("--image-size", type=positive_int, default=32,
+                   help="--image-folder: pictures are resized to this many pixels a side")
+    p.add_argument("--test-fraction", type=positive_float, default=0.2,
+                   help="--image-folder without train/ and test/: the share of each class held "
+                        "out for testing")
     p.add_argument("--dataroot", default="./data/CIFAR-10/",
                    help="CIFAR-10: the folder that holds (or gets) cifar-10-batches-py")
     p.add_argument("--download", action="store_true", help="CIFAR-10: download it first")
@@ -527,13 +553,18 @@ def _load_images(vit, dataset, args):
 
 def vit_train_main(argv=None):
     """``image_recog_with_visTransformer.py``: train, checkpoint, evaluate."""
-    from .datasets.images import CIFAR10_CLASSES, SHAPE_CLASSES
+    from .datasets.images import CIFAR10_CLASSES, SHAPE_CLASSES, folder_classes
     from .Transformers import visTransformer
 
     def run(argv):
         args = vit_parser().parse_args(argv)
         classes = SHAPE_CLASSES if args.dataset == "shapes" else CIFAR10_CLASSES
-        dls = DLStudio(dataroot=args.dataroot, image_size=(32, 32), classes=classes,
+        if args.image_folder:
+            classes = folder_classes(args.image_folder)
+        elif args.image_size != 32:
+            raise UserError("--image-size goes with --image-folder (shapes and CIFAR-10 are 32x32)")
+        size = (args.image_size, args.image_size)
+        dls = DLStudio(dataroot=args.dataroot, image_size=size, classes=classes,
                        path_saved_model=os.path.join(args.checkpoints_dir, "saved_vit.pt"),
                        learning_rate=args.learning_rate, batch_size=args.batch_size,
                        epochs=args.epochs, use_gpu=not args.cpu, seed=args.seed)
@@ -544,7 +575,13 @@ def vit_train_main(argv=None):
                              num_warmup_steps=args.num_warmup_steps, dropout=args.dropout,
                              label_smoothing=args.label_smoothing, augment=args.augment,
                              checkpoint_freq=args.checkpoint_freq)
-        _load_images(vit, args.dataset, args)
+        if args.image_folder:
+            if not 0 < args.test_fraction < 1:
+                raise UserError(f"--test-fraction must lie between 0 and 1, not "
+                                f"{args.test_fraction}")
+            vit.load_image_folder(args.image_folder, args.test_fraction, seed=args.seed)
+        else:
+            _load_images(vit, args.dataset, args)
         n_params = sum(p.numel() for p in vit.parameters())
         print(f"visTransformer ({args.layout}) on {vit.training_set.name}: "
               f"{len(vit.training_set)} training and {len(vit.test_set)} test images, "
@@ -575,7 +612,8 @@ def vit_test_checkpoint_main(argv=None):
         p = argparse.ArgumentParser(description="Score a visTransformer checkpoint on its "
                                                 "test images and show what it sees.")
         add_checkpoint_arguments(p)
-        p.add_argument("--dataroot", help="CIFAR-10: where it is now, if it has moved")
+        p.add_argument("--dataroot", help="CIFAR-10 or --image-folder: where it is now, if it "
+                                          "has moved")
         p.add_argument("--images", type=positive_int, default=16,
                        help="test images in the grid (and a quarter of them, at most 6, in "
                             "the attention picture)")

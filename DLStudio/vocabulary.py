@@ -24,7 +24,7 @@ import unicodedata
 
 import torch
 
-from .datasets import load_archive, normalize, split_pairs, vocab_fingerprint
+from .datasets import PAIRS_DEFAULTS, load_corpus, normalize, split_pairs, vocab_fingerprint
 from .tokens import EOS_INDEX, SOS_INDEX
 
 __all__ = ["WordTokenizer", "BPETokenizer", "tokenizer_from_state", "Vocabulary",
@@ -311,8 +311,18 @@ def use_corpus(xformer, corpus=None, vocab=None):
         if xformer.data_archive is None:
             raise ValueError("give data_archive= (a DLStudio archive) or corpus=")
         word_limit = xformer.max_seq_length if xformer.tokenizer == "word" else None
-        corpus = load_archive(archive_path(xformer.dataroot, xformer.data_archive),
-                              max_seq_length=word_limit)
+        path = archive_path(xformer.dataroot, xformer.data_archive)
+        if xformer.pairs_options is None and path.endswith((".tsv", ".txt")):
+            xformer.pairs_options = {}          # a pairs file: its settings are recorded
+        if xformer.pairs_options is not None:
+            xformer.pairs_options = {**PAIRS_DEFAULTS, "max_words": xformer.max_seq_length - 2,
+                                     **xformer.pairs_options}
+            words = xformer.pairs_options["max_words"]
+            if word_limit is not None and words + 2 > word_limit:
+                raise ValueError(f"sentences of up to {words} words need max_seq_length "
+                                 f"{words + 2} (SOS and EOS), not {word_limit}: raise "
+                                 "--max-seq-length or lower --max-words")
+        corpus = load_corpus(path, word_limit, xformer.pairs_options)
     xformer.corpus = corpus
     xformer.training_corpus, xformer.held_out_corpus = [], []
     if corpus.pairs:

@@ -7,12 +7,14 @@ per side, every sentence wrapped in ``SOS ... EOS``.
 """
 
 import logging
+import os
 import random
 import unicodedata
 
-from .archive import build_corpus
+from .archive import ArchiveError, build_corpus
 
-__all__ = ["normalize", "expand_contractions", "read_tsv_pairs", "curate_pairs"]
+__all__ = ["normalize", "expand_contractions", "read_tsv_pairs", "curate_pairs",
+           "load_pairs_file", "PAIRS_DEFAULTS"]
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +83,7 @@ def read_tsv_pairs(path):
 
 def curate_pairs(raw_pairs, max_words=8, num_pairs=90000, seed=0):
     """Normalise raw pairs, keep those of at most ``max_words`` words on both sides, and
-    take ``num_pairs`` of them after a seeded shuffle.
+    take ``num_pairs`` of them (None: all) after a seeded shuffle.
 
     Returns:
         a ``Corpus`` (sentences wrapped in SOS ... EOS, vocabularies built).
@@ -95,8 +97,46 @@ def curate_pairs(raw_pairs, max_words=8, num_pairs=90000, seed=0):
             seen.add((en, other))
             kept.append((en, other))
     random.Random(seed).shuffle(kept)
+    if num_pairs is None:
+        num_pairs = len(kept)
     if len(kept) < num_pairs:
         log.warning("only %d pairs have at most %d words on both sides; keeping all of them "
                     "(%d were asked for)", len(kept), max_words, num_pairs)
     return build_corpus(kept[:num_pairs])
 
+
+
+#: How a pairs file becomes a corpus when nothing else is said (see `load_pairs_file`).
+PAIRS_DEFAULTS = {"max_words": 8, "num_pairs": None, "seed": 0}
+
+
+def load_pairs_file(path, options=None):
+    """A Corpus from a tab-separated file of sentence pairs (``English<TAB>Spanish``, an
+    optional third column ignored: Tatoeba/Anki's format, or a student's own file),
+    curated as `curate_pairs` does with ``options`` ({"max_words", "num_pairs", "seed"};
+    `PAIRS_DEFAULTS` for what is left out).
+
+    Raises:
+        FileNotFoundError, or ArchiveError naming the file and what to change in it.
+    """
+    options = {**PAIRS_DEFAULTS, **(options or {})}
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no pairs file at {path}: give a text file with one "
+                                "'English<TAB>Spanish' pair per line")
+    try:
+        raw = list(read_tsv_pairs(path))
+    except UnicodeDecodeError as e:
+        raise ArchiveError(f"{path} is not UTF-8 text ({e.reason} at byte {e.start}): save "
+                           "it as UTF-8 (one 'English<TAB>Spanish' pair per line)") from None
+    except ValueError as e:
+        raise ArchiveError(f"{e}: each line needs a tab between the English sentence and "
+                           "its translation") from None
+    corpus = curate_pairs(raw, **options)
+    if len(corpus.pairs) < 2:
+        raise ArchiveError(
+            f"{path}: {len(raw)} lines, but only {len(corpus.pairs)} pairs of at most "
+            f"{options['max_words']} words on both sides with letters in them; training "
+            "needs at least 2 (one is held out). Add pairs, or allow longer sentences "
+            "(--max-words).")
+    corpus.name = path
+    return corpus

@@ -8,6 +8,10 @@ normalises them itself, so a set of 50,000 CIFAR-10 images stays at 150 MB.
 cross, star) of random size, position, rotation and colour on a dark noisy background: a
 set that a small vision transformer learns in minutes on a CPU, with no download.
 The same arguments always give the same images.
+
+Your own pictures: ``load_image_folder(root, image_size)`` reads a folder with one
+sub-folder per class (torchvision's ImageFolder layout), and ``from_dataset`` turns any
+``Dataset`` of (image, label) pairs into an ImageSet, each image resized to the model's size.
 """
 
 import math
@@ -17,7 +21,8 @@ from dataclasses import dataclass
 import torch
 
 __all__ = ["ImageSet", "ImageDataError", "SHAPE_CLASSES", "CIFAR10_CLASSES", "generate_shapes",
-           "load_cifar10", "random_crops_and_flips", "dataset_of", "use_datasets"]
+           "load_cifar10", "random_crops_and_flips", "dataset_of", "use_datasets",
+           "from_dataset", "folder_classes", "load_image_folder"]
 
 SHAPE_CLASSES = ("circle", "ring", "square", "triangle", "cross", "star")
 CIFAR10_CLASSES = ("plane", "car", "bird", "cat", "deer", "dog", "frog", "horse", "ship",
@@ -179,10 +184,112 @@ def random_crops_and_flips(images, generator, pad=4):
     return out.permute(0, 3, 1, 2)                                           # (B, C, H, W)
 
 
+def _as_uint8(image, channels, image_size, where):
+    """A PIL image or a (C, H, W) tensor (uint8, or floats in [0, 1]) as uint8 (C, H, W) of
+    ``channels`` channels, resized (antialiased) to ``image_size``."""
+    import torchvision.transforms.v2.functional as TF
+    if hasattr(image, "convert"):                                   # a PIL image
+        image = TF.pil_to_tensor(image.convert("RGB" if channels == 3 else "L"))
+    if not isinstance(image, torch.Tensor) or image.dim() != 3:
+        raise ImageDataError(f"{where}: expected a PIL image or a (C, H, W) tensor, got "
+                             f"{type(image).__name__}"
+                             f"{tuple(image.shape) if hasattr(image, 'shape') else ''}")
+    if image.is_floating_point():
+        image = (image.clamp(0, 1) * 255).round().to(torch.uint8)
+    if image.size(0) != channels:
+        if image.size(0) == 1:
+            image = image.expand(channels, -1, -1)
+        elif image.size(0) in (3, 4) and channels == 1:
+            image = image[:3].float().mean(0, keepdim=True).round().to(torch.uint8)
+        elif image.size(0) == 4 and channels == 3:
+            image = image[:3]
+        else:
+            raise ImageDataError(f"{where}: {image.size(0)} channels, the model takes "
+                                 f"{channels} (in_channels)")
+    return TF.resize(image, list(image_size), antialias=True).contiguous()   # (C, H, W)
+
+
+def from_dataset(dataset, image_size, classes=None, channels=3, name=None):
+    """An ImageSet of every (image, label) in ``dataset`` (any torch Dataset: an
+    ImageFolder, a torchvision data set, a list of pairs), resized to ``image_size``.
+
+    Args:
+        classes: the class names; default ``dataset.classes`` (ImageFolder and torchvision
+            sets have it), else "0", "1", ... up to the largest label.
+        channels: 3 (colour) or 1 (grey); pictures are converted to it.
+    """
+    name = name or type(dataset).__name__
+    images, labels = [], []
+    for i in range(len(dataset)):
+        image, label = dataset[i]
+        images.append(_as_uint8(image, channels, image_size, f"{name} item {i}"))
+        labels.append(int(label))
+    if not images:
+        raise ImageDataError(f"{name} holds no images")
+    classes = tuple(classes if classes is not None else getattr(dataset, "classes", None)
+                    or (str(k) for k in range(max(labels) + 1)))
+    return ImageSet(torch.stack(images), torch.tensor(labels), classes, name)
+
+
+def _image_folder(root):
+    import torchvision
+    if not os.path.isdir(root):
+        raise ImageDataError(f"no folder {root}: give a folder with one sub-folder of "
+                             "pictures per class (e.g. pictures/cat/*.jpg, pictures/dog/*.jpg)")
+    try:
+        return torchvision.datasets.ImageFolder(root)
+    except (FileNotFoundError, RuntimeError) as e:
+        raise ImageDataError(f"{root}: {e}. Put each class's pictures (.jpg, .png, ...) in a "
+                             "sub-folder named after the class") from None
+
+
+def folder_classes(root):
+    """The class names of a picture folder: its sub-folders (of ``train/`` when it has
+    ``train/`` and ``test/``), in sorted order, as torchvision's ImageFolder sees them."""
+    train = os.path.join(root, "train")
+    has_split = os.path.isdir(train) and os.path.isdir(os.path.join(root, "test"))
+    return tuple(_image_folder(train if has_split else root).classes)
+
+
+def load_image_folder(root, image_size, test_fraction=0.2, seed=0, channels=3):
+    """(training, test) ImageSets of your own pictures: ``root/train`` and ``root/test``
+    when both exist, else ``root`` split class by class with ``seed`` (at least one test
+    picture per class when a class has two)."""
+    train, test = os.path.join(root, "train"), os.path.join(root, "test")
+    if os.path.isdir(train) and os.path.isdir(test):
+        parts = [_image_folder(train), _image_folder(test)]
+        if parts[0].classes != parts[1].classes:
+            raise ImageDataError(f"{train} has classes {parts[0].classes} and {test} "
+                                 f"{parts[1].classes}: give both the same sub-folders")
+        try:
+            return tuple(from_dataset(d, image_size, channels=channels, name=p)
+                         for d, p in zip(parts, (train, test)))
+        except OSError as e:
+            raise ImageDataError(f"a picture in {root} cannot be read: {e}") from None
+    folder = _image_folder(root)
+    try:
+        whole = from_dataset(folder, image_size, channels=channels, name=root)
+    except OSError as e:
+        raise ImageDataError(f"a picture in {root} cannot be read: {e}") from None
+    g = torch.Generator().manual_seed(seed)
+    test_rows = []
+    for k in range(len(whole.classes)):
+        rows = (whole.labels == k).nonzero().flatten()
+        rows = rows[torch.randperm(len(rows), generator=g)]
+        n = min(len(rows) - 1, max(1, round(test_fraction * len(rows))))
+        test_rows.append(rows[:max(n, 0)])
+    is_test = torch.zeros(len(whole), dtype=torch.bool)
+    is_test[torch.cat(test_rows)] = True
+    return tuple(ImageSet(whole.images[rows], whole.labels[rows], whole.classes,
+                          f"{root} ({part})")
+                 for rows, part in ((~is_test, "training"), (is_test, "test")))
+
+
 def dataset_of(spec, image_size, download=False):
     """The (training, test) ImageSets a spec names: {"name": "shapes", "num_train",
     "num_test", "seed"} (our shapes; training and test images drawn with different seeds,
-    so the test images are new) or {"name": "cifar10", "dataroot"}."""
+    so the test images are new), {"name": "cifar10", "dataroot"} or {"name": "folder",
+    "dataroot", "test_fraction", "seed", "channels"} (your own pictures)."""
     spec = spec or {}
     if spec.get("name") == "shapes":
         H, W = image_size
@@ -194,13 +301,21 @@ def dataset_of(spec, image_size, download=False):
     if spec.get("name") == "cifar10":
         return (load_cifar10(spec["dataroot"], True, download),
                 load_cifar10(spec["dataroot"], False, False))
+    if spec.get("name") == "folder":
+        return load_image_folder(spec["dataroot"], image_size, spec.get("test_fraction", 0.2),
+                                 spec.get("seed", 0), spec.get("channels", 3))
     raise ValueError(f"unknown data set {spec!r}: load one with load_shapes_dataset() or "
                      "load_cifar_10_dataset()")
 
 
 def use_datasets(vit, training_set, test_set, spec=None):
     """Give a visTransformer its training and test images, after checking that they have
-    its classes, channels and image size; its pixel statistics come from training_set."""
+    its classes, channels and image size; its pixel statistics come from training_set.
+    Any other Dataset of (image, label) is read by `from_dataset` first."""
+    training_set, test_set = (
+        part if isinstance(part, ImageSet) else
+        from_dataset(part, vit.image_size, vit.classes, vit.in_channels, name)
+        for part, name in ((training_set, "training set"), (test_set, "test set")))
     for part in (training_set, test_set):
         if tuple(part.classes) != vit.classes:
             raise ValueError(f"{part.name} has classes {part.classes}, this model "
