@@ -78,6 +78,9 @@ def runs(w):
     homework = ["--archive", a, *TINY_TRAINING]
     gpt, long_gpt = str(w / "gpt"), str(w / "long_gpt")
     return {
+        "ExamplesTransformers/bug_museum.py": [
+            (["--exhibit", "no_causal_mask", "--steps", 3, "--archive", a, *TINY, "--out",
+              "museum", "--cpu"], "with the bug")],
         "ExamplesTransformers/compare_fg_preln.py": [
             (["--archive", a, "--steps", 4, "--every", 2, *TINY, "--out", "cmp"],
              "final held-out BLEU")],
