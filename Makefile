@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-$(shell cksum setup.py | cut -d' ' -f1)
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 export MPLBACKEND := Agg
 
-.PHONY: demo test lint venv clean-demo pictures
+.PHONY: demo test lint venv clean-demo pictures notebook
 
 venv: $(STAMP)
 
@@ -22,6 +22,11 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest
+
+# The guided tour as a notebook: installs Jupyter (the "notebook" extra) the first time.
+notebook: $(STAMP)
+	@$(PY) -c "import notebook" 2>/dev/null || $(PY) -m pip install --quiet -e ".[notebook]"
+	$(VENV)/bin/jupyter notebook notebooks/transformer_tour.ipynb
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -19,6 +19,11 @@ setup(
         "sacrebleu>=2.3",
         "tokenizers>=0.15",
     ],
-    extras_require={"dev": ["pytest>=7", "ruff>=0.4", "hypothesis>=6"]},
+    extras_require={
+        # nbclient and ipykernel: the test suite runs the notebook tour top to bottom.
+        "dev": ["pytest>=7", "ruff>=0.4", "hypothesis>=6", "nbclient>=0.7", "nbformat>=5.7",
+                "ipykernel>=6"],
+        "notebook": ["notebook>=7", "ipykernel>=6"],     # make notebook: Jupyter itself
+    },
     license="MIT",
 )
