@@ -183,3 +183,18 @@ def test_a_bad_picture_folder_gets_one_line(tmp_path, capsys, make, says):
                                str(tmp_path / "ck"), "--cpu"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: ") and says in err
+
+
+def test_a_run_on_a_pairs_file_resumes_and_refuses_another_file(tmp_path, capsys):
+    pairs = write_pairs(tmp_path / "mine.tsv", 120)
+    ck = str(tmp_path / "ck")
+    common = ["--checkpoint-freq", "1", "--checkpoints-dir", ck, "--no-eval", *TINY]
+    assert cli.train_main("FG", ["--pairs", str(pairs), "--epochs", "1", *common]) == 0
+    assert cli.train_main("FG", ["--pairs", str(pairs), "--epochs", "2", "--resume",
+                                 *common]) == 0
+    assert load_checkpoint(checkpoint_path(ck, 1))["epoch"] == 1
+    other = write_pairs(tmp_path / "other.tsv", 90)
+    capsys.readouterr()
+    assert cli.train_main("FG", ["--pairs", str(other), "--epochs", "3", "--resume",
+                                 *common]) == 1
+    assert "trained differently (data:" in capsys.readouterr().err
