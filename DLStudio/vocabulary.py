@@ -24,7 +24,14 @@ import unicodedata
 
 import torch
 
-from .datasets import PAIRS_DEFAULTS, load_corpus, normalize, split_pairs, vocab_fingerprint
+from .datasets import (
+    PAIRS_DEFAULTS,
+    is_pairs_file,
+    load_corpus,
+    normalize,
+    split_pairs,
+    vocab_fingerprint,
+)
 from .tokens import EOS_INDEX, SOS_INDEX
 
 __all__ = ["WordTokenizer", "BPETokenizer", "tokenizer_from_state", "Vocabulary",
@@ -312,7 +319,7 @@ def use_corpus(xformer, corpus=None, vocab=None):
             raise ValueError("give data_archive= (a DLStudio archive) or corpus=")
         word_limit = xformer.max_seq_length if xformer.tokenizer == "word" else None
         path = archive_path(xformer.dataroot, xformer.data_archive)
-        if xformer.pairs_options is None and path.endswith((".tsv", ".txt")):
+        if xformer.pairs_options is None and is_pairs_file(path):
             xformer.pairs_options = {}          # a pairs file: its settings are recorded
         if xformer.pairs_options is not None:
             xformer.pairs_options = {**PAIRS_DEFAULTS, "max_words": xformer.max_seq_length - 2,

@@ -9,6 +9,7 @@ from .anki import (
     PAIRS_DEFAULTS,
     curate_pairs,
     expand_contractions,
+    is_pairs_file,
     load_pairs_file,
     normalize,
     read_tsv_pairs,
@@ -38,7 +39,7 @@ from .synth import generate_corpus, generate_pairs
 __all__ = ["ArchiveError", "Corpus", "archive_bytes", "build_corpus", "load_archive",
            "save_archive", "split_pairs", "vocab_fingerprint", "pairs_fingerprint", "curate_pairs",
            "expand_contractions", "normalize", "read_tsv_pairs", "load_pairs_file",
-           "PAIRS_DEFAULTS", "load_corpus", "generate_corpus",
+           "PAIRS_DEFAULTS", "load_corpus", "is_pairs_file", "generate_corpus",
            "generate_pairs", "BUNDLED_ARCHIVE", "ImageSet", "ImageDataError", "SHAPE_CLASSES",
            "CIFAR10_CLASSES", "generate_shapes", "load_cifar10", "random_crops_and_flips"]
 
@@ -52,6 +53,6 @@ BUNDLED_ARCHIVE = _os.path.join(_os.path.dirname(_os.path.dirname(_os.path.dirna
 def load_corpus(path, max_seq_length=None, pairs_options=None):
     """A Corpus from a DLStudio archive, or from a pairs file (``.tsv``/``.txt``, or any
     file when ``pairs_options`` is given: see `load_pairs_file`)."""
-    if pairs_options is not None or str(path).endswith((".tsv", ".txt")):
+    if pairs_options is not None or is_pairs_file(path):
         return load_pairs_file(path, pairs_options)
     return load_archive(path, max_seq_length=max_seq_length)

@@ -14,7 +14,7 @@ import unicodedata
 from .archive import ArchiveError, build_corpus
 
 __all__ = ["normalize", "expand_contractions", "read_tsv_pairs", "curate_pairs",
-           "load_pairs_file", "PAIRS_DEFAULTS"]
+           "load_pairs_file", "is_pairs_file", "PAIRS_DEFAULTS"]
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +108,11 @@ def curate_pairs(raw_pairs, max_words=8, num_pairs=90000, seed=0):
 
 #: How a pairs file becomes a corpus when nothing else is said (see `load_pairs_file`).
 PAIRS_DEFAULTS = {"max_words": 8, "num_pairs": None, "seed": 0}
+
+
+def is_pairs_file(path):
+    """Whether ``path`` names a pairs file (``.tsv`` or ``.txt``) rather than an archive."""
+    return str(path).endswith((".tsv", ".txt"))
 
 
 def load_pairs_file(path, options=None):

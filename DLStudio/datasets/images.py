@@ -221,7 +221,10 @@ def from_dataset(dataset, image_size, classes=None, channels=3, name=None):
     name = name or type(dataset).__name__
     images, labels = [], []
     for i in range(len(dataset)):
-        image, label = dataset[i]
+        try:
+            image, label = dataset[i]
+        except OSError as e:                     # a file PIL cannot read
+            raise ImageDataError(f"{name} item {i} cannot be read: {e}") from None
         images.append(_as_uint8(image, channels, image_size, f"{name} item {i}"))
         labels.append(int(label))
     if not images:
@@ -261,16 +264,9 @@ def load_image_folder(root, image_size, test_fraction=0.2, seed=0, channels=3):
         if parts[0].classes != parts[1].classes:
             raise ImageDataError(f"{train} has classes {parts[0].classes} and {test} "
                                  f"{parts[1].classes}: give both the same sub-folders")
-        try:
-            return tuple(from_dataset(d, image_size, channels=channels, name=p)
-                         for d, p in zip(parts, (train, test)))
-        except OSError as e:
-            raise ImageDataError(f"a picture in {root} cannot be read: {e}") from None
-    folder = _image_folder(root)
-    try:
-        whole = from_dataset(folder, image_size, channels=channels, name=root)
-    except OSError as e:
-        raise ImageDataError(f"a picture in {root} cannot be read: {e}") from None
+        return tuple(from_dataset(d, image_size, channels=channels, name=p)
+                     for d, p in zip(parts, (train, test)))
+    whole = from_dataset(_image_folder(root), image_size, channels=channels, name=root)
     g = torch.Generator().manual_seed(seed)
     test_rows = []
     for k in range(len(whole.classes)):
