@@ -1,0 +1,294 @@
+"""The scripts that compare, score and draw: ``compare_fg_preln.py``,
+``score_checkpoints.py``, ``show_attention.py``, ``show_lr_schedule.py`` and
+``show_positional_encoding.py`` (each a few lines in ExamplesTransformers/ that call one of
+these; ``dlstudio <script>`` calls them too).
+
+Every function takes ``argv`` and returns an exit code, as in DLStudio.cli.
+"""
+
+import argparse
+import csv
+import os
+
+from .checkpoints import checkpoint_path, list_checkpoints
+from .cli import (
+    UserError,
+    _resolve_archive,
+    _run,
+    add_checkpoint_arguments,
+    checkpoint_arguments,
+    load_checkpoint_or_exit,
+    positive_int,
+)
+from .datasets import BUNDLED_ARCHIVE, load_archive
+from .distributed import DistributedError, single_process_only
+
+__all__ = ["compare_fg_preln_main", "score_checkpoints_main", "show_attention_main",
+           "show_lr_schedule_main", "show_positional_encoding_main"]
+
+
+def score_checkpoints_main(argv=None):
+    """``score_checkpoints.py DIR``: held-out BLEU of every checkpoint in a directory, the
+    curve as bleu_by_epoch.png, and a divergence flagged (BLEU collapsing below a quarter of
+    its best after it had risen)."""
+    from .evaluation import evaluate_bleu
+    from .visualize import find_divergence, plot_bleu_by_epoch
+
+    def run(argv):
+        p = argparse.ArgumentParser(description="Held-out BLEU of every checkpoint in a "
+                                                "directory: when did the model learn, and "
+                                                "did it diverge?")
+        p.add_argument("checkpoints_dir")
+        p.add_argument("--beam", type=positive_int, default=1)
+        p.add_argument("--archive", help="the archive it was trained on, if it has moved")
+        p.add_argument("--model-class", metavar="MODULE:CLASS",
+                       help="the container class of checkpoints trained with your own subclass")
+        args = p.parse_args(argv)
+        indices = list_checkpoints(args.checkpoints_dir) \
+            if os.path.isdir(args.checkpoints_dir) else []
+        if not indices:
+            raise UserError(f"no checkpoints in {args.checkpoints_dir}")
+        print(f"{'epoch':>6}{'BLEU':>8}{'sacreBLEU':>11}")
+        bleus = []
+        for index in indices:
+            xformer, model = load_checkpoint_or_exit(args.checkpoints_dir, index, args.archive,
+                                                     args.model_class)
+            if not xformer.held_out_corpus:
+                raise UserError("the training archive is not where it was; give --archive")
+            result = evaluate_bleu(model, xformer.vocab, xformer.held_out_corpus,
+                                   beam_width=args.beam)
+            bleus.append(result["bleu"])
+            print(f"{index:>6}{result['bleu']:>8.2f}"
+                  f"{result.get('sacrebleu', float('nan')):>11.2f}")
+        diverged = find_divergence(bleus)
+        if diverged is not None:
+            print(f"DIVERGED: BLEU collapsed at the checkpoint of epoch {indices[diverged]} "
+                  f"(best before: {max(bleus[:diverged]):.2f}); use "
+                  f"{checkpoint_path(args.checkpoints_dir, indices[diverged - 1])}, and lower "
+                  "the learning rate or lengthen the warm-up")
+        path = plot_bleu_by_epoch(indices, bleus,
+                                  os.path.join(args.checkpoints_dir, "bleu_by_epoch.png"),
+                                  f"Transformer{xformer.variant}: held-out BLEU by checkpoint",
+                                  diverged)
+        print(f"wrote {path}")
+        return 0
+    return _run(run, argv)
+
+
+def show_attention_main(argv=None):
+    """``show_attention.py DIR N "sentence"``: translate the sentence, then run the model
+    once on it and its translation and plot every layer's and head's attention, with the
+    words on the axes (encoder, masked decoder self-attention, cross-attention)."""
+    import torch
+
+    from .evaluation import translate_ids
+    from .tokens import SOS_INDEX
+    from .visualize import plot_attention
+
+    def run(argv):
+        p = argparse.ArgumentParser(description="What does each head look at? Attention maps "
+                                                "of every layer and head for one sentence.")
+        add_checkpoint_arguments(p, sentence=True)
+        p.add_argument("--out", default="attention_maps", help="folder for the PNG files")
+        p.add_argument("--model-class", metavar="MODULE:CLASS",
+                       help="the container class of a checkpoint trained with your own "
+                            "subclass")
+        args = p.parse_args(argv)
+        path, sentence = checkpoint_arguments(p, args, sentence=True)
+        xformer, model = load_checkpoint_or_exit(path, model_class=args.model_class)
+        words = xformer.vocab.prepare(sentence)          # ValueError: a word it lacks
+        device = next(model.parameters()).device
+        src = xformer.sentence_with_words_to_ints([words], "en")[:, :len(words) + 2].to(device)
+        predicted = translate_ids(model, src, xformer.max_seq_length)[0]
+        spanish = xformer.vocab.words(predicted)   # an early model's may be long and wrong
+        # the decoder's input: SOS and the predicted words (not re-encoded: any length fits)
+        tgt = torch.tensor([[SOS_INDEX] + predicted[:len(spanish)]], device=device)
+        maps = model.attention_maps(src, tgt)      # ValueError: a head that keeps no weights
+        en_axis = ["SOS"] + words + ["EOS"]
+        es_axis = ["SOS"] + spanish
+        print(f"{' '.join(words)}  ->  {' '.join(spanish)}")
+        for kind, queries, keys, title in (
+                ("encoder", en_axis, en_axis, "encoder self-attention"),
+                ("decoder_self", es_axis, es_axis, "decoder self-attention (masked)"),
+                ("cross", es_axis, en_axis, "cross-attention: Spanish queries, English keys")):
+            written = plot_attention([m[0].cpu() for m in maps[kind]], queries, keys,
+                                     f"Transformer{xformer.variant}: {title}",
+                                     os.path.join(args.out, f"attention_{kind}.png"))
+            print(f"wrote {written}")
+        return 0
+    return _run(run, argv)
+
+
+def show_lr_schedule_main(argv=None):
+    """``show_lr_schedule.py``: TransformerFG's warm-up, lr(step) = lr_mul * M^-0.5 *
+    min(step^-0.5, step * warmup^-1.5), drawn for every step (lr_schedule.png)."""
+    import torch
+
+    from .Transformers import TransformerFG
+    from .visualize import plot_lr_schedule
+
+    p = argparse.ArgumentParser(description="TransformerFG's warm-up schedule: the learning "
+                                            "rate at every step.")
+    p.add_argument("--embedding-size", type=int, default=256)
+    p.add_argument("--num-warmup-steps", type=int, default=4000)
+    p.add_argument("--lr-mul", type=float, default=1.0)
+    p.add_argument("--steps", type=int, default=20000)
+    p.add_argument("--out", default="lr_schedule.png")
+    args = p.parse_args(argv)
+    if min(args.embedding_size, args.num_warmup_steps, args.steps) < 1 or args.lr_mul <= 0:
+        p.error("sizes and steps must be >= 1 and --lr-mul > 0")
+    dummy = torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))])
+    schedule = TransformerFG.ScheduledOptim(dummy, args.lr_mul, args.embedding_size,
+                                            args.num_warmup_steps)
+    peak = schedule.lr_at(args.num_warmup_steps)
+    path = plot_lr_schedule(schedule.lr_at, args.steps, args.out,
+                            f"warm-up schedule: M = {args.embedding_size}, warm-up "
+                            f"{args.num_warmup_steps} steps, peak {peak:.2e}")
+    print(f"peak learning rate {peak:.3e} at step {args.num_warmup_steps}; wrote {path}")
+    return 0
+
+
+def show_positional_encoding_main(argv=None):
+    """``show_positional_encoding.py``: the sinusoidal code (positions x dimensions) and the
+    cosine similarity of every pair of positions (positional_encoding.png)."""
+    from .Transformers import TransformerFG
+    from .visualize import plot_positional_encoding
+
+    p = argparse.ArgumentParser(description="The sinusoidal positional encoding as a picture, "
+                                            "and how alike the positions are.")
+    p.add_argument("--embedding-size", type=int, default=256)
+    p.add_argument("--positions", type=int, default=10)
+    p.add_argument("--base", type=float,
+                   default=TransformerFG.EmbeddingsGenerator.positional_base)
+    p.add_argument("--out", default="positional_encoding.png")
+    args = p.parse_args(argv)
+    if args.embedding_size < 2 or args.embedding_size % 2 or args.positions < 1:
+        p.error("--embedding-size must be even and >= 2, --positions >= 1")
+    pe = TransformerFG.EmbeddingsGenerator.sinusoids(args.positions, args.embedding_size,
+                                                     args.base)
+    path = plot_positional_encoding(pe, args.out, f"Sinusoidal positional encoding "
+                                                  f"(M = {args.embedding_size}, base "
+                                                  f"{args.base:g})")
+    print(f"wrote {path}")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------
+# compare_fg_preln.py: FG, FG without its warm-up and PreLN, each for the same budget.
+SWITCHES = ("dropout", "label_smoothing", "full_width_heads", "tie_embeddings",
+            "learned_positions")
+BASES = ("FG", "FG-no-warmup", "PreLN")
+
+
+def parse_run(name, defaults):
+    """ "FG:tie_embeddings:dropout=0" -> ("FG", switches for that run)."""
+    base, *changes = name.strip().split(":")
+    if base not in BASES:
+        raise ValueError(f"run {name!r}: starts with {base!r}; use one of {', '.join(BASES)}")
+    switches = dict(defaults)
+    for change in changes:
+        key, _, value = change.partition("=")
+        if key not in SWITCHES:
+            raise ValueError(f"run {name!r}: unknown switch {key!r}; the switches are "
+                             + ", ".join(SWITCHES))
+        if isinstance(defaults[key], bool):
+            switches[key] = value.lower() not in ("0", "false", "off", "no") if value else True
+        else:
+            try:
+                switches[key] = float(value)
+            except ValueError:
+                raise ValueError(f"run {name!r}: {key} needs a number, as in {key}=0.1") from None
+    return base, switches
+
+
+def compare_fg_preln_main(argv=None):
+    """``compare_fg_preln.py``: FG with and without warm-up and PreLN (and design switches)
+    trained for the same budget on the same data; loss and held-out BLEU against steps and
+    minutes (compare_fg_preln.png, .csv)."""
+    from .DLStudio import DLStudio
+    from .experiments import budget_run
+    from .Transformers import TransformerFG, TransformerPreLN
+    from .visualize import plot_runs
+
+    p = argparse.ArgumentParser(description="Is PreLN more stable but slower to converge? "
+                                            "Does FG need its warm-up? What does each "
+                                            "design switch buy? Train and see.")
+    p.add_argument("--archive", default=BUNDLED_ARCHIVE)
+    p.add_argument("--minutes", type=float, default=3.0, help="training time for each run")
+    p.add_argument("--every", type=float, default=0.5, help="minutes between evaluations")
+    p.add_argument("--steps", type=int, default=None,
+                   help="budget in optimiser steps instead of minutes (then --every counts "
+                        "steps too)")
+    p.add_argument("--embedding-size", type=int, default=128)
+    p.add_argument("--num-layers", type=int, default=2)
+    p.add_argument("--num-atten-heads", type=int, default=4)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--num-warmup-steps", type=int, default=400)
+    p.add_argument("--lr-mul", type=float, default=1.0)
+    p.add_argument("--preln-lr", type=float, default=5e-4)
+    p.add_argument("--dropout", type=float, default=0.0)
+    p.add_argument("--label-smoothing", type=float, default=0.0)
+    p.add_argument("--full-width-heads", action="store_true")
+    p.add_argument("--tie-embeddings", action="store_true")
+    p.add_argument("--learned-positions", action="store_true")
+    p.add_argument("--runs", default="FG,FG-no-warmup,PreLN",
+                   help="comma-separated runs: FG, FG-no-warmup or PreLN, each optionally "
+                        "followed by :switch or :switch=value (switches: "
+                        + ", ".join(SWITCHES) + ")")
+    p.add_argument("--out", default="compare_fg_preln")
+    args = p.parse_args(argv)
+    try:
+        single_process_only("compare_fg_preln.py")
+    except DistributedError as e:
+        p.error(str(e))
+    if args.minutes <= 0 or args.every <= 0 or (args.steps is not None and args.steps <= 0):
+        p.error("--minutes, --steps and --every must be > 0")
+    defaults = {name: getattr(args, name) for name in SWITCHES}
+    try:
+        specs = {name: parse_run(name, defaults) for name in args.runs.split(",")}
+    except ValueError as e:
+        p.error(str(e))
+    budget, unit = (args.steps, "steps") if args.steps else (args.minutes, "minutes")
+    corpus = load_archive(_resolve_archive(args.archive), max_seq_length=10)
+    peak = TransformerFG.ScheduledOptim(None, args.lr_mul, args.embedding_size,
+                                        args.num_warmup_steps).lr_at(args.num_warmup_steps)
+    setups = {"FG": (TransformerFG, args.num_warmup_steps, None),
+              "FG-no-warmup": (TransformerFG, 0, peak),
+              "PreLN": (TransformerPreLN, args.num_warmup_steps, args.preln_lr)}
+    runs = {}
+    for name, (base, switches) in specs.items():
+        cls, warmup, lr = setups[base]
+        dls = DLStudio(use_gpu=True, batch_size=args.batch_size, epochs=100_000, seed=0,
+                       learning_rate=lr or 1e-4)
+        x = cls(dl_studio=dls, corpus=corpus, embedding_size=args.embedding_size,
+                num_warmup_steps=warmup, lr_mul=args.lr_mul, save_checkpoints=False,
+                **switches)
+        enc = cls.MasterEncoder(dls, x, args.num_layers, args.num_atten_heads)
+        dec = cls.MasterDecoderWithMasking(dls, x, args.num_layers, args.num_atten_heads)
+        rate = f"lr {lr:.2e}" if lr else f"warm-up {warmup}, peak {peak:.2e}"
+        print(f"== {name} ({rate}; " + ", ".join(f"{k} {v}" for k, v in switches.items())
+              + ")", flush=True)
+        runs[name] = budget_run(x, enc, dec, budget, args.every, unit=unit, report=lambda r: print(
+            f"   {r['minutes']:6.2f} min  step {r['steps']:6d}  loss {r['loss']:.3f}  "
+            f"BLEU {r['bleu']:6.2f}", flush=True))
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "compare_fg_preln.csv"), "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["run", "minutes", "steps", "loss", "bleu", "sacrebleu"])
+        for name, rows in runs.items():
+            for r in rows:
+                writer.writerow([name, r["minutes"], r["steps"], f"{r['loss']:.4f}",
+                                 f"{r['bleu']:.2f}", f"{r['sacrebleu']:.2f}"])
+    path = plot_runs(runs, os.path.join(args.out, "compare_fg_preln.png"),
+                     f"{os.path.basename(args.archive)}, {budget:g} {unit} each")
+    w = max(len(n) for n in runs) + 2
+    print(f"{'run':<{w}}{'steps':>7}{'minutes':>9}{'loss':>8}{'BLEU':>8}{'sacreBLEU':>10}")
+    for n, rows in runs.items():
+        r = rows[-1]
+        print(f"{n:<{w}}{r['steps']:>7}{r['minutes']:>9.1f}{r['loss']:>8.3f}{r['bleu']:>8.2f}"
+              f"{r['sacrebleu']:>10.2f}")
+    print("final held-out BLEU: " + ", ".join(f"{n} {rows[-1]['bleu']:.2f}"
+                                              for n, rows in runs.items() if rows))
+    print(f"wrote {path} and {args.out}/compare_fg_preln.csv")
+    return 0
+
