@@ -4,8 +4,16 @@
                                     # visTransformer
 """
 
+import os as _os
+import warnings as _warnings
+
 from .DLStudio import DLStudio
+from .install_check import mixed_with_kak as _mixed_with_kak
 from .Transformers import TransformerFG, TransformerGPT, TransformerPreLN, visTransformer
+
+_mixed = _mixed_with_kak(_os.path.dirname(_os.path.abspath(__file__)))
+if _mixed:                  # Avi Kak's DLStudio in the same environment: say what to do
+    _warnings.warn(_mixed, RuntimeWarning, stacklevel=2)
 
 __all__ = ["DLStudio", "TransformerFG", "TransformerPreLN", "TransformerGPT", "visTransformer"]
 __version__ = "0.1.0"

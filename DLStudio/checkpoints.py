@@ -67,18 +67,19 @@ def _describe(files):
     return ", ".join(n.replace("_partial", " (partial)") for n in names)
 
 
-def find_checkpoint(where, index=None, script="seq2seq_with_transformerFG.py"):
+def find_checkpoint(where, index=None, train_command="python3 seq2seq_with_transformerFG.py"):
     """The file a script's ``DIR N`` names. ``where`` is a checkpoints directory or one
     checkpoint file (then no index). N is an epoch index (its complete checkpoint, else the
     partial one written inside that epoch by --max-minutes or Ctrl-C) or "last" (the newest
-    state, partial or not; the default). Raises CheckpointError saying what there is."""
+    state, partial or not; the default). Raises CheckpointError saying what there is, and
+    ``train_command`` when there is nothing."""
     if os.path.isfile(where):
         if index is not None:
             raise CheckpointError(f"{where} is one checkpoint file: give it without an index")
         return where
     if not os.path.isdir(where):
         raise CheckpointError(f"no checkpoint file or directory {where}: train first, e.g. "
-                              f"python3 {script}")
+                              f"{train_command}")
     files = checkpoint_files(where)
     if not files:
         raise CheckpointError(f"{where} holds no checkpoint yet")
@@ -294,10 +295,13 @@ def corpus_fits(payload, corpus):
 def corpus_of(payload):
     """The archive a checkpoint was trained on, if it is still where it was and still fits
     (`corpus_fits`); else a corpus with no pairs. The vocabulary always comes from the
-    checkpoint."""
-    from .datasets import ArchiveError, Corpus, load_corpus
+    checkpoint. The bundled corpus is found in this copy of the package when the one the
+    checkpoint names (a clone's, another installation's) is not there."""
+    from .datasets import BUNDLED_ARCHIVE, BUNDLED_NAME, ArchiveError, Corpus, load_corpus
     args = payload["container_args"]
     path = os.path.join(args.get("dataroot") or ".", args.get("data_archive") or "")
+    if args.get("data_archive") == BUNDLED_NAME and not os.path.isfile(path):
+        path = BUNDLED_ARCHIVE
     if args.get("data_archive") and os.path.isfile(path):
         try:
             corpus = load_corpus(path, pairs_options=args.get("pairs_options"))

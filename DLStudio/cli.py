@@ -8,8 +8,12 @@ give one line that says what to do, never a traceback.
 
 import argparse
 import contextlib
+import difflib
+import importlib
 import logging
 import os
+import runpy
+import shutil
 import sys
 
 from .checkpoints import CheckpointError, find_checkpoint, init_from_gpt, load_checkpoint
@@ -22,6 +26,8 @@ from .distributed import (
 )
 from .distributed import leave as leave_process_group
 from .DLStudio import DLStudio
+from .install_check import ADVICE as KAK_ADVICE
+from .install_check import shares_files_with_kak
 from .overrides import OverrideError, import_class
 from .precision import PRECISIONS
 from .training import TrainingDiverged, TrainingInterrupted
@@ -33,7 +39,8 @@ __all__ = ["train_main", "test_checkpoint_main", "translate_main", "load_checkpo
            "add_stack_arguments",
            "checkpoint_arguments",
            "vit_train_main", "vit_test_checkpoint_main", "homework_main", "LECTURE",
-           "VIT_DEFAULTS", "HOMEWORK"]
+           "VIT_DEFAULTS", "HOMEWORK", "demo_main", "how_to_run", "COMMANDS", "copy_examples",
+           "main"]
 
 log = logging.getLogger("DLStudio")
 
@@ -103,6 +110,23 @@ def _run(fn, argv):
         leave_process_group()
 
 
+#: "dlstudio" (or "python -m DLStudio") while `main` runs a script's job, for the commands
+#: that the job prints.
+_launcher = None
+
+
+def how_to_run(script):
+    """The command that runs ``script`` (its name, without .py) the way this process was
+    started: ``python3 script.py`` from ExamplesTransformers/, ``dlstudio script`` or
+    ``python -m DLStudio.examples.script`` in an installed copy."""
+    if _launcher:
+        return f"{_launcher} {script}"
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if spec is not None and spec.name.startswith("DLStudio.examples."):
+        return f"python -m DLStudio.examples.{script}"
+    return f"python3 {script}.py"
+
+
 # ---------------------------------------------------------------------------------------
 def _missing_archive_message(path):
     return (f"no archive at {path}.\n"
@@ -110,10 +134,14 @@ def _missing_archive_message(path):
             "(put it in ./data/), or build one from Tatoeba's spa-eng file:\n"
             "      python -m DLStudio.datasets build-archive spa.txt -o "
             "data/en_es_xformer_8_90000.tar.gz\n"
-            f"  - or train on the bundled corpus: --archive {BUNDLED_ARCHIVE}")
+            f"  - or train on the bundled corpus: --archive bundled ({BUNDLED_ARCHIVE})")
 
 
 def _resolve_archive(path):
+    """The archive file ``--archive`` names; ``bundled`` names the bundled corpus, wherever
+    this copy of the package keeps it."""
+    if path == "bundled":
+        return BUNDLED_ARCHIVE
     if os.path.isfile(path):
         return path
     if sys.stdin is not None and sys.stdin.isatty() and not launched_by_torchrun():
@@ -172,7 +200,8 @@ def training_parser(variant):
     L = LECTURE
     data = p.add_mutually_exclusive_group()
     data.add_argument("--archive", default=L["archive"],
-                      help="DLStudio archive (default: %(default)s)")
+                      help="DLStudio archive (default: %(default)s; 'bundled': the corpus "
+                           "that comes with the package)")
     data.add_argument("--pairs", metavar="FILE.tsv", type=existing_file,
                       help="your own sentence pairs instead of an archive: one "
                            "'English<TAB>Spanish' line each (Tatoeba/Anki files as they are), "
@@ -240,7 +269,7 @@ def _gpt_checkpoints(args):
                 raise UserError(f"--init-{side}-from takes DIR and at most one N, not "
                                 f"{' '.join(given)}")
             path = find_checkpoint(given[0], given[1] if len(given) > 1 else None,
-                                   "train_gpt.py")
+                                   how_to_run("train_gpt"))
             found[side] = (path, load_checkpoint(path))
     return found
 
@@ -269,7 +298,7 @@ def _say_how_to_test(script, trainer, model_class=None):
     """The end of a run: the exact command that tests the model it ended with."""
     if trainer.last_checkpoint:
         flag = f" --model-class {model_class}" if model_class else ""
-        print(f"\nTest the model this run ended with:\n  python3 {script} "
+        print(f"\nTest the model this run ended with:\n  {how_to_run(script)} "
               f"{trainer.last_checkpoint}{flag}")
 
 
@@ -344,7 +373,7 @@ def train_main(variant, argv=None):
             xformer.run_code_for_evaluating(encoder, decoder, show=10,
                                             result_file=os.path.join(args.checkpoints_dir,
                                                                      "held_out_translations.txt"))
-        _say_how_to_test(f"test_checkpoint{variant}.py", trainer, args.model_class)
+        _say_how_to_test(f"test_checkpoint{variant}", trainer, args.model_class)
         return 0
     return _run(run, argv)
 
@@ -371,7 +400,8 @@ def checkpoint_arguments(parser, args, sentence=False):
         parser.error(f"{args.checkpoint} is " + ("one checkpoint file: give no index" if
                      os.path.isfile(args.checkpoint) else "a directory: give one index N")
                      + f", not {' '.join(more)}")
-    path = find_checkpoint(args.checkpoint, more[0] if more else None)
+    path = find_checkpoint(args.checkpoint, more[0] if more else None,
+                           how_to_run("seq2seq_with_transformerFG"))
     return (path, text) if sentence else path
 
 
@@ -379,7 +409,8 @@ def _load(path, archive=None, model_class=None):
     corpus = None
     if archive:     # a pairs file is curated again with the settings the checkpoint keeps
         options = load_checkpoint(path).get("container_args", {}).get("pairs_options")
-        corpus = load_corpus(archive, pairs_options=options)
+        corpus = load_corpus(BUNDLED_ARCHIVE if archive == "bundled" else archive,
+                             pairs_options=options)
     return TransformerBase.from_checkpoint(path, corpus=corpus, model_class=model_class)
 
 
@@ -495,8 +526,8 @@ def homework_main(homework_class, argv=None, report=None):
         if report:
             report(rows[1])
         if args.max_steps is None:         # whole epochs: checkpoint_<last epoch>.pt exists
-            print(f"\nScore its checkpoint again (or translate_sentence.py with the same "
-                  f"flag):\n  python3 test_checkpoint{base.variant}.py "
+            print(f"\nScore its checkpoint again (or translate_sentence with the same "
+                  f"flag):\n  {how_to_run(f'test_checkpoint{base.variant}')} "
                   f"{rows[1]['checkpoints_dir']} {rows[1]['last_epoch']} "
                   f"--model-class {class_path(homework_class)}")
         return 0
@@ -597,7 +628,7 @@ def vit_train_main(argv=None):
         vit.run_code_for_evaluating_visTransformer(
             confusion_png=os.path.join(args.checkpoints_dir, "confusion_matrix.png"))
         print(f"wrote {args.checkpoints_dir}/confusion_matrix.png and train_loss.png")
-        _say_how_to_test("test_checkpoint_for_visTransformer.py", trainer)
+        _say_how_to_test("test_checkpoint_for_visTransformer", trainer)
         return 0
     return _run(run, argv)
 
@@ -652,3 +683,191 @@ def vit_test_checkpoint_main(argv=None):
               "confusion matrix")
         return 0
     return _run(run, argv)
+
+
+# ---------------------------------------------------------------------------------------
+# make demo: a few minutes of training on the bundled corpus, then translation and BLEU.
+DEMO_SENTENCES = ["I will visit my grandmother tomorrow.", "Did the boys eat the red apples?",
+                  "She is not tired today.", "We went to the beach last week."]
+
+
+def demo_main(argv=None):
+    """``demo.py`` (``make demo``): train TransformerFG on the bundled corpus, score it on the
+    held-out split and translate sentences of our own."""
+    import time
+
+    from .checkpoints import checkpoint_path, list_checkpoints
+
+    p = argparse.ArgumentParser(description="Train TransformerFG on the bundled corpus for a "
+                                            "few minutes, then translate sentences it has "
+                                            "never seen and score them with BLEU.")
+    p.add_argument("--epochs", type=positive_int, default=10)
+    p.add_argument("--out", default="demo_run")
+    p.add_argument("--archive", default=BUNDLED_ARCHIVE)
+    p.add_argument("--embedding-size", type=positive_int, default=128)
+    p.add_argument("--num-layers", type=positive_int, default=2)
+    args = p.parse_args(argv)
+    ckpt_dir = os.path.join(args.out, "checkpoints_FG")
+    start = time.time()
+    print(f"== Training TransformerFG on the bundled corpus ({args.archive})")
+    status = train_main("FG", ["--archive", args.archive, "--epochs", str(args.epochs),
+                               "--embedding-size", str(args.embedding_size),
+                               "--num-layers", str(args.num_layers),
+                               "--batch-size", "64", "--num-warmup-steps", "400",
+                               "--checkpoints-dir", ckpt_dir, "--overwrite", "--no-eval"])
+    if status:
+        return status
+    last = list_checkpoints(ckpt_dir)[-1]
+    print(f"\n== Training took {time.time() - start:.0f} s. Checkpoints: "
+          f"{list_checkpoints(ckpt_dir)}; loss curve: {ckpt_dir}/train_loss.png")
+    print(f"\n== {how_to_run('test_checkpointFG')} {ckpt_dir} {last}")
+    status = test_checkpoint_main("FG", [ckpt_dir, str(last), "--show", "12"])
+    if status:
+        return status
+    print(f"\n== Sentences of our own ({how_to_run('translate_sentence')} {ckpt_dir} {last} "
+          '"..."):')
+    xformer, model = TransformerBase.from_checkpoint(checkpoint_path(ckpt_dir, last))
+    for english in DEMO_SENTENCES:
+        try:
+            spanish = xformer.translate(model, [english])[0]
+        except ValueError as e:      # another archive may not know every word of ours
+            spanish = f"(not translated: {e})"
+        print(f"  {english:40s} -> {spanish}")
+    print(f"\n== Demo finished in {time.time() - start:.0f} s")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------
+# One command for every script: `dlstudio SCRIPT ARGS` (or `python -m DLStudio SCRIPT ARGS`)
+# runs what `python3 SCRIPT.py ARGS` runs in ExamplesTransformers/: the same function.
+def _job(module, function, *args):
+    """A script's job: ``DLStudio.<module>.<function>(*args, argv)``, imported when it runs."""
+    def job(argv):
+        return getattr(importlib.import_module(f"DLStudio.{module}"), function)(*args, argv)
+    return job
+
+
+def _example(script):
+    """A script that is its own lesson (a homework's subclass): run the module
+    ``DLStudio.examples.<script>`` as ``__main__``."""
+    def job(argv):          # `main` has put argv in sys.argv, where the module reads it
+        try:
+            runpy.run_module(f"DLStudio.examples.{script}", run_name="__main__", alter_sys=True)
+        except SystemExit as e:
+            return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        return 0
+    return job
+
+
+#: script (its name in ExamplesTransformers/, without .py) -> (its job, what it does).
+COMMANDS = {
+    "demo": (_job("cli", "demo_main"), "train FG on the bundled corpus, translate, score"),
+    "seq2seq_with_transformerFG": (_job("cli", "train_main", "FG"),
+                                   "train TransformerFG (post-LN, warm-up) to translate"),
+    "seq2seq_with_transformerPreLN": (_job("cli", "train_main", "PreLN"),
+                                      "train TransformerPreLN (pre-LN) to translate"),
+    "test_checkpointFG": (_job("cli", "test_checkpoint_main", "FG"),
+                          "translate the held-out split with a checkpoint; BLEU"),
+    "test_checkpointPreLN": (_job("cli", "test_checkpoint_main", "PreLN"),
+                             "the same for a PreLN checkpoint"),
+    "translate_sentence": (_job("cli", "translate_main"), "translate your own English"),
+    "score_checkpoints": (_job("cli_show", "score_checkpoints_main"),
+                          "BLEU of every checkpoint in a folder; divergence flagged"),
+    "show_attention": (_job("cli_show", "show_attention_main"),
+                       "attention maps of every layer and head for one sentence"),
+    "show_positional_encoding": (_job("cli_show", "show_positional_encoding_main"),
+                                 "the sinusoidal position code as a picture"),
+    "show_lr_schedule": (_job("cli_show", "show_lr_schedule_main"),
+                         "FG's warm-up schedule as a picture"),
+    "compare_fg_preln": (_job("cli_show", "compare_fg_preln_main"),
+                         "FG, FG without warm-up and PreLN for the same budget"),
+    "image_recog_with_visTransformer": (_job("cli", "vit_train_main"),
+                                        "train a visTransformer to classify images"),
+    "test_checkpoint_for_visTransformer": (_job("cli", "vit_test_checkpoint_main"),
+                                           "accuracy, confusion matrix, attention of a "
+                                           "visTransformer checkpoint"),
+    "train_gpt": (_job("cli_gpt", "gpt_train_main"), "train TransformerGPT, a language model"),
+    "interact_with_prompts": (_job("cli_gpt", "prompts_main"),
+                              "continue your prompts with a GPT checkpoint"),
+    "pretraining_experiment": (_job("cli_gpt", "pretraining_main"),
+                               "pre-train a GPT, then fine-tune a translator"),
+    "bug_museum": (_job("museum", "main"), "real Transformer bugs trained beside the "
+                                           "correct model"),
+    "homework_my_attention_head": (_example("homework_my_attention_head"),
+                                   "homework: a head with a learned temperature"),
+    "homework_gated_feedforward": (_example("homework_gated_feedforward"),
+                                   "homework: a gated (GEGLU) feed-forward block"),
+    "homework_concat_positions": (_example("homework_concat_positions"),
+                                  "homework: the position code concatenated"),
+}
+
+
+def _usage(prog):
+    width = max(map(len, COMMANDS)) + 2
+    return "\n".join(
+        [f"usage: {prog} SCRIPT [ARGS]   (SCRIPT [ARGS] as in python3 SCRIPT.py ARGS)", "",
+         "The example scripts of DLStudio Transformers, from an installed copy:", ""]
+        + [f"  {name:<{width}}{what}" for name, (_, what) in COMMANDS.items()]
+        + ["", f"  {'examples DIR':<{width}}copy the example scripts to DIR, to read and change",
+           "", f"{prog} SCRIPT --help lists a script's flags. Each script is also a module: "
+               "python -m DLStudio.examples.SCRIPT ARGS"])
+
+
+def copy_examples(folder):
+    """Copy the example scripts and their README into ``folder`` (a new folder, or one that
+    holds none of them: nothing is overwritten). Returns the names copied."""
+    from . import examples
+    sources = {}
+    for where in examples.__path__:
+        for name in sorted(os.listdir(where)):
+            if (name.endswith(".py") and name != "__init__.py") or name == "README.md":
+                sources.setdefault(name, os.path.join(where, name))
+    if not sources:
+        raise UserError("this copy of DLStudio has no example scripts (a clone keeps them in "
+                        "ExamplesTransformers/)")
+    clash = sorted(n for n in sources if os.path.exists(os.path.join(folder, n)))
+    if clash:
+        raise UserError(f"{folder} already holds {', '.join(clash)}: give a new folder "
+                        "(nothing was copied)")
+    os.makedirs(folder, exist_ok=True)
+    for name, source in sources.items():
+        shutil.copyfile(source, os.path.join(folder, name))
+    return sorted(sources)
+
+
+def main(argv=None, prog="dlstudio"):
+    """``dlstudio SCRIPT ARGS``: run an example script's job; ``dlstudio`` lists them."""
+    global _launcher
+    argv = sys.argv[1:] if argv is None else list(argv)
+    shared = shares_files_with_kak(os.path.dirname(os.path.abspath(__file__)))
+    if shared:
+        print(f"error: {shared}. {KAK_ADVICE}.", file=sys.stderr)
+        return 1
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(_usage(prog))
+        return 0 if argv else 2
+    name = argv[0][:-3] if argv[0].endswith(".py") else argv[0]
+    if name == "examples":
+        if len(argv) != 2:
+            print(f"usage: {prog} examples DIR", file=sys.stderr)
+            return 2
+
+        def copy(_):
+            names = copy_examples(argv[1])
+            print(f"copied {len(names)} files to {argv[1]}: run them there with python3 "
+                  "SCRIPT.py (the installed package is what they import)")
+            return 0
+        return _run(copy, [])
+    if name not in COMMANDS:
+        near = difflib.get_close_matches(name, COMMANDS, n=3)
+        print(f"{prog}: no script {argv[0]!r}" + (f"; did you mean {' or '.join(near)}?"
+                                                   if near else f"; `{prog}` lists them"),
+              file=sys.stderr)
+        return 2
+    job = COMMANDS[name][0]
+    _launcher, saved = prog, sys.argv
+    sys.argv = [f"{prog} {name}", *argv[1:]]        # argparse's usage says this command
+    try:
+        return job(argv[1:])
+    finally:
+        _launcher, sys.argv = None, saved

@@ -14,6 +14,7 @@ from .cli import (
     _run,
     add_run_arguments,
     add_stack_arguments,
+    how_to_run,
     nonnegative_float,
     nonnegative_int,
     positive_float,
@@ -129,7 +130,7 @@ def gpt_train_main(argv=None):
         for text in gpt.generate(prompt, num_samples=3, temperature=0.8, top_k=40, seed=0):
             print(f"  {prompt!r} -> {text}")
         if trainer.last_checkpoint:
-            print(f"\nContinue your own prompts:\n  python3 interact_with_prompts.py "
+            print(f"\nContinue your own prompts:\n  {how_to_run('interact_with_prompts')} "
                   f"{trainer.last_checkpoint} \"{prompt}\"")
         return 0
     return _run(run, argv)
@@ -144,7 +145,8 @@ def _prompt_arguments(p, args):
     if len(more) > 1:
         p.error(f"give one prompt (in quotes), not {len(more)} words: "
                 f"\"{' '.join(more)}\"")
-    return find_checkpoint(args.checkpoint, index, "train_gpt.py"), (more[0] if more else None)
+    return (find_checkpoint(args.checkpoint, index, how_to_run("train_gpt")),
+            more[0] if more else None)
 
 
 def prompts_main(argv=None):

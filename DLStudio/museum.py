@@ -310,7 +310,7 @@ def main(argv=None):
     import argparse
     import os
 
-    from .cli import _run, positive_int
+    from .cli import _resolve_archive, _run, positive_int
 
     def run(argv):
         p = argparse.ArgumentParser(
@@ -334,7 +334,8 @@ def main(argv=None):
         sizes = {"embedding_size": args.embedding_size, "num_layers": args.num_layers}
         rows = []
         for name in (EXHIBITS if args.all else [args.exhibit]):
-            row = run_exhibit(name, args.steps, args.seed, args.archive, device, sizes)
+            row = run_exhibit(name, args.steps, args.seed, _resolve_archive(args.archive),
+                              device, sizes)
             rows.append(row)
             honest = "" if row["honest"] is None else \
                 f" (the same model measured honestly: {row['honest']:.2f})"
