@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-$(shell cksum setup.py | cut -d' ' -f1)
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 export MPLBACKEND := Agg
 
-.PHONY: demo test lint venv clean-demo pictures notebook
+.PHONY: demo test lint venv clean-demo pictures notebook dist
 
 venv: $(STAMP)
 
@@ -27,6 +27,10 @@ test: $(STAMP)
 notebook: $(STAMP)
 	@$(PY) -c "import notebook" 2>/dev/null || $(PY) -m pip install --quiet -e ".[notebook]"
 	$(VENV)/bin/jupyter notebook notebooks/transformer_tour.ipynb
+
+# The sdist and, built from it, the wheel, in dist/ (README: "Install as a package").
+dist: $(STAMP)
+	$(PY) -m build --no-isolation --outdir dist .
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

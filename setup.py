@@ -1,4 +1,41 @@
+import hashlib
+import os
+import re
+
 from setuptools import find_packages, setup
+from setuptools.command.build_py import build_py
+
+
+def bundled_corpus():
+    """The bundled corpus's file name and SHA-256, as DLStudio/datasets/__init__.py states
+    them (read, not imported: importing it needs torch)."""
+    text = open(os.path.join("DLStudio", "datasets", "__init__.py"), encoding="utf-8").read()
+    return (re.search(r'BUNDLED_NAME = "([^"]+)"', text).group(1),
+            re.search(r'BUNDLED_SHA256 = "([0-9a-f]{64})"', text).group(1))
+
+
+class BuildPyWithExamples(build_py):
+    """Packs what a clone keeps beside the package: the bundled corpus (its checksum checked)
+    into DLStudio/datasets/, and the scripts of ExamplesTransformers/ as DLStudio/examples/."""
+
+    def run(self):
+        super().run()
+        if getattr(self, "editable_mode", False):    # an editable install reads the clone's
+            return
+        name, expected = bundled_corpus()
+        source = os.path.join("datasets", name)
+        with open(source, "rb") as f:
+            found = hashlib.sha256(f.read()).hexdigest()
+        if found != expected:
+            raise SystemExit(f"{source} is not the bundled corpus (SHA-256 {found}, expected "
+                             f"{expected}); write it again with: python -m DLStudio.datasets "
+                             f"synth -o {source}")
+        self.copy_file(source, os.path.join(self.build_lib, "DLStudio", "datasets", name))
+        for script in sorted(os.listdir("ExamplesTransformers")):
+            if script.endswith(".py") or script == "README.md":
+                self.copy_file(os.path.join("ExamplesTransformers", script),
+                               os.path.join(self.build_lib, "DLStudio", "examples", script))
+
 
 setup(
     name="DLStudio-Transformers",
@@ -9,6 +46,8 @@ setup(
     long_description_content_type="text/markdown",
     packages=find_packages(include=["DLStudio", "DLStudio.*"]),
     py_modules=["Transformers"],  # `from Transformers import *` in DLStudio-era scripts
+    cmdclass={"build_py": BuildPyWithExamples},
+    entry_points={"console_scripts": ["dlstudio = DLStudio.cli:main"]},
     python_requires=">=3.9",
     install_requires=[
         "torch>=2.1",
@@ -21,8 +60,9 @@ setup(
     ],
     extras_require={
         # nbclient and ipykernel: the test suite runs the notebook tour top to bottom.
+        # setuptools and build: it builds the wheel and the sdist and installs them.
         "dev": ["pytest>=7", "ruff>=0.4", "hypothesis>=6", "nbclient>=0.7", "nbformat>=5.7",
-                "ipykernel>=6"],
+                "ipykernel>=6", "setuptools>=70.1", "build>=1"],
         "notebook": ["notebook>=7", "ipykernel>=6"],     # make notebook: Jupyter itself
     },
     license="MIT",
