@@ -686,10 +686,10 @@ class TransformerBase(EncoderParts):
             master_encoder, master_decoder, result_file,
             checkpoint=find_checkpoint(checkpoints_dir, checkpoint_index), **options)
 
-    def translate(self, model, sentences, beam_width=1):
+    def translate(self, model, sentences, beam_width=1, precision="fp32"):
         """Translate English sentences (raw strings or word lists); return Spanish strings."""
         from .evaluation import translate_sentences
-        return translate_sentences(model, self.vocab, sentences, beam_width)
+        return translate_sentences(model, self.vocab, sentences, beam_width, precision)
 
     def run_code_for_translating_user_input(self, master_encoder, master_decoder,
                                             checkpoints_dir, checkpoint_index, sentence,

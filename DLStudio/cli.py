@@ -36,7 +36,7 @@ from .Transformers import TransformerBase, TransformerFG, TransformerPreLN
 __all__ = ["train_main", "test_checkpoint_main", "translate_main", "load_checkpoint_or_exit",
            "positive_int", "positive_float", "nonnegative_float", "nonnegative_int",
            "existing_file", "archive_or_usage", "add_checkpoint_arguments", "add_run_arguments",
-           "add_stack_arguments",
+           "add_stack_arguments", "add_decoding_precision",
            "checkpoint_arguments",
            "vit_train_main", "vit_test_checkpoint_main", "homework_main", "LECTURE",
            "VIT_DEFAULTS", "HOMEWORK", "demo_main", "how_to_run", "COMMANDS", "copy_examples",
@@ -179,6 +179,14 @@ def add_run_arguments(parser, checkpoints_dir, score, what):
     p.add_argument("--compile", action="store_true",
                    help="train through torch.compile (compiles during the first steps; see "
                         "the README for whether it pays on your machine)")
+
+
+def add_decoding_precision(parser):
+    """``--precision`` of translation (greedy or beam decoding)."""
+    parser.add_argument("--precision", choices=PRECISIONS, default="fp32",
+                        help="number format of decoding: fp32, bf16 (autocast), fp16 (CUDA), "
+                             "auto (bf16 where the hardware has it). See the README's "
+                             "measurements.")
 
 
 def add_stack_arguments(parser, defaults, layers):
@@ -437,6 +445,7 @@ def test_checkpoint_main(variant, argv=None):
         p.add_argument("--beam", type=positive_int, default=1, help="beam width (1: greedy)")
         p.add_argument("--show", type=int, default=20, help="translations to print")
         p.add_argument("--result-file", help="write every held-out translation here")
+        add_decoding_precision(p)
         _model_class_flag(p, "the container class the checkpoint was trained with, when it "
                              "is a subclass of your own")
         args = p.parse_args(argv)
@@ -451,7 +460,8 @@ def test_checkpoint_main(variant, argv=None):
               f"({len(xformer.held_out_corpus)} held-out pairs, beam {args.beam}):\n")
         xformer.run_code_for_evaluating(model.encoder, model.decoder,
                                         result_file=args.result_file, beam_width=args.beam,
-                                        checkpoint=None, show=args.show, model=model)
+                                        checkpoint=None, show=args.show, model=model,
+                                        precision=args.precision)
         return 0
     return _run(run, argv)
 
@@ -463,13 +473,14 @@ def translate_main(argv=None):
         p = argparse.ArgumentParser(description="Translate English with any checkpoint.")
         add_checkpoint_arguments(p, sentence=True)
         p.add_argument("--beam", type=positive_int, default=1)
+        add_decoding_precision(p)
         _model_class_flag(p, "the container class the checkpoint was trained with, when it "
                              "is a subclass of your own")
         args = p.parse_args(argv)
         path, sentence = checkpoint_arguments(p, args, sentence=True)
         xformer, model = _load(path, model_class=args.model_class)
         if sentence != "-":
-            print(xformer.translate(model, [sentence], args.beam)[0])
+            print(xformer.translate(model, [sentence], args.beam, args.precision)[0])
             return 0
         lines = [line.rstrip("\n") for line in sys.stdin]
         status, prepared = 0, []
@@ -481,7 +492,8 @@ def translate_main(argv=None):
                 prepared.append(None)
                 status = 1
         todo = [words for words in prepared if words]
-        done = iter(xformer.translate(model, todo, args.beam)) if todo else iter(())
+        done = iter(xformer.translate(model, todo, args.beam, args.precision)) if todo \
+            else iter(())
         for words in prepared:  # one translation per input line, in order
             print(next(done) if words else "")
         return status

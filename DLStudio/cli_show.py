@@ -16,6 +16,7 @@ from .cli import (
     _resolve_archive,
     _run,
     add_checkpoint_arguments,
+    add_decoding_precision,
     checkpoint_arguments,
     load_checkpoint_or_exit,
     positive_int,
@@ -40,6 +41,7 @@ def score_checkpoints_main(argv=None):
                                                 "did it diverge?")
         p.add_argument("checkpoints_dir")
         p.add_argument("--beam", type=positive_int, default=1)
+        add_decoding_precision(p)
         p.add_argument("--archive", help="the archive it was trained on, if it has moved")
         p.add_argument("--model-class", metavar="MODULE:CLASS",
                        help="the container class of checkpoints trained with your own subclass")
@@ -56,7 +58,7 @@ def score_checkpoints_main(argv=None):
             if not xformer.held_out_corpus:
                 raise UserError("the training archive is not where it was; give --archive")
             result = evaluate_bleu(model, xformer.vocab, xformer.held_out_corpus,
-                                   beam_width=args.beam)
+                                   beam_width=args.beam, precision=args.precision)
             bleus.append(result["bleu"])
             print(f"{index:>6}{result['bleu']:>8.2f}"
                   f"{result.get('sacrebleu', float('nan')):>11.2f}")

@@ -23,6 +23,7 @@ from collections import OrderedDict
 
 import torch
 
+from .precision import Precision
 from .tokens import EOS_INDEX, SOS_INDEX
 
 __all__ = ["greedy_decode", "beam_search", "translate_ids", "translate_sentences",
@@ -152,26 +153,28 @@ def beam_search(model, src, max_len, beam_width=4, length_penalty=0.6, stop_at_e
 
 
 @torch.no_grad()
-def translate_ids(model, src, max_len, beam_width=1, batch_size=256):
-    """Translate many sentences in batches. Shape: src (N, T_src) -> list of N id lists."""
+def translate_ids(model, src, max_len, beam_width=1, batch_size=256, precision="fp32"):
+    """Translate many sentences in batches. Shape: src (N, T_src) -> list of N id lists.
+    ``precision``: of decoding, as training's ``--precision`` (DLStudio.precision)."""
     model.eval()
     out = []
-    for start in range(0, src.size(0), batch_size):
-        chunk = src[start:start + batch_size]
-        if beam_width == 1:
-            ids = greedy_decode(model, chunk, max_len)
-        else:
-            ids = beam_search(model, chunk, max_len, beam_width)
-        out.extend(ids.tolist())
+    with Precision(precision, src.device).autocast():
+        for start in range(0, src.size(0), batch_size):
+            chunk = src[start:start + batch_size]
+            if beam_width == 1:
+                ids = greedy_decode(model, chunk, max_len)
+            else:
+                ids = beam_search(model, chunk, max_len, beam_width)
+            out.extend(ids.tolist())
     return out
 
 
-def translate_sentences(model, vocab, sentences, beam_width=1):
+def translate_sentences(model, vocab, sentences, beam_width=1, precision="fp32"):
     """Translate English sentences (raw strings or word lists) in one batch; return the
     Spanish strings. Raises ValueError naming what is wrong with a sentence."""
     words = [vocab.prepare(s) for s in sentences]
     src = vocab.encode(words, "en").to(next(model.parameters()).device)
-    ids = translate_ids(model, src, vocab.max_seq_length, beam_width)
+    ids = translate_ids(model, src, vocab.max_seq_length, beam_width, precision=precision)
     return [" ".join(vocab.words(seq)) for seq in ids]
 
 
@@ -210,7 +213,7 @@ def bleu_scores(hypotheses, references):
 
 
 def evaluate_bleu(model, vocab, pairs, beam_width=1, device=None, show=0, seed=0,
-                  result_file=None, print_fn=print):
+                  result_file=None, print_fn=print, precision="fp32"):
     """Translate the distinct English sentences of ``pairs`` with ``model`` and score them
     (``vocab``: the Vocabulary).
 
@@ -218,6 +221,7 @@ def evaluate_bleu(model, vocab, pairs, beam_width=1, device=None, show=0, seed=0
         show: how many randomly chosen translations to print beside their references.
         result_file: also write every translation there (tab-separated: English,
             prediction, references joined by " | ").
+        precision: of decoding ("fp32", "bf16", "fp16" on CUDA, "auto").
     Returns:
         the dict of ``bleu_scores`` plus ``translations``: list of (english, predicted words,
         references), and ``translatable``: how many English sentences the vocabulary can
@@ -232,7 +236,7 @@ def evaluate_bleu(model, vocab, pairs, beam_width=1, device=None, show=0, seed=0
     hyps = dict.fromkeys(english, [])    # a sentence the model cannot read: no translation
     if readable:
         src = vocab.encode(readable, "en").to(device)
-        ids = translate_ids(model, src, vocab.max_seq_length, beam_width)
+        ids = translate_ids(model, src, vocab.max_seq_length, beam_width, precision=precision)
         hyps.update(zip(readable, (vocab.words(seq) for seq in ids)))
     result = bleu_scores([hyps[en] for en in english], [refs[en] for en in english])
     result["translatable"] = len(readable)
@@ -251,7 +255,8 @@ def evaluate_bleu(model, vocab, pairs, beam_width=1, device=None, show=0, seed=0
 
 
 def evaluate_container(xformer, master_encoder, master_decoder, result_file=None,
-                       checkpoint=None, model=None, beam_width=1, show=20, print_fn=print):
+                       checkpoint=None, model=None, beam_width=1, show=20, print_fn=print,
+                       precision="fp32"):
     """``run_code_for_evaluating``: translate the held-out split, print ``show`` random
     translations beside their references, and return the BLEU scores (NLTK, sacreBLEU).
 
@@ -269,7 +274,7 @@ def evaluate_container(xformer, master_encoder, master_decoder, result_file=None
         raise ValueError("no held-out pairs: the container was built without an archive")
     result = evaluate_bleu(model, xformer.vocab, xformer.held_out_corpus,
                            beam_width=beam_width, show=show, result_file=result_file,
-                           print_fn=print_fn)
+                           print_fn=print_fn, precision=precision)
     line = (f"held-out BLEU (NLTK corpus_bleu, 4-gram, smoothing method1): "
             f"{result['bleu']:.2f} on {result['sentences']} English sentences")
     if result["translatable"] < result["sentences"]:

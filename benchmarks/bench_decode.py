@@ -47,6 +47,7 @@ from DLStudio.cli import (  # noqa: E402
 )
 from DLStudio.datasets import BUNDLED_ARCHIVE  # noqa: E402
 from DLStudio.experiments import machine  # noqa: E402
+from DLStudio.precision import Precision, native_bf16  # noqa: E402
 from DLStudio.tokens import padding_mask  # noqa: E402
 
 
@@ -112,6 +113,9 @@ def main():
     p.add_argument("--batches", type=positive_int, default=4,
                    help="held-out batches per measurement")
     p.add_argument("--repeats", type=positive_int, default=3)
+    p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                   help="every model decodes under this autocast (bf16: matrix products in "
+                        "bfloat16, softmax and LayerNorm in fp32)")
     p.add_argument("--checkpoint", type=existing_file,
                    help="a trained TransformerFG checkpoint of --archive")
     args = p.parse_args()
@@ -148,14 +152,20 @@ def main():
     print(f"machine: {machine()}")
     print(f"archive {args.archive}; embedding {M}, {L}+{L} layers, {H} heads; {n} held-out "
           f"sentences in batches of {args.batch_size}; {torch.get_num_threads()} threads; "
+          f"{args.precision} (native bf16: {native_bf16(dls.device)}); "
           + (f"ours trained ({args.checkpoint}), stopping at EOS" if trained else
              "untrained models, every step run"))
 
+    precision = Precision(args.precision, dls.device)
+    if precision.name != "fp32":         # nn.Transformer's inference fast path is fp32 only
+        torch.backends.mha.set_fastpath_enabled(False)
+
     def decode(model, b, width, max_len):
         stop = trained and model not in (baseline, keeping)  # these run their given steps
-        if width == 1:
-            return evaluation.greedy_decode(model, b, max_len, stop_at_eos=stop)
-        return evaluation.beam_search(model, b, max_len, width, stop_at_eos=stop)
+        with precision.autocast():
+            if width == 1:
+                return evaluation.greedy_decode(model, b, max_len, stop_at_eos=stop)
+            return evaluation.beam_search(model, b, max_len, width, stop_at_eos=stop)
 
     for name, width in (("greedy", 1), ("beam-4", 4)):
         # the steps each batch takes with our model: the baseline is given the same

@@ -128,16 +128,21 @@ def runs(w):
         "ExamplesTransformers/test_checkpointFG.py": [
             ([early, 0, "--show", 2], "held-out BLEU"),
             ([long_, 0, "--show", 2, "--beam", 3], "held-out BLEU")],
-        "ExamplesTransformers/test_checkpointPreLN.py": [([pre, 0, "--show", 2], "held-out BLEU")],
+        "ExamplesTransformers/test_checkpointPreLN.py": [
+            ([pre, 0, "--show", 2], "held-out BLEU"),
+            ([pre, 0, "--show", 2, "--beam", 2, "--precision", "bf16"], "held-out BLEU")],
         "ExamplesTransformers/test_checkpoint_for_visTransformer.py": [
             ([str(w / "vit"), 0, "--images", 4, "--out", "vit_pics"], "accuracy")],
         "ExamplesTransformers/translate_sentence.py": [
-            ([early, 0, "she is not tired"], ""), ([long_, 0, "she is not tired"], " ")],
+            ([early, 0, "she is not tired"], ""), ([long_, 0, "she is not tired"], " "),
+            ([long_, 0, "she is not tired", "--precision", "bf16"], " ")],
         "benchmarks/bench_decode.py": [
             (["--archive", a, *TINY, "--num-atten-heads", 2, "--batch-size", 8, "--batches", 1,
               "--repeats", 1], "sentences/s"),
             (["--archive", a, "--checkpoint", checkpoint_path(long_, 0), "--batch-size", 8,
-              "--batches", 1, "--repeats", 1], "sentences/s")],
+              "--batches", 1, "--repeats", 1], "sentences/s"),
+            (["--archive", a, "--checkpoint", checkpoint_path(early, 0), "--batch-size", 8,
+              "--batches", 1, "--repeats", 1, "--precision", "bf16"], "bf16 (native bf16")],
         "benchmarks/bench_train.py": [
             (["--archive", a, *TINY, "--num-atten-heads", 2, "--batch-size", 16, "--iters", 2,
               "--warmup", 1], "s/iter")],

@@ -111,3 +111,35 @@ def test_compiled_training_takes_the_same_steps():
         losses[compiled] = trainer.run()
     assert len(losses[True]) == 4
     assert torch.allclose(torch.tensor(losses[True]), torch.tensor(losses[False]), atol=1e-4)
+
+
+def test_bf16_decoding_translates_as_fp32_does(trained):
+    """The same trained model decoded under bf16 autocast (its output layer computes in
+    bfloat16): nearly every held-out sentence translates the same, BLEU within a point."""
+    from DLStudio.evaluation import evaluate_bleu
+    _, x, _, _, trainer, _ = trained
+    pairs, results, dtypes = list(x.held_out_corpus)[:300], {}, set()
+    hook = trainer.model.decoder.out.register_forward_hook(
+        lambda module, inputs, output: dtypes.add(output.dtype))
+    try:
+        for precision in ("fp32", "bf16"):
+            dtypes.clear()
+            results[precision] = evaluate_bleu(trainer.model, x.vocab, pairs,
+                                               precision=precision)
+            assert dtypes == {torch.float32 if precision == "fp32" else torch.bfloat16}
+    finally:
+        hook.remove()
+    fp32, bf16 = results["fp32"], results["bf16"]
+    assert fp32["bleu"] > 20                        # a model that translates
+    same = sum(a[1] == b[1] for a, b in zip(fp32["translations"], bf16["translations"]))
+    assert same >= 0.9 * len(fp32["translations"])
+    assert abs(fp32["bleu"] - bf16["bleu"]) < 1.0
+    assert all(p.dtype == torch.float32 for p in trainer.model.parameters())
+
+
+def test_fp16_decoding_off_cuda_is_refused_in_one_line(trained, capsys):
+    from DLStudio.cli import translate_main
+    folder = trained[0]
+    assert translate_main([str(folder / "ck"), "last", "she is tired", "--precision",
+                           "fp16"]) == 1
+    assert "fp16 needs a CUDA GPU" in capsys.readouterr().err
