@@ -137,11 +137,16 @@ def _missing_archive_message(path):
             f"  - or train on the bundled corpus: --archive bundled ({BUNDLED_ARCHIVE})")
 
 
+def _archive_named(path):
+    """``--archive``'s file: ``bundled`` names the bundled corpus, wherever this copy of the
+    package keeps it."""
+    return BUNDLED_ARCHIVE if path == "bundled" else path
+
+
 def _resolve_archive(path):
-    """The archive file ``--archive`` names; ``bundled`` names the bundled corpus, wherever
-    this copy of the package keeps it."""
-    if path == "bundled":
-        return BUNDLED_ARCHIVE
+    """The archive file ``--archive`` names (`_archive_named`); if it is missing, a question
+    at a terminal (train on the bundled corpus?), else UserError saying what to do."""
+    path = _archive_named(path)
     if os.path.isfile(path):
         return path
     if sys.stdin is not None and sys.stdin.isatty() and not launched_by_torchrun():
@@ -417,8 +422,7 @@ def _load(path, archive=None, model_class=None):
     corpus = None
     if archive:     # a pairs file is curated again with the settings the checkpoint keeps
         options = load_checkpoint(path).get("container_args", {}).get("pairs_options")
-        corpus = load_corpus(BUNDLED_ARCHIVE if archive == "bundled" else archive,
-                             pairs_options=options)
+        corpus = load_corpus(_archive_named(archive), pairs_options=options)
     return TransformerBase.from_checkpoint(path, corpus=corpus, model_class=model_class)
 
 

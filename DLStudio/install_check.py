@@ -30,9 +30,8 @@ def _kak_distribution():
 def shares_files_with_kak(package_dir):
     """Whether Kak's DLStudio is installed where this copy (imported from ``package_dir``)
     is, so that the two have overwritten each other's files: a sentence, or None."""
-    try:
-        kak = importlib.metadata.distribution(KAK_DISTRIBUTION)
-    except importlib.metadata.PackageNotFoundError:
+    kak = _kak_distribution()
+    if kak is None:
         return None
     his = os.path.dirname(os.path.abspath(kak.locate_file(os.path.join("DLStudio",
                                                                        "__init__.py"))))
