@@ -76,7 +76,7 @@ def test_the_sdist_holds_what_the_clone_holds(built):
     for needed in ("README.md", f"datasets/{BUNDLED_NAME}", "datasets/README.md",
                    "tests/test_package.py", "tests/dlstudio_scripts/seq2seq_with_transformerFG.py",
                    "benchmarks/bench_train.py", "notebooks/transformer_tour.ipynb",
-                   "Makefile", "DLStudio/Transformers.py", "Transformers.py"):
+                   "Makefile", "LICENSE", "DLStudio/Transformers.py", "Transformers.py"):
         assert needed in names, needed
     assert not [n for n in names if n.startswith((".venv", ".git/")) or "__pycache__" in n]
 
@@ -90,6 +90,7 @@ def test_the_wheel_carries_the_corpus_and_the_scripts(built):
     assert {f"DLStudio/examples/{s}.py" for s in EXAMPLES} <= names
     assert {"Transformers.py", "DLStudio/examples/README.md", "DLStudio/__main__.py"} <= names
     assert b"dlstudio = DLStudio.cli:main" in entry_points
+    assert any(".dist-info/" in n and n.endswith("/LICENSE") for n in names)    # MIT's text
 
 
 def test_every_example_script_is_a_command():
