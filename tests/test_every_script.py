@@ -136,6 +136,9 @@ def runs(w):
         "ExamplesTransformers/translate_sentence.py": [
             ([early, 0, "she is not tired"], ""), ([long_, 0, "she is not tired"], " "),
             ([long_, 0, "she is not tired", "--precision", "bf16"], " ")],
+        "benchmarks/bench_attention.py": [
+            (["--batch-size", 2, "--lengths", "3,5", "--repeats", 2, "--warmup", 1],
+             "bf16     5  forward+backward")],
         "benchmarks/bench_decode.py": [
             (["--archive", a, *TINY, "--num-atten-heads", 2, "--batch-size", 8, "--batches", 1,
               "--repeats", 1], "sentences/s"),

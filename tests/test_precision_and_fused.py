@@ -53,6 +53,27 @@ def test_fused_attention_keeps_the_gpt_causal():
     assert torch.equal(gpt(ids)[:, :5], gpt(later)[:, :5])      # the future does not leak
 
 
+def test_bf16_on_the_cpu_takes_the_readable_product(monkeypatch):
+    """The kernel rule of `SelfAttention.use_fused_kernel`: every attention layer calls the
+    fused kernel in fp32; under CPU bf16 autocast none does (it measured slower there), and
+    the output is the readable path's, bit for bit."""
+    torch.manual_seed(0)
+    _, x, enc, dec = make(TransformerFG)
+    model = x.EncoderDecoder(x, enc, dec).eval()
+    src = x.vocab.encode([en for en, _ in x.training_corpus[:4]], "en")
+    tgt = x.vocab.encode([es for _, es in x.training_corpus[:4]], "es")
+    calls, kernel = [], torch.nn.functional.scaled_dot_product_attention
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention",
+                        lambda *a, **k: calls.append(1) or kernel(*a, **k))
+    model(src, tgt)
+    layers = sum(1 for m in model.modules() if hasattr(m, "fused"))
+    assert layers == 2 + 2 * 2 and len(calls) == layers     # encoder self; decoder self, cross
+    calls.clear()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        fused, readable = outputs_with_and_without_fused(model, src, tgt)
+    assert not calls and fused.dtype == torch.bfloat16 and torch.equal(fused, readable)
+
+
 def test_bf16_autocast_trains_as_fp32_does():
     """One batch: bf16's loss is close to fp32's, not equal. Four epochs from the same start:
     bf16's loss falls as fp32's does, and the weights stay fp32."""
