@@ -237,15 +237,15 @@ class EncoderParts:
             return head(x_q, mask=mask)
 
         def all_heads(self, x_q, x_kv, mask):
-            """What `per_head` computes, without a loop over heads: head i's W_Q, W_K, W_V
-            are the i-th of H stacked matrices, and one batched product (torch.baddbmm, a
-            batch of H) applies each to its slice of every word (a test checks equality).
-            Line (A): PyTorch's fused kernel computes `scaled_dot_product` where it is the
-            faster (`use_fused_kernel`); attention maps use the readable function, which
-            returns the weights."""
+            """What `per_head` computes, without a loop over heads: head i's W_Q, W_K, W_V are
+            the i-th of H stacked matrices, and one batched product (torch.baddbmm) applies
+            each to its slice of every word (a test checks equality). Line (A): PyTorch's fused
+            `scaled_dot_product`, but for bf16 on a CPU, where it measured slower (benchmarks/
+            bench_attention.py); attention maps use the readable one, which returns weights."""
             B, T_q, M = x_q.shape
             Q, K, V = self.queries_keys_values(x_q, x_kv)                  # (B, H, T, s_qkv)
-            if self.use_fused_kernel(Q):                     # one kernel, no weights ## (A)
+            cpu_bf16 = Q.dtype == torch.bfloat16 and Q.device.type == "cpu"
+            if self.fused and not self.record_attention and not cpu_bf16:       ## (A)
                 out = F.scaled_dot_product_attention(
                     Q, K, V, attn_mask=None if mask is None else ~mask)    # (B, H, T_q, s_qkv)
             else:
@@ -253,13 +253,6 @@ class EncoderParts:
                 if self.record_attention:
                     self.attention_weights = weights.detach()              # (B, H, T_q, T_k)
             return out.transpose(1, 2).reshape(B, T_q, M)                  # (B, T_q, M)
-
-        def use_fused_kernel(self, Q):
-            """Line (A)'s kernel, chosen once by measurement (README, Performance): PyTorch's
-            fused one, except for bfloat16 on a CPU, where it measured 3 to 7 times slower
-            than the readable product (forward and backward, torch 2.14)."""
-            cpu_bf16 = Q.dtype == torch.bfloat16 and Q.device.type == "cpu"
-            return self.fused and not self.record_attention and not cpu_bf16
 
         def queries_keys_values(self, x_q, x_kv):
             Q, K, V = self.project(x_q, ("WQ", "WK", "WV"))

@@ -6,9 +6,10 @@ softmax(QK^T / sqrt(s_qkv)) V of `scaled_dot_product` against PyTorch's fused ke
     python benchmarks/bench_attention.py                      # the lecture's shape, fp32 and bf16
     python benchmarks/bench_attention.py --lengths 10,64,256 --batch-size 32
 
-This is the measurement behind `SelfAttention.use_fused_kernel` (README, Performance): the
-two kernels take turns on every repeat, so a drift of the machine's speed touches both.
-The last column says which one the model's batched path calls for that precision here.
+This is the measurement behind the kernel rule of `SelfAttention.all_heads` (README,
+Performance): the two kernels take turns on every repeat, so a drift of the machine's speed
+touches both. The last column says which one the model's batched path calls for that
+precision here (one pass of a SelfAttention layer, its calls to the fused kernel counted).
 """
 
 import argparse
@@ -17,6 +18,7 @@ import statistics
 import sys
 import time
 from types import SimpleNamespace
+from unittest import mock
 
 import torch
 import torch.nn.functional as F
@@ -79,6 +81,18 @@ def time_kernels(args, T, dtype, device):
     return {key: 1e3 * statistics.median(t) for key, t in times.items()}
 
 
+def model_calls(dtype, device):
+    """"fused" or "readable": the kernel a SelfAttention layer calls under ``dtype`` here."""
+    xformer = SimpleNamespace(embedding_size=8, max_seq_length=3, full_width_heads=False,
+                              AttentionHead=TransformerFG.AttentionHead)
+    layer = TransformerFG.SelfAttention(None, xformer, 2).to(device)
+    with mock.patch.object(F, "scaled_dot_product_attention",
+                           wraps=F.scaled_dot_product_attention) as fused, \
+            torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32):
+        layer(torch.randn(1, 3, 8, device=device))
+    return "fused" if fused.called else "readable"
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--batch-size", type=positive_int, default=128)
@@ -102,13 +116,10 @@ def main():
           f"{args.warmup}, the two kernels in turn")
     print(f"{'precision':>9} {'T':>5} {'part':>17} {'readable ms':>12} {'fused ms':>9} "
           f"{'fused/readable':>15}  the model calls")
-    rule = SimpleNamespace(fused=True, record_attention=False)
     for precision in precisions:
         for T in args.lengths:
             ms = time_kernels(args, T, DTYPES[precision], device)
-            probe = torch.empty(0, dtype=DTYPES[precision], device=device)
-            calls = "fused" if TransformerFG.SelfAttention.use_fused_kernel(rule, probe) \
-                else "readable"
+            calls = model_calls(DTYPES[precision], device)
             for part in ("forward", "forward+backward"):
                 r, f = ms["readable", part], ms["fused", part]
                 print(f"{precision:>9} {T:>5} {part:>17} {r:>12.3f} {f:>9.3f} {f / r:>15.2f}"

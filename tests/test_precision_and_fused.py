@@ -54,7 +54,7 @@ def test_fused_attention_keeps_the_gpt_causal():
 
 
 def test_bf16_on_the_cpu_takes_the_readable_product(monkeypatch):
-    """The kernel rule of `SelfAttention.use_fused_kernel`: every attention layer calls the
+    """The kernel rule of `SelfAttention.all_heads`, line (A): every attention layer calls the
     fused kernel in fp32; under CPU bf16 autocast none does (it measured slower there), and
     the output is the readable path's, bit for bit."""
     torch.manual_seed(0)
