@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-$(shell cksum setup.py | cut -d' ' -f1)
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 export MPLBACKEND := Agg
 
-.PHONY: demo test lint venv clean-demo pictures notebook dist
+.PHONY: demo test test-all lint venv clean-demo pictures notebook dist
 
 venv: $(STAMP)
 
@@ -20,7 +20,12 @@ $(STAMP): setup.py
 demo: $(STAMP)
 	$(PY) ExamplesTransformers/demo.py
 
+# The quick suite (what a student runs) and the whole one (what CI runs): the tests marked
+# slow build the package, start torchrun, run the notebook, --compile and the stress runs.
 test: $(STAMP)
+	$(PY) -m pytest -m "not slow"
+
+test-all: $(STAMP)
 	$(PY) -m pytest
 
 # The guided tour as a notebook: installs Jupyter (the "notebook" extra) the first time.

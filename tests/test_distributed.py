@@ -72,6 +72,7 @@ def newest(folder):
     return checkpoint_files(str(folder))[-1]
 
 
+@pytest.mark.slow
 def test_two_ranks_train_as_one_process_with_their_global_batch(tmp_path):
     """--batch-size 16 on 2 ranks (8 sentences each) = --batch-size 16 in one process, for 6
     steps; and the 2-rank checkpoint resumes in one process (to step 10), ending where the
@@ -95,6 +96,7 @@ def test_two_ranks_train_as_one_process_with_their_global_batch(tmp_path):
     assert_same_weights(two, one)
 
 
+@pytest.mark.slow
 def test_the_gpt_trains_the_same_on_two_ranks(tmp_path):
     steps = ["--batch-size", 12, "--max-steps", 5]
     run(GPT, TINY_GPT + steps + ["--checkpoints-dir", "two"], tmp_path, nproc=2)
@@ -102,6 +104,7 @@ def test_the_gpt_trains_the_same_on_two_ranks(tmp_path):
     assert_same_weights(newest(tmp_path / "two"), newest(tmp_path / "one"))
 
 
+@pytest.mark.slow
 def test_vistransformer_trains_on_two_ranks_and_rank_0_alone_reports(tmp_path):
     args = ["--num-train", 96, "--num-test", 32, "--embedding-size", 16, "--num-layers", 1,
             "--epochs", 2, "--batch-size", 15, "--checkpoint-freq", 1, "--checkpoints-dir",
@@ -113,6 +116,7 @@ def test_vistransformer_trains_on_two_ranks_and_rank_0_alone_reports(tmp_path):
     assert payload["epoch"] == 1 and payload["step"] == 14
 
 
+@pytest.mark.slow
 def test_ctrl_c_under_torchrun_stops_every_rank_at_one_step_with_a_checkpoint(tmp_path):
     """SIGINT to torchrun (what a terminal's Ctrl-C does): both ranks finish the same step,
     rank 0 writes a partial checkpoint, and the run resumes from it."""
@@ -139,6 +143,7 @@ def test_ctrl_c_under_torchrun_stops_every_rank_at_one_step_with_a_checkpoint(tm
     assert f"step {payload['step']}" in resumed.stdout + resumed.stderr
 
 
+@pytest.mark.slow
 def test_flags_that_make_no_sense_distributed_are_refused_in_one_line(tmp_path):
     out = run(FG, TINY_FG + ["--batch-size", 1, "--max-steps", 2, "--checkpoints-dir", "x"],
               tmp_path, nproc=2, check=False)
@@ -150,6 +155,7 @@ def test_flags_that_make_no_sense_distributed_are_refused_in_one_line(tmp_path):
         out.stderr.split())
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="NCCL needs two GPUs")
 def test_two_gpus_with_nccl_train_as_one_gpu(tmp_path):
     steps = ["--batch-size", 16, "--max-steps", 6]

@@ -18,6 +18,7 @@ def test_the_notebook_is_stored_without_outputs():
     assert code and all(not c["outputs"] and c["execution_count"] is None for c in code)
 
 
+@pytest.mark.slow
 def test_the_notebook_runs_top_to_bottom(tmp_path, monkeypatch):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")

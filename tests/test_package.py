@@ -68,6 +68,7 @@ def installed(built, tmp_path_factory):
     return site, student, outside_env(site, student)
 
 
+@pytest.mark.slow
 def test_the_sdist_holds_what_the_clone_holds(built):
     with tarfile.open(built[0]) as tar:
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
@@ -81,6 +82,7 @@ def test_the_sdist_holds_what_the_clone_holds(built):
     assert not [n for n in names if n.startswith((".venv", ".git/")) or "__pycache__" in n]
 
 
+@pytest.mark.slow
 def test_the_wheel_carries_the_corpus_and_the_scripts(built):
     with zipfile.ZipFile(built[1]) as wheel:
         names = set(wheel.namelist())
@@ -97,6 +99,7 @@ def test_every_example_script_is_a_command():
     assert set(COMMANDS) == set(EXAMPLES)
 
 
+@pytest.mark.slow
 def test_the_sdist_installs(built, tmp_path):
     site = tmp_path / "site"
     install(built[0], site)
@@ -111,6 +114,7 @@ def test_the_sdist_installs(built, tmp_path):
     assert all(p.startswith(str(site)) for p in paths[:3]) and paths[3] == "True", stdout
 
 
+@pytest.mark.slow
 def test_the_installed_copy_trains_checkpoints_and_translates(installed):
     site, student, env = installed
     status, stdout, stderr = run([sys.executable, "-c", "import DLStudio, Transformers, "
@@ -144,6 +148,7 @@ def test_the_installed_copy_trains_checkpoints_and_translates(installed):
     assert translations[0] and len(set(translations)) == 1      # one model, greedy: one answer
 
 
+@pytest.mark.slow
 def test_a_homework_subclass_trains_and_is_scored_from_the_installed_copy(installed):
     """The homework's class lives in the installed DLStudio.examples: its checkpoint records
     that module, and the command the run prints rebuilds the class from it."""
@@ -163,6 +168,7 @@ def test_a_homework_subclass_trains_and_is_scored_from_the_installed_copy(instal
     assert status == 0 and "BLEU" in stdout, stderr
 
 
+@pytest.mark.slow
 def test_the_vistransformer_trains_on_its_shapes_from_the_installed_copy(installed):
     site, student, env = installed
     status, stdout, stderr = run(["dlstudio", "image_recog_with_visTransformer", "--num-train",
@@ -175,6 +181,7 @@ def test_the_vistransformer_trains_on_its_shapes_from_the_installed_copy(install
         "dlstudio", "test_checkpoint_for_visTransformer"]
 
 
+@pytest.mark.slow
 def test_each_command_says_how_to_run_it(installed):
     site, student, env = installed
     status, stdout, _ = run(["dlstudio"], student, env)
@@ -188,6 +195,7 @@ def test_each_command_says_how_to_run_it(installed):
     assert status == 0 and "TransformerFGWithGEGLU" in stdout, stderr
 
 
+@pytest.mark.slow
 def test_the_examples_are_copied_out_for_reading_and_never_overwritten(installed):
     site, student, env = installed
     status, stdout, stderr = run(["dlstudio", "examples", "my_examples"], student, env)
@@ -200,6 +208,7 @@ def test_the_examples_are_copied_out_for_reading_and_never_overwritten(installed
     assert (student / "my_examples" / "demo.py").read_text() == "# my own changes\n"
 
 
+@pytest.mark.slow
 def test_kaks_dlstudio_in_the_same_environment_is_named_with_what_to_do(installed, tmp_path):
     """DLStudio 2.5.8 installs the packages DLStudio and Transformers: pip writes its files over
     ours and records it as installed. Here its record and its Transformers package."""

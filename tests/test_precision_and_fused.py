@@ -121,6 +121,7 @@ def test_fp16_with_its_gradient_scaler_trains_on_cuda():
     assert sum(losses[-5:]) / 5 < 0.7 * sum(losses[:5]) / 5
 
 
+@pytest.mark.slow
 def test_compiled_training_takes_the_same_steps():
     """--compile: the same losses, step by step, as the plain model from the same start."""
     corpus, losses = generate_corpus(200, seed=2), {}

@@ -192,6 +192,7 @@ def test_sigint_writes_a_resumable_checkpoint(tmp_path):
     assert after["train_losses"][:interrupted["step"]] == interrupted["train_losses"]
 
 
+@pytest.mark.slow
 def test_sigkill_at_random_moments_never_leaves_a_bad_checkpoint(tmp_path):
     results = kill_trials(trials=3, folder=tmp_path, seed=0)
     assert all(r["bad"] == [] for r in results), results
