@@ -349,24 +349,27 @@ def use_corpus(xformer, corpus=None, vocab=None):
 
 
 def split_sentences(sentences, held_out_fraction=0.05, seed=0):
-    """Training and held-out sentences (at least one held out), the same for the same seed."""
-    order = list(range(len(sentences)))
-    random.Random(seed).shuffle(order)
-    n_held = min(len(order) - 1, max(1, round(held_out_fraction * len(order))))
-    held = set(order[:n_held])
-    return ([s for i, s in enumerate(sentences) if i not in held],
-            [s for i, s in enumerate(sentences) if i in held])
+    """Training and held-out sentences, split by distinct sentence as `split_pairs` splits
+    pairs by English sentence: every copy of a held-out sentence is held out, so none is also
+    a training sentence. At least one distinct sentence is held out; each list keeps the
+    order of ``sentences``, and the same sentences and seed always give the same split."""
+    distinct = sorted(set(sentences))
+    random.Random(seed).shuffle(distinct)
+    n_held = min(len(distinct) - 1, max(1, round(held_out_fraction * len(distinct))))
+    held = set(distinct[:n_held])
+    return ([s for s in sentences if s not in held], [s for s in sentences if s in held])
 
 
 def use_text(gpt, sentences, vocab=None):
     """What TransformerGPT does with its text: normalise blank space and drop the archive's
     SOS/EOS markers, split it into training and held-out sentences, learn the tokenizer from
-    the training ones (or take ``vocab``) and fit ``max_seq_length`` to the longest (with
-    BPE's room: `with_room`)."""
+    the training ones (or take ``vocab``) and fit ``max_seq_length`` to the longest training
+    sentence (with BPE's room: `with_room`): a longer held-out sentence is left out of
+    perplexity and counted as skipped."""
     sentences = [" ".join(plain_words(s)) for s in sentences]
     sentences = [s for s in sentences if s]
     gpt.training_sentences, gpt.held_out_sentences = [], []
-    if len(sentences) >= 2:
+    if len(set(sentences)) >= 2:
         gpt.training_sentences, gpt.held_out_sentences = split_sentences(
             sentences, gpt.held_out_fraction, gpt.split_seed)
     if vocab is None:
@@ -382,6 +385,7 @@ def use_text(gpt, sentences, vocab=None):
     if unknown:                          # (held-out ones are left out of perplexity)
         raise ValueError(f"the training text holds words the word-level tokenizer lacks "
                          f"({', '.join(map(repr, unknown[:10]))}): use tokenizer='bpe'")
-    known = [s for s in sentences if not vocab.unknown(s.split())]
-    longest = max((len(ids) + 2 for ids in vocab.ids(known)), default=2)      # SOS, EOS
+    fitted_to = [s for s in gpt.training_sentences or sentences     # never the held-out ones
+                 if not vocab.unknown(s.split())]
+    longest = max((len(ids) + 2 for ids in vocab.ids(fitted_to)), default=2)  # SOS, EOS
     gpt.max_seq_length = max(gpt.max_seq_length or 0, with_room(longest, vocab.kind))

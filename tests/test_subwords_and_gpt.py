@@ -18,7 +18,7 @@ from DLStudio.checkpoints import CheckpointError, init_from_gpt, make_payload
 from DLStudio.datasets import BUNDLED_ARCHIVE, build_corpus, load_archive
 from DLStudio.evaluation import evaluate_bleu
 from DLStudio.generation import generate, prompt_ids
-from DLStudio.vocabulary import BPETokenizer, Vocabulary, WordTokenizer
+from DLStudio.vocabulary import BPETokenizer, Vocabulary, WordTokenizer, with_room
 
 from .homework_classes import WithAttentionHead
 
@@ -253,3 +253,31 @@ def test_a_word_level_gpt_names_the_words_a_prompt_holds_that_it_never_saw():
     with pytest.raises(ValueError, match="xyzzy"):
         gpt.generate("el xyzzy")
     assert isinstance(WordTokenizer.train(["SOS a b EOS"]).pieces, list)
+
+
+def test_no_held_out_sentence_of_a_gpt_is_a_training_sentence():
+    """Split by distinct sentence, as the translation pairs are: every copy of a held-out
+    sentence is held out (the real archive repeats its Spanish sentences)."""
+    sentences = [es for _, es in load_archive(BUNDLED_ARCHIVE).pairs[:2000]]
+    sentences = sentences + sentences[::3]                          # many repeated
+    gpt = make_gpt(sentences=sentences, tokenizer="word", held_out_fraction=0.2)
+    held, trained = set(gpt.held_out_sentences), set(gpt.training_sentences)
+    assert held and trained and not held & trained
+    assert len(gpt.held_out_sentences) + len(gpt.training_sentences) == len(sentences)
+    distinct = {" ".join(s.split()[1:-1]) for s in sentences}
+    assert abs(len(held) - 0.2 * len(distinct)) <= 1
+
+
+def test_a_gpt_fits_its_sequence_length_to_its_training_sentences_only():
+    sentences = [f"la casa {w} es roja" for w in ("grande", "vieja", "nueva", "bonita")] * 3
+    long_one = "el perro de mi vecino come manzanas rojas y verdes todos los dias"
+    for seed in range(50):                          # a seed that holds the long one out
+        gpt = make_gpt(sentences=sentences + [long_one], split_seed=seed, vocab_size=300,
+                       held_out_fraction=0.2)
+        if long_one in gpt.held_out_sentences:
+            break
+    assert long_one in gpt.held_out_sentences
+    longest = max(len(ids) for ids in gpt.vocab.ids(gpt.training_sentences)) + 2
+    assert gpt.max_seq_length == with_room(longest, "bpe")
+    scored = gpt.perplexity(gpt.held_out_sentences + sentences[:1])
+    assert (scored["sentences"], scored["skipped"]) == (1, 1)     # the long one cannot be
