@@ -287,14 +287,16 @@ def _gpt_checkpoints(args):
     return found
 
 
-def _vocab_of_gpts(gpts, archive, args, pairs_options=None):
-    """The translation vocabulary when a GPT starts a stack: the GPT's tokenizer for its
+def _data_for_gpts(gpts, archive, args, pairs_options=None):
+    """When a GPT starts a stack: the corpus, read once as the container reads it, its
+    pairs file's settings, and the translation vocabulary: the GPT's tokenizer for its
     language (its embeddings are of those tokens), the other language's as --tokenizer
-    says, learnt from the same training split the container will make."""
+    says, learnt from the training split the container makes. Without a GPT: (None,
+    pairs_options, None), and the container reads the data itself."""
     if not gpts:
-        return None
+        return None, pairs_options, None
     from .datasets import split_pairs
-    from .vocabulary import build_vocabulary, tokenizer_from_state
+    from .vocabulary import build_vocabulary, read_corpus, tokenizer_from_state
     given = {}
     for side, (path, payload) in gpts.items():
         if payload.get("variant") != "GPT":
@@ -302,9 +304,11 @@ def _vocab_of_gpts(gpts, archive, args, pairs_options=None):
                             "(train one with train_gpt.py)")
         given["es" if side == "decoder" else "en"] = tokenizer_from_state(
             payload["tokenizer_state"])
-    corpus = load_corpus(archive, pairs_options=pairs_options)
-    return build_vocabulary(corpus, split_pairs(corpus.pairs)[0], args.tokenizer,
-                            args.vocab_size, args.vocab_from, args.max_seq_length, given)
+    corpus, pairs_options = read_corpus(archive, args.max_seq_length, args.tokenizer,
+                                        pairs_options)
+    vocab = build_vocabulary(corpus, split_pairs(corpus.pairs)[0], args.tokenizer,
+                             args.vocab_size, args.vocab_from, args.max_seq_length, given)
+    return corpus, pairs_options, vocab
 
 
 def _say_how_to_test(script, trainer, model_class=None):
@@ -348,7 +352,8 @@ def train_main(variant, argv=None):
                        learning_rate=args.learning_rate, batch_size=args.batch_size,
                        epochs=args.epochs, use_gpu=not args.cpu, seed=args.seed)
         gpts = _gpt_checkpoints(args)
-        xformer = cls(dl_studio=dls, data_archive=archive, max_seq_length=args.max_seq_length,
+        corpus, pairs_options, vocab = _data_for_gpts(gpts, archive, args, pairs_options)
+        xformer = cls(dl_studio=dls, data_archive=archive, corpus=corpus, max_seq_length=args.max_seq_length,
                       embedding_size=args.embedding_size, num_warmup_steps=args.num_warmup_steps,
                       lr_mul=args.lr_mul, checkpoint_freq=args.checkpoint_freq,
                       dropout=args.dropout, label_smoothing=args.label_smoothing,
@@ -356,8 +361,7 @@ def train_main(variant, argv=None):
                       tie_embeddings=args.tie_embeddings,
                       learned_positions=args.learned_positions, tokenizer=args.tokenizer,
                       vocab_size=args.vocab_size if args.tokenizer == "bpe" else None,
-                      vocab_from=args.vocab_from, pairs_options=pairs_options,
-                      vocab=_vocab_of_gpts(gpts, archive, args, pairs_options))
+                      vocab_from=args.vocab_from, pairs_options=pairs_options, vocab=vocab)
         encoder = cls.MasterEncoder(dls, xformer, num_basic_encoders=args.num_layers,
                                     num_atten_heads=args.num_atten_heads)
         decoder = cls.MasterDecoderWithMasking(dls, xformer, num_basic_decoders=args.num_layers,

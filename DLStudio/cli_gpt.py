@@ -114,7 +114,7 @@ def gpt_train_main(argv=None):
               f"{gpt.vocab.size} {'BPE pieces' if gpt.tokenizer == 'bpe' else 'words'}; "
               f"max_seq_length {gpt.max_seq_length}; {n_params:,} parameters; "
               f"device {dls.device}")
-        before = gpt.perplexity()["per_piece"]
+        before = _held_out_perplexity(gpt)
         trainer = gpt.run_code_for_training(
             args.checkpoints_dir, display_train_loss=True, max_minutes=args.max_minutes,
             max_steps=args.max_steps, overwrite=args.overwrite, resume=args.resume,
@@ -122,11 +122,18 @@ def gpt_train_main(argv=None):
             compile=args.compile)
         if not dls.world.is_main:           # torchrun: rank 0 evaluates
             return 0
-        after = gpt.perplexity()
-        print(f"held-out perplexity: {after['per_piece']:.2f} per piece (untrained: "
-              f"{before:.0f}; {gpt.vocab.size} would be a uniform guess), "
-              f"{after['per_word']:.2f} per word, on {after['sentences']} sentences")
-        prompt = " ".join(gpt.held_out_sentences[0].split()[:2])
+        after = _held_out_perplexity(gpt)
+        if after is None:
+            print(f"held-out perplexity: none of the {len(gpt.held_out_sentences)} held-out "
+                  "sentences can be scored (each is too long, or holds a word the word-level "
+                  "tokenizer never saw in training: --tokenizer bpe reads any word)")
+        else:
+            print(f"held-out perplexity: {after['per_piece']:.2f} per piece (untrained: "
+                  f"{before['per_piece']:.0f}; {gpt.vocab.size} would be a uniform guess), "
+                  f"{after['per_word']:.2f} per word, on {after['sentences']} sentences")
+        known = [s for s in gpt.held_out_sentences + gpt.training_sentences
+                 if not gpt.vocab.unknown(s.split())]
+        prompt = " ".join(known[0].split()[:2])
         for text in gpt.generate(prompt, num_samples=3, temperature=0.8, top_k=40, seed=0):
             print(f"  {prompt!r} -> {text}")
         if trainer.last_checkpoint:
@@ -134,6 +141,15 @@ def gpt_train_main(argv=None):
                   f"{trainer.last_checkpoint} \"{prompt}\"")
         return 0
     return _run(run, argv)
+
+
+def _held_out_perplexity(gpt):
+    """`TransformerGPT.perplexity` of the held-out sentences, or None when none of them can
+    be scored."""
+    try:
+        return gpt.perplexity()
+    except ValueError:
+        return None
 
 
 def _prompt_arguments(p, args):

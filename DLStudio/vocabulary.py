@@ -35,7 +35,7 @@ from .datasets import (
 from .tokens import EOS_INDEX, SOS_INDEX
 
 __all__ = ["WordTokenizer", "BPETokenizer", "tokenizer_from_state", "Vocabulary",
-           "build_vocabulary", "use_corpus", "archive_path", "plain_words", "split_sentences",
+           "build_vocabulary", "read_corpus", "use_corpus", "archive_path", "plain_words", "split_sentences",
            "use_text"]
 
 SPECIALS = ("SOS", "EOS")       # ids 0 and 1 in every tokenizer
@@ -310,6 +310,26 @@ def archive_path(dataroot, data_archive):
     return os.path.join(dataroot, data_archive)
 
 
+def read_corpus(path, max_seq_length, tokenizer="word", pairs_options=None):
+    """The Corpus a translation container trains on, read from an archive or a pairs file,
+    and the pairs file's settings as they are recorded (None for an archive). The one
+    reading of the data: the container's, and the vocabulary's when a GPT starts a stack.
+
+    A pairs file keeps sentences of up to ``max_seq_length - 2`` words unless
+    ``pairs_options`` says otherwise; word-level tokens must fit ``max_seq_length``."""
+    word_limit = max_seq_length if tokenizer == "word" else None
+    if pairs_options is None and is_pairs_file(path):
+        pairs_options = {}                  # a pairs file: its settings are recorded
+    if pairs_options is not None:
+        pairs_options = {**PAIRS_DEFAULTS, "max_words": max_seq_length - 2, **pairs_options}
+        words = pairs_options["max_words"]
+        if word_limit is not None and words + 2 > word_limit:
+            raise ValueError(f"sentences of up to {words} words need max_seq_length "
+                             f"{words + 2} (SOS and EOS), not {word_limit}: raise "
+                             "--max-seq-length or lower --max-words")
+    return load_corpus(path, word_limit, pairs_options), pairs_options
+
+
 def use_corpus(xformer, corpus=None, vocab=None):
     """What a DLStudio container does with its archive in its constructor: read it (unless
     a Corpus is given), split its pairs into training and held-out sentences, build (or
@@ -317,19 +337,9 @@ def use_corpus(xformer, corpus=None, vocab=None):
     if corpus is None:
         if xformer.data_archive is None:
             raise ValueError("give data_archive= (a DLStudio archive) or corpus=")
-        word_limit = xformer.max_seq_length if xformer.tokenizer == "word" else None
-        path = archive_path(xformer.dataroot, xformer.data_archive)
-        if xformer.pairs_options is None and is_pairs_file(path):
-            xformer.pairs_options = {}          # a pairs file: its settings are recorded
-        if xformer.pairs_options is not None:
-            xformer.pairs_options = {**PAIRS_DEFAULTS, "max_words": xformer.max_seq_length - 2,
-                                     **xformer.pairs_options}
-            words = xformer.pairs_options["max_words"]
-            if word_limit is not None and words + 2 > word_limit:
-                raise ValueError(f"sentences of up to {words} words need max_seq_length "
-                                 f"{words + 2} (SOS and EOS), not {word_limit}: raise "
-                                 "--max-seq-length or lower --max-words")
-        corpus = load_corpus(path, word_limit, xformer.pairs_options)
+        corpus, xformer.pairs_options = read_corpus(
+            archive_path(xformer.dataroot, xformer.data_archive), xformer.max_seq_length,
+            xformer.tokenizer, xformer.pairs_options)
     xformer.corpus = corpus
     xformer.training_corpus, xformer.held_out_corpus = [], []
     if corpus.pairs:

@@ -8,7 +8,7 @@ import shutil
 import pytest
 import torch
 
-from DLStudio import cli
+from DLStudio import cli, cli_gpt
 from DLStudio.checkpoints import checkpoint_path, load_checkpoint
 from DLStudio.datasets import ArchiveError, generate_pairs, load_pairs_file
 
@@ -198,3 +198,27 @@ def test_a_run_on_a_pairs_file_resumes_and_refuses_another_file(tmp_path, capsys
     assert cli.train_main("FG", ["--pairs", str(other), "--epochs", "3", "--resume",
                                  *common]) == 1
     assert "trained differently (data:" in capsys.readouterr().err
+
+
+def test_a_pairs_file_given_to_archive_is_read_the_same_way_when_a_gpt_starts_the_decoder(
+        tmp_path):
+    """With --init-decoder-from, the vocabulary and the container read the pairs file once,
+    with the same word limit (--max-seq-length 14: sentences of up to 12 words)."""
+    long_lines = [f"The {w} sees one two three four five six.\t¡El {w} ve uno dos tres "
+                  f"cuatro cinco seis!\tCC-BY 2.0" for w in ("walrus", "zebra", "yak")]
+    pairs = write_pairs(tmp_path / "mine.tsv", 240, long_lines)
+    text = tmp_path / "es.txt"
+    text.write_text("\n".join(line.split("\t")[1] for line in
+                              pairs.read_text(encoding="utf-8").splitlines()), encoding="utf-8")
+    gpt = str(tmp_path / "gpt")
+    sizes = ["--embedding-size", "16", "--num-layers", "1", "--num-atten-heads", "2",
+             "--batch-size", "32", "--cpu"]
+    assert cli_gpt.gpt_train_main(["--text", str(text), "--vocab-size", "300", "--epochs", "1",
+                               "--checkpoints-dir", gpt, *sizes]) == 0
+    ck = str(tmp_path / "ck")
+    assert cli.train_main("PreLN", ["--archive", str(pairs), "--max-seq-length", "14",
+                                    "--init-decoder-from", gpt, "0", "--epochs", "1",
+                                    "--checkpoints-dir", ck, "--no-eval", *TINY]) == 0
+    payload = load_checkpoint(checkpoint_path(ck, 0))
+    assert payload["container_args"]["pairs_options"]["max_words"] == 12
+    assert {"walrus", "zebra", "yak"} <= set(payload["vocab_en"])
