@@ -353,7 +353,8 @@ def train_main(variant, argv=None):
                        epochs=args.epochs, use_gpu=not args.cpu, seed=args.seed)
         gpts = _gpt_checkpoints(args)
         corpus, pairs_options, vocab = _data_for_gpts(gpts, archive, args, pairs_options)
-        xformer = cls(dl_studio=dls, data_archive=archive, corpus=corpus, max_seq_length=args.max_seq_length,
+        xformer = cls(dl_studio=dls, data_archive=archive, corpus=corpus,
+                      max_seq_length=args.max_seq_length,
                       embedding_size=args.embedding_size, num_warmup_steps=args.num_warmup_steps,
                       lr_mul=args.lr_mul, checkpoint_freq=args.checkpoint_freq,
                       dropout=args.dropout, label_smoothing=args.label_smoothing,

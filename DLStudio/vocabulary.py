@@ -35,8 +35,8 @@ from .datasets import (
 from .tokens import EOS_INDEX, SOS_INDEX
 
 __all__ = ["WordTokenizer", "BPETokenizer", "tokenizer_from_state", "Vocabulary",
-           "build_vocabulary", "read_corpus", "use_corpus", "archive_path", "plain_words", "split_sentences",
-           "use_text"]
+           "build_vocabulary", "read_corpus", "use_corpus", "archive_path", "plain_words",
+           "split_sentences", "use_text"]
 
 SPECIALS = ("SOS", "EOS")       # ids 0 and 1 in every tokenizer
 
