@@ -56,7 +56,7 @@ setup(
         "matplotlib>=3.7",
         "tqdm>=4.60",
         "sacrebleu>=2.3",
-        "tokenizers>=0.15",
+        "tokenizers>=0.15.1",            # encode_special_tokens
     ],
     extras_require={
         # nbclient and ipykernel: the test suite runs the notebook tour top to bottom.

@@ -39,16 +39,24 @@ __all__ = ["WordTokenizer", "BPETokenizer", "tokenizer_from_state", "Vocabulary"
            "split_sentences", "use_text"]
 
 SPECIALS = ("SOS", "EOS")       # ids 0 and 1 in every tokenizer
+#: Their names inside a BPE tokenizer: characters that no byte-level piece holds, so that no
+#: merge of a text's bytes spells one (with plain "SOS", the merge "S" + "OS" would be id 0).
+BPE_SPECIALS = ("\u27e8SOS\u27e9", "\u27e8EOS\u27e9")
 
 
 def plain_words(sentence):
-    """A sentence's words without the archive's SOS/EOS markers (a string or a word list)."""
+    """A sentence's words without the archive's wrapper (a string or a word list): a leading
+    "SOS" and a trailing "EOS" are dropped when both are there, as the archive writes every
+    sentence; any other word stays, "SOS" and "EOS" included (raw text keeps its words)."""
     words = sentence.split() if isinstance(sentence, str) else list(sentence)
-    return [w for w in words if w not in SPECIALS]
+    if len(words) >= 2 and words[0] == SPECIALS[0] and words[-1] == SPECIALS[1]:
+        return words[1:-1]
+    return words
 
 
 class WordTokenizer:
-    """A token per word: ``words`` lists them, starting with "SOS", "EOS"."""
+    """A token per word: ``words`` lists them, starting with "SOS", "EOS". Those two are ids
+    0 and 1 and no word of a text: the words "SOS" and "EOS" in a text are unknown."""
 
     kind = "word"
 
@@ -56,14 +64,15 @@ class WordTokenizer:
         self.pieces = list(words)
         if self.pieces[:2] != list(SPECIALS):
             raise ValueError("a word list must start with 'SOS', 'EOS'")
-        self.index = {w: i for i, w in enumerate(self.pieces)}
+        self.index = {w: i for i, w in enumerate(self.pieces) if i >= len(SPECIALS)}
         self.size = len(self.pieces)
         self.fingerprint = vocab_fingerprint(self.pieces, [])
 
     @classmethod
     def train(cls, sentences, vocab_size=None):
         """Every word of ``sentences`` (a word-level tokenizer learns no more than that)."""
-        return cls(list(SPECIALS) + sorted({w for s in sentences for w in plain_words(s)}))
+        return cls(list(SPECIALS) + sorted({w for s in sentences for w in plain_words(s)
+                                            if w not in SPECIALS}))
 
     def unknown(self, words):
         return [w for w in words if w not in self.index]
@@ -81,7 +90,8 @@ class WordTokenizer:
 
 class BPETokenizer:
     """Byte-level BPE (a Hugging Face ``tokenizers.Tokenizer``): ``pieces[i]`` is token i as
-    GPT-2 writes bytes ("Ġ" is a space before a word), "SOS" and "EOS" are 0 and 1."""
+    GPT-2 writes bytes ("Ġ" is a space before a word), "SOS" and "EOS" are 0 and 1. No text
+    encodes to 0 or 1: "SOS" or "EOSINA" in a text is read as bytes like any other word."""
 
     kind = "bpe"
 
@@ -89,7 +99,9 @@ class BPETokenizer:
         self.hf = hf_tokenizer
         self.size = hf_tokenizer.get_vocab_size()
         self.pieces = [hf_tokenizer.id_to_token(i) for i in range(self.size)]
+        self.pieces[:2] = SPECIALS                  # shown as SOS, EOS whatever their names
         self.fingerprint = hashlib.sha256(hf_tokenizer.to_str().encode()).hexdigest()[:16]
+        hf_tokenizer.encode_special_tokens = True   # text never matches SOS/EOS (not saved)
 
     @classmethod
     def train(cls, sentences, vocab_size=8000):
@@ -102,7 +114,7 @@ class BPETokenizer:
         hf = Tokenizer(models.BPE())
         hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         hf.decoder = decoders.ByteLevel()
-        trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(SPECIALS),
+        trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(BPE_SPECIALS),
                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                       show_progress=False)
         hf.train_from_iterator((" ".join(plain_words(s)) for s in sentences), trainer)
@@ -239,7 +251,7 @@ class Vocabulary:
         """
         if not isinstance(sentence, str):
             return list(sentence)
-        words = [w for w in normalize(sentence, expand=True).split() if w not in ("sos", "eos")]
+        words = normalize(sentence, expand=True).split()
         if not words:
             raise ValueError(f"nothing to translate in {sentence!r}: give an English "
                              f"sentence of 1 to {self.max_seq_length - 2} {self.unit}")

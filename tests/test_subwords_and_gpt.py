@@ -17,7 +17,8 @@ from DLStudio import DLStudio, TransformerFG, TransformerGPT, TransformerPreLN
 from DLStudio.checkpoints import CheckpointError, init_from_gpt, make_payload
 from DLStudio.datasets import BUNDLED_ARCHIVE, build_corpus, load_archive
 from DLStudio.evaluation import evaluate_bleu
-from DLStudio.generation import generate, prompt_ids
+from DLStudio.generation import encode_sentences, generate, prompt_ids
+from DLStudio.tokens import EOS_INDEX, SOS_INDEX
 from DLStudio.vocabulary import BPETokenizer, Vocabulary, WordTokenizer, with_room
 
 from .homework_classes import WithAttentionHead
@@ -281,3 +282,33 @@ def test_a_gpt_fits_its_sequence_length_to_its_training_sentences_only():
     assert gpt.max_seq_length == with_room(longest, "bpe")
     scored = gpt.perplexity(gpt.held_out_sentences + sentences[:1])
     assert (scored["sentences"], scored["skipped"]) == (1, 1)     # the long one cannot be
+
+
+MARKER_LIKE = "EOSINA vio SOS y eos en la sos de EOS"
+
+
+def test_text_keeps_words_that_look_like_markers_and_none_encodes_a_special_id():
+    text = [MARKER_LIKE, "la sosa y el eosina", "SOS es una señal"] * 4
+    bpe = BPETokenizer.train(text + ["el gato come"] * 4, 400)
+    for sentence in text[:3]:
+        ids = bpe.ids([sentence])[0]
+        assert SOS_INDEX not in ids and EOS_INDEX not in ids, sentence
+        assert bpe.text(ids) == sentence
+    gpt = make_gpt(sentences=text + ["el gato come", "la casa es roja"] * 4)
+    assert MARKER_LIKE in gpt.training_sentences + gpt.held_out_sentences
+    assert "SOS es una señal" in gpt.training_sentences + gpt.held_out_sentences
+    ids, _ = encode_sentences(gpt.vocab, [MARKER_LIKE], gpt.max_seq_length)
+    inside = ids[0, 1:int((ids[0] != EOS_INDEX).sum())]
+    assert SOS_INDEX not in inside and EOS_INDEX not in inside
+
+
+def test_a_word_tokenizer_reads_marker_like_words_and_refuses_the_markers_by_name():
+    words = WordTokenizer.train(["EOSINA vio la sos", "eos y sosa"])
+    ids = words.ids(["EOSINA vio la sos eos"])[0]
+    assert SOS_INDEX not in ids and EOS_INDEX not in ids
+    assert words.text(ids) == "EOSINA vio la sos eos"
+    assert words.unknown(["la", "SOS", "EOS"]) == ["SOS", "EOS"]
+    vocab = Vocabulary(words, words, 10)
+    with pytest.raises(ValueError, match="'EOS'"):
+        vocab.encode(["la EOS vio"], "en")
+    assert vocab.prepare("La sos vio") == ["la", "sos", "vio"]
