@@ -47,7 +47,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .kv_cache import NO_CACHE, KeyValueCache, attached
+from .kv_cache import NO_CACHE, KeyValueCache, attached_if_valid
 from .overrides import check_forwards, class_path, own_code, runs_base, say_once
 from .schedule import ADAM_DEFAULTS, ScheduledOptim, adam
 from .tokens import causal_mask, padding_mask
@@ -577,13 +577,11 @@ class TransformerBase(EncoderParts):
         def decoding(self):
             """``with model.decoding() as caches``: a KeyValueCache on each attention of the
             decoder; [] (each step re-reads the prefix) where a student's class would not
-            read them."""
-            own = self.own_code_in_decoder()
-            if own:
-                say_once(f"{own[0].__qualname__} is a class of your own in the decoder: "
-                         "decoding re-reads the whole prefix at every step (no key/value cache)")
-            layers = [] if own else self.decoder.basic_decoder_arr
-            return attached([a for d in layers for a in (d.self_attention, d.cross_attention)])
+            read them or the decoder has no causal mask (`kv_cache.attached_if_valid`)."""
+            layers = self.decoder.basic_decoder_arr
+            return attached_if_valid(
+                [a for d in layers for a in (d.self_attention, d.cross_attention)],
+                self.own_code_in_decoder(), self.decoder.masking, "decoder")
 
         def own_code_in_decoder(self):
             """The student's classes that run in the decoder where word-by-word decoding
@@ -832,7 +830,7 @@ class TransformerGPT(EncoderParts, nn.Module):
 
     def decoding(self):
         """``with gpt.decoding() as caches``: a KeyValueCache on each layer's self-attention
-        ([]: each step re-reads the prefix, where a student's class would not read them)."""
+        ([] where they would not be valid: see `kv_cache.attached_if_valid`)."""
         layers = self.master_decoder.basic_decoder_arr
         attention = ("forward", "attend", "all_heads", "queries_keys_values", "project")
         own = own_code([(self.master_decoder, TransformerBase.MasterDecoderWithMasking,
@@ -841,10 +839,8 @@ class TransformerGPT(EncoderParts, nn.Module):
                           for d in layers]
                        + [(d.self_attention, EncoderParts.SelfAttention, attention)
                           for d in layers])
-        if own:
-            say_once(f"{own[0].__qualname__} is a class of your own in the GPT: generation "
-                     "re-reads the whole prefix at every step (no key/value cache)")
-        return attached([] if own else [d.self_attention for d in layers])
+        return attached_if_valid([d.self_attention for d in layers], own,
+                                 self.master_decoder.masking, "GPT")
 
     # The text, training, scoring and generation: delegates. -------------------------------
     def use_text(self, sentences, vocab=None):

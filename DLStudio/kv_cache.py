@@ -10,7 +10,9 @@ import contextlib
 
 import torch
 
-__all__ = ["KeyValueCache", "NO_CACHE", "attached"]
+from .overrides import say_once
+
+__all__ = ["KeyValueCache", "NO_CACHE", "attached", "attached_if_valid"]
 
 
 class KeyValueCache:
@@ -85,3 +87,16 @@ def attached(attentions):
     finally:
         for attention in attentions:
             del attention.kv_cache
+
+
+def attached_if_valid(attentions, own, masking, what):
+    """`attached` to ``attentions``, or to none (each step then re-reads the whole prefix)
+    where the caches would not be valid, said once: ``own``, a student's classes that would
+    not read them, or a decoder without the causal mask (``masking`` False), in which every
+    earlier word sees the newest one, so that their cached keys and values go stale."""
+    why = (f"{own[0].__qualname__} is a class of your own in the {what}" if own else
+           None if masking else f"the {what} has no causal mask")
+    if why:
+        say_once(f"{why}: decoding re-reads the whole prefix at every step (no key/value "
+                 "cache)")
+    return attached([] if why else attentions)

@@ -169,3 +169,24 @@ def _archive(tmp_path):
     save_archive(generate_corpus(300, seed=5), path)
     return path
 
+
+
+def test_a_decoder_without_its_causal_mask_is_decoded_by_re_reading_the_prefix(corpus):
+    """Word-by-word decoding with cached keys and values assumes the causal mask; without it
+    every earlier position sees the newest word, so each step must read the whole prefix."""
+    from DLStudio.evaluation import greedy_decode
+    from DLStudio.tokens import SOS_INDEX
+    torch.manual_seed(0)
+    dls = DLStudio(use_gpu=False, batch_size=32, epochs=1, seed=0)
+    x = m.NoCausalMask(dl_studio=dls, corpus=corpus, embedding_size=32, num_warmup_steps=20)
+    model = x.EncoderDecoder(x, x.MasterEncoder(dls, x, 2, 2),
+                             x.MasterDecoderWithMasking(dls, x, 2, 2)).eval()
+    src = x.vocab.encode([en for en, _ in corpus.pairs[:6]], "en")
+    with torch.no_grad():                     # greedy by hand: the whole prefix every step
+        ys = torch.full((len(src), 1), SOS_INDEX)
+        for _ in range(x.max_seq_length - 1):
+            ys = torch.cat([ys, model(src, ys)[:, -1].argmax(-1, keepdim=True)], dim=1)
+    decoded = greedy_decode(model, src, x.max_seq_length, stop_at_eos=False)
+    assert torch.equal(decoded, ys[:, 1:])
+    with model.decoding() as caches:          # beam search takes the same path
+        assert caches == []
