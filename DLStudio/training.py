@@ -82,7 +82,9 @@ def bucketed_batches(lengths, batch_size, generator, pool=50):
 
     The indices are shuffled, cut into pools of ``pool`` batches, each pool is sorted by
     length and cut into batches, and the batches are shuffled: random, yet each batch has
-    little padding.
+    little padding. The one batch smaller than ``batch_size`` (the remainder) comes last,
+    so that any number of processes agrees on where every other batch is: a run resumed
+    with another number of them skips exactly the batches trained before.
     """
     order = torch.randperm(len(lengths), generator=generator)
     batches = []
@@ -91,6 +93,7 @@ def bucketed_batches(lengths, batch_size, generator, pool=50):
         chunk = chunk[torch.argsort(lengths[chunk], stable=True)]
         batches.extend(chunk[i:i + batch_size] for i in range(0, len(chunk), batch_size))
     perm = torch.randperm(len(batches), generator=generator).tolist()
+    perm.sort(key=lambda i: len(batches[i]) < batch_size)      # the short one last (stable)
     return [batches[i] for i in perm]
 
 
@@ -161,7 +164,7 @@ class Trainer:
         self.checkpoint_freq, self.save_checkpoints = checkpoint_freq, save_checkpoints
         self.display_train_loss = display_train_loss
         self.max_minutes, self.clip_grad_norm = max_minutes, clip_grad_norm
-        self.max_steps = max_steps
+        self.max_steps, self.compile = max_steps, compile
         self.step, self.epoch, self.batches_done, self.train_losses = 0, 0, 0, []
         self.last_epoch = None
         self.last_checkpoint = None
@@ -233,12 +236,13 @@ class Trainer:
         total, count = self.loss_and_count(*batch)
         return total / count
 
-    def share(self, batches):
+    def share(self, batches, skip=0):
         """This rank's share of each global batch of example indices (all of each in one
-        process). Under torchrun a last batch smaller than the number of ranks is left out,
-        so that every rank takes the same number of steps."""
+        process), after the first ``skip`` global batches. Under torchrun a last batch
+        smaller than the number of ranks is left out, so that every rank takes the same
+        number of steps."""
         W = self.world.size
-        return [self.world.share(b) for b in batches if len(b) >= W]
+        return [self.world.share(b) for b in batches[skip:] if len(b) >= W]
 
     def batches_per_epoch(self):
         n, b, W = self.num_examples, self.dls.batch_size, self.world.size
@@ -249,7 +253,8 @@ class Trainer:
     def training_config(self):
         """The configuration a resumed run must share with its checkpoint: the model's
         class and constructor arguments (not where its data lies, nor how often it saves),
-        batch size, seed, learning rate, clipping and the training data's fingerprint."""
+        batch size, seed, learning rate, clipping, precision (it changes the arithmetic) and
+        the training data's fingerprint. (--compile does not: a change is only reported.)"""
         description = self.model.description()
         config = {name: value for name, value in description["container_args"].items()
                   if name not in ("data_archive", "dataroot", "checkpoint_freq")}
@@ -258,7 +263,7 @@ class Trainer:
                       decoder_config=description.get("decoder_config"),
                       batch_size=self.dls.batch_size, seed=self.dls.seed,
                       learning_rate=self.dls.learning_rate, clip_grad_norm=self.clip_grad_norm,
-                      data=self.data_fingerprint())
+                      precision=self.precision.name, data=self.data_fingerprint())
         return json.loads(json.dumps(config, default=str))     # tuples read back as lists
 
     def check_same_run(self, path, payload):
@@ -268,6 +273,10 @@ class Trainer:
             log.warning("%s records no training configuration (an older checkpoint): "
                         "resuming without checking it", path)
             return
+        if "precision" not in theirs:
+            log.warning("%s records no precision (written before it was recorded): it was "
+                        "trained in fp32, the only precision there was", path)
+            theirs = {**theirs, "precision": "fp32"}
         differ = sorted(k for k in set(theirs) | set(ours) if theirs.get(k) != ours.get(k))
         if differ:
             said = "; ".join(f"{k}: {theirs.get(k)} there, {ours.get(k)} now" for k in differ)
@@ -428,7 +437,7 @@ class Trainer:
             "epoch": epoch, "step": self.step, "epoch_complete": complete,
             "batches_done": self.batches_done, "optimizer": self.optimizer.state_dict(),
             "rng": _rng_states(), "rng_by_rank": self.world.gather(_rng_states()),
-            "grad_scaler": self.precision.scaler.state_dict(),
+            "grad_scaler": self.precision.scaler.state_dict(), "compile": self.compile,
             "train_losses": list(self.train_losses),
             self.score_key: [list(row) for row in self.score_history]})
 
@@ -461,6 +470,10 @@ class Trainer:
         Under torchrun rank 0 reads it and hands it to the others."""
         path, payload = self.world.on_main(self.newest_checkpoint)
         self.check_same_run(path, payload)
+        if bool(payload.get("compile")) != bool(self.compile):
+            log.warning("%s was trained %s --compile and resumes %s it: the same arithmetic, "
+                        "only the speed differs", path,
+                        *(("with", "without") if payload.get("compile") else ("without", "with")))
         load_into(self.model, payload)
         self.optimizer.load_state_dict(payload["optimizer"])
         if self.precision.scales and payload.get("grad_scaler"):
@@ -580,7 +593,7 @@ class TranslationTrainer(Trainer):
         ``skip`` are left out."""
         lengths = torch.maximum(self.src_len, self.tgt_len)
         for idx in self.share(bucketed_batches(lengths, self.dls.batch_size,
-                                               self.epoch_generator(epoch)))[skip:]:
+                                               self.epoch_generator(epoch)), skip):
             T_src, T_tgt = int(self.src_len[idx].max()), int(self.tgt_len[idx].max())
             yield (self.src[idx, :T_src].to(self.device, non_blocking=True),
                    self.tgt[idx, :T_tgt].to(self.device, non_blocking=True))
@@ -717,7 +730,7 @@ class LanguageModelTrainer(Trainer):
     def batches(self, epoch, skip=0):
         """The epoch's batches of sentences (B, T), each cut to its longest."""
         for idx in self.share(bucketed_batches(self.lengths, self.dls.batch_size,
-                                               self.epoch_generator(epoch)))[skip:]:
+                                               self.epoch_generator(epoch)), skip):
             T = int(self.lengths[idx].max())
             yield (self.ids[idx, :T].to(self.device, non_blocking=True),)
 

@@ -248,3 +248,65 @@ def test_resume_refuses_a_directory_holding_two_runs(tmp_path):
     os.replace(tmp_path / "b" / "checkpoint_0.pt", tmp_path / "a" / "checkpoint_7.pt")
     with pytest.raises(ValueError, match="2 different runs"):
         run_in(tmp_path / "a", epochs=9, resume=True)
+
+
+def test_resume_refuses_another_precision_and_reports_another_compile(tmp_path, caplog):
+    run_in(tmp_path, epochs=1).run()
+    with pytest.raises(ValueError, match=r"precision: fp32 there, bf16 now"):
+        run_in(tmp_path, epochs=2, precision="bf16", resume=True)
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        run_in(tmp_path, epochs=2, compile=True, resume=True)
+    assert "without --compile" in caplog.text and "same arithmetic" in caplog.text
+
+
+def test_a_checkpoint_from_before_precision_was_recorded_resumes_as_fp32(tmp_path, caplog):
+    run_in(tmp_path, epochs=1).run()
+    path = checkpoint_files(str(tmp_path))[-1]
+    payload = load_checkpoint(path)
+    del payload["training_config"]["precision"]
+    payload.pop("compile", None)
+    torch.save(payload, path)
+    with caplog.at_level("WARNING"):
+        assert run_in(tmp_path, epochs=2, resume=True).epoch == 1
+    assert "records no precision" in caplog.text and "fp32" in caplog.text
+    with pytest.raises(ValueError, match=r"precision: fp32 there, bf16 now"):
+        run_in(tmp_path, epochs=2, precision="bf16", resume=True)
+
+
+@pytest.mark.parametrize("before, after", [(1, 2), (2, 1)])
+def test_a_run_resumed_on_another_number_of_processes_trains_on_the_batches_it_had_not(
+        before, after):
+    """The ranks' shares before a resume inside an epoch and after it, with another number
+    of processes: no example twice, and none left out but the one batch too small to share
+    between 2 processes (161 examples in batches of 16: one batch of 1)."""
+    from DLStudio.distributed import World
+    from DLStudio.training import bucketed_batches
+    n, b = 161, 16
+    dls, x, enc, dec = build(epochs=1)
+    dls.batch_size = b
+    trainer = TranslationTrainer.for_container(x, enc, dec)
+    trainer.src = trainer.tgt = torch.arange(n)[:, None]      # row i holds example i
+    trainer.src_len = trainer.tgt_len = torch.ones(n, dtype=torch.long)
+    trainer.num_examples = n
+    for seed in range(100):          # a seed that shuffles the batch of 1 to the first half
+        dls.seed = seed
+        order = bucketed_batches(torch.ones(n), b, trainer.epoch_generator(0))
+        if [len(batch) for batch in order].index(1) < 4:
+            break
+    lonely = int(next(batch for batch in order if len(batch) == 1))
+
+    def trained(size, skip=0, steps=None):
+        shares = []
+        for rank in range(size):
+            trainer.world = World(rank, size)
+            shares.append([int(i) for src, _ in list(trainer.batches(0, skip))[:steps]
+                           for i in src[:, 0]])
+        assert len({len(s) for s in shares}) == 1 or size == 1
+        return [i for s in shares for i in s]
+
+    trainer.world = World(0, before)
+    steps = 5                                     # the checkpoint's batches_done
+    seen = trained(before, steps=steps) + trained(after, skip=steps)
+    assert len(seen) == len(set(seen))
+    assert set(range(n)) - set(seen) <= {lonely}
