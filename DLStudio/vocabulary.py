@@ -244,14 +244,15 @@ class Vocabulary:
 
     def prepare(self, sentence):
         """Normalise raw English like the corpus (lower case, contractions expanded,
-        punctuation removed) and check it; return its words.
+        punctuation removed; an archive sentence's SOS ... EOS wrapper dropped) and check
+        it; return its words.
 
         Raises ValueError naming unknown words (word-level only: BPE reads any word), or
         saying what is wrong with an empty or over-long sentence.
         """
         if not isinstance(sentence, str):
             return list(sentence)
-        words = normalize(sentence, expand=True).split()
+        words = normalize(" ".join(plain_words(sentence)), expand=True).split()
         if not words:
             raise ValueError(f"nothing to translate in {sentence!r}: give an English "
                              f"sentence of 1 to {self.max_seq_length - 2} {self.unit}")
