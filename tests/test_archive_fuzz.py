@@ -2,6 +2,7 @@
 memory by the caps, never a traceback, a hang or a crash."""
 
 import gzip
+from datetime import timedelta
 import subprocess
 import sys
 import tempfile
@@ -17,7 +18,7 @@ from .fuzz_archive import VALID, hostile, try_load
 FOLDER = tempfile.mkdtemp()
 
 
-@settings(max_examples=300, derandomize=True, deadline=None, database=None)
+@settings(max_examples=300, derandomize=True, deadline=timedelta(seconds=10), database=None)
 @given(hostile())
 def test_a_hostile_archive_loads_or_is_refused_with_a_message(case):
     kind, data, compress = case
@@ -58,3 +59,18 @@ def test_the_command_line_prints_a_refusal_in_one_line(tmp_path):
                          capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 1 and "nest more than 32 deep" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_the_depth_cap_holds_for_a_list_grown_after_it_was_put_in_another(tmp_path):
+    """A memoised list put into another container first and grown in place afterwards
+    (APPEND onto it, fetched back from the memo) nests as deep as it ends up, not as deep
+    as it was when it was put in; a list appended to itself nests without end."""
+    grown_late = (b"\x80\x04" + b"]\x94" + b"0"           # L = [], memoised, off the stack
+                  + b"]h\x00a" + b"\x85\x85"              # ((  [L]  ,),): L at depth 0 then
+                  + b"h\x00" + b"]" * 31 + b"a" * 31      # L.append(30 lists deep)
+                  + b"0.")                                # 34 deep in all
+    with pytest.raises(ArchiveError, match="nest more than 32 deep"):
+        load_archive(write(tmp_path, grown_late))
+    in_itself = b"\x80\x04]\x94h\x00a."                   # L = []; L.append(L)
+    with pytest.raises(ArchiveError, match="nest more than 32 deep"):
+        load_archive(write(tmp_path, in_itself))

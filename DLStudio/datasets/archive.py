@@ -108,11 +108,16 @@ def _read_bytes(path, max_bytes):
 
 
 _IN_PLACE = {"APPEND", "APPENDS", "SETITEM", "SETITEMS", "ADDITEMS"}
+_EMPTY = {"EMPTY_LIST", "EMPTY_DICT", "EMPTY_SET", "EMPTY_TUPLE"}
 
 
 def _check_opcodes(raw, path, max_objects, max_depth):
     """Walk the pickle's opcodes without building anything: count them, and follow the
-    nesting depth of every container (a stack of depths beside the unpickler's stack)."""
+    nesting depth of every container. The walk keeps a stack of object numbers beside the
+    unpickler's stack; each object knows its depth and the containers that hold it, so that
+    a container grown in place after it was put into another (APPEND onto a list fetched
+    back from the memo) deepens those too, whatever the order of the opcodes."""
+    depth, holders = [], {}     # object number -> its depth; container -> those that hold it
     stack, marks, memo = [], [], {}
     try:
         for count, (op, arg, _) in enumerate(pickletools.genops(raw), 1):
@@ -132,7 +137,7 @@ def _check_opcodes(raw, path, max_objects, max_depth):
             elif name == "DUP":
                 stack.append(stack[-1])
             elif name not in ("PROTO", "FRAME", "STOP"):
-                _push_depth(op, stack, marks, path, max_depth)
+                _apply(op, stack, marks, depth, holders, path, max_depth)
     except ArchiveError:
         raise
     except Exception as e:            # malformed or truncated: genops says where
@@ -140,9 +145,9 @@ def _check_opcodes(raw, path, max_objects, max_depth):
                     f"{str(e)[:100]}); download or build the archive again.")
 
 
-def _push_depth(op, stack, marks, path, max_depth):
-    """The stack effect of one opcode on the depths: a new container is one deeper than
-    what it holds; an in-place addition (APPEND, SETITEM, ...) may deepen its container."""
+def _apply(op, stack, marks, depth, holders, path, max_depth):
+    """One opcode's effect on the objects: a new object (a container one deeper than what
+    it holds), or an in-place addition (APPEND, SETITEM, ...) to a container below."""
     before = op.stack_before
     items = []
     if pickletools.markobject in before:
@@ -152,14 +157,34 @@ def _push_depth(op, stack, marks, path, max_depth):
     below = stack[len(stack) - len(before):] if before else []
     del stack[len(stack) - len(below):]
     if op.name in _IN_PLACE:
-        depth = max([below[0]] + [d + 1 for d in below[1:] + items])
+        target, held = below[0], below[1:] + items
     else:
-        depth = 1 + max(below + items) if below or items else 0
-    if depth > max_depth:
-        _fail(path, f"its containers nest more than {max_depth} deep (a DLStudio archive "
-                    "nests 3 deep: tuple, dict, pair); it may be crafted to crash the reader "
-                    "and was not loaded.")
-    stack.extend([depth] * len(op.stack_after))
+        target, held = len(depth), below + items
+        depth.append(0)
+        if held or op.name in _EMPTY:            # a container (a string never grows)
+            holders[target] = []
+    for child in held:
+        if child in holders:
+            holders[child].append(target)
+        if depth[child] + 1 > depth[target]:
+            _deepen(target, depth[child] + 1, depth, holders, path, max_depth)
+    stack.extend([target] * len(op.stack_after))
+
+
+def _deepen(obj, d, depth, holders, path, max_depth):
+    """``obj`` is now at least ``d`` deep, and so each container holding it one deeper, and
+    so on up (a container that holds itself deepens until it passes the cap)."""
+    todo = [(obj, d)]
+    while todo:
+        obj, d = todo.pop()
+        if d <= depth[obj]:
+            continue
+        if d > max_depth:
+            _fail(path, f"its containers nest more than {max_depth} deep (a DLStudio archive "
+                        "nests 3 deep: tuple, dict, pair); it may be crafted to crash the "
+                        "reader and was not loaded.")
+        depth[obj] = d
+        todo.extend((holder, d + 1) for holder in holders[obj])
 
 
 def _read_pickle(path, max_bytes=MAX_BYTES, max_objects=MAX_OBJECTS, max_depth=MAX_DEPTH):
