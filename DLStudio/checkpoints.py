@@ -57,7 +57,7 @@ def checkpoint_files(checkpoints_dir):
     found = []
     for path in glob.glob(os.path.join(checkpoints_dir, "checkpoint_*.pt")):
         m = re.fullmatch(r"checkpoint_(\d+)(_partial)?\.pt", os.path.basename(path))
-        if m:
+        if m and os.path.isfile(path):
             found.append(((int(m.group(1)) - (0.5 if m.group(2) else 0.0)), path))
     return [path for _, path in sorted(found)]
 
@@ -109,19 +109,26 @@ def list_checkpoints(checkpoints_dir):
 
 def save_checkpoint(payload, path):
     """Write ``payload`` to ``path`` through a temporary file and a rename, so that a crash
-    at any moment leaves either the old file or the complete new one under ``path``."""
+    at any moment leaves either the old file or the complete new one under ``path``. Raises
+    CheckpointError, naming the path, when it cannot be written (a full disk, a folder of
+    that name, no permission)."""
     folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-" + os.path.basename(path))
+    tmp = None
     try:
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-" + os.path.basename(path))
         with os.fdopen(fd, "wb") as f:
             torch.save(payload, f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
+    except BaseException as e:
+        if tmp and os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(e, OSError):
+            raise CheckpointError(f"cannot write {path}: {e.strerror or e}. Nothing there was "
+                                  "changed; free that path or choose another folder "
+                                  "(--checkpoints-dir)") from e
         raise
 
 

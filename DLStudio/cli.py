@@ -21,6 +21,7 @@ from .datasets import BUNDLED_ARCHIVE, ArchiveError, ImageDataError, load_archiv
 from .distributed import (
     DistributedError,
     launched_by_torchrun,
+    lost_a_peer,
     rank_from_env,
     single_process_only,
 )
@@ -104,7 +105,14 @@ def _run(fn, argv):
     except (UserError, ArchiveError, ImageDataError, CheckpointError, FileNotFoundError,
             FileExistsError, TrainingDiverged, TrainingInterrupted, OverrideError,
             DistributedError, ValueError) as e:
-        print(f"error{f' (rank {rank})' if rank else ''}: {e}", file=sys.stderr)
+        if not getattr(e, "from_rank_0", False):     # else rank 0 has said it
+            print(f"error{f' (rank {rank})' if rank else ''}: {e}", file=sys.stderr)
+        return 1
+    except RuntimeError as e:
+        if not lost_a_peer(e):
+            raise
+        print(f"error (rank {rank}): stopped, because another process of this run ended "
+              "(its message says why)", file=sys.stderr)
         return 1
     finally:
         leave_process_group()

@@ -25,7 +25,7 @@ import torch
 import torch.distributed as dist
 
 __all__ = ["World", "ONE_PROCESS", "join_torchrun", "launched_by_torchrun", "rank_from_env",
-           "DistributedError", "single_process_only"]
+           "DistributedError", "single_process_only", "lost_a_peer"]
 
 
 class DistributedError(RuntimeError):
@@ -82,7 +82,9 @@ class World:
 
     def on_main(self, fn, *args):
         """``fn(*args)`` on rank 0 only; every rank returns its result or raises its error
-        (so that a refusal stops all ranks, not rank 0 alone)."""
+        (so that a refusal or a failure stops all ranks, not rank 0 alone, and none is left
+        waiting for it). On the other ranks the error is marked ``from_rank_0``: rank 0
+        says it, and they stop without saying it again."""
         result, error = None, None
         if self.is_main:
             try:
@@ -94,6 +96,8 @@ class World:
             dist.broadcast_object_list(box, src=0)
             result, error = box[0]
         if error is not None:
+            if not self.is_main:
+                error.from_rank_0 = True
             raise error
         return result
 
@@ -141,6 +145,15 @@ def join_torchrun(device):
         raise DistributedError(f"the process group runs {dist.get_backend()}, but this model "
                                f"trains on {device}: one device kind per run")
     return World(dist.get_rank(), dist.get_world_size()), device
+
+
+def lost_a_peer(error):
+    """Is ``error`` what a collective raises on one rank when another rank's process has
+    ended (it failed: its own message says why)? gloo: "Connection closed by peer"."""
+    text = str(error)
+    return isinstance(error, RuntimeError) and dist.is_available() and dist.is_initialized() \
+        and ("Connection closed by peer" in text or "Connection reset by peer" in text
+             or type(error).__name__ == "DistBackendError")
 
 
 def leave():

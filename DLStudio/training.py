@@ -410,8 +410,8 @@ class Trainer:
                 if stop:
                     break
         self.model.eval()
-        if self.display_train_loss and self.world.is_main:
-            self.plot_losses()
+        if self.display_train_loss:
+            self.world.on_main(self.plot_losses)
         if stop == "signal":
             raise TrainingInterrupted(
                 f"training interrupted by {signals.received}; checkpoint written: "
@@ -425,8 +425,7 @@ class Trainer:
         self.run(callback=callback)
         if isinstance(self.dls.path_saved_model, str):
             payload = self.payload(self.last_epoch, self.batches_done == 0)   # every rank's part
-            if self.world.is_main:
-                save_checkpoint(payload, self.dls.path_saved_model)
+            self.world.on_main(save_checkpoint, payload, self.dls.path_saved_model)
         return self
 
     # -----------------------------------------------------------------------------------
@@ -443,12 +442,11 @@ class Trainer:
 
     def save(self, epoch, complete=True):
         """Write checkpoint_<epoch>.pt (or checkpoint_<epoch>_partial.pt inside an epoch).
-        Every rank calls it; rank 0 alone scores and writes, and the others wait for it."""
+        Every rank calls it; rank 0 alone scores and writes, and the others wait for it (and
+        raise its error, if it fails: no rank is left waiting)."""
         path = checkpoint_path(self.checkpoints_dir, epoch if complete else f"{epoch}_partial")
         payload = self.payload(epoch, complete)         # on every rank: it gathers their states
-        if self.world.is_main:
-            self.write_checkpoint(payload, epoch, path)
-        self.world.barrier()
+        self.world.on_main(self.write_checkpoint, payload, epoch, path)  # its error: everyone's
         self.last_checkpoint = path
         return path
 
@@ -629,8 +627,7 @@ def train_translation(xformer, master_encoder, master_decoder, checkpoints_dir, 
                                                checkpoints_dir, **options)
     trainer.run()
     payload = trainer.payload(trainer.last_epoch, trainer.batches_done == 0)
-    if trainer.world.is_main:
-        save_final(payload, xformer.dl_studio.path_saved_model)
+    trainer.world.on_main(save_final, payload, xformer.dl_studio.path_saved_model)
     xformer.trained_model = trainer.model
     return trainer
 

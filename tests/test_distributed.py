@@ -167,3 +167,44 @@ def test_two_gpus_with_nccl_train_as_one_gpu(tmp_path):
                              text=True, env=dict(os.environ, PYTHONPATH=ROOT), timeout=300)
         assert out.returncode == 0, out.stderr[-3000:]
     assert_same_weights(newest(tmp_path / "two"), newest(tmp_path / "one"), atol=1e-3)
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_a_rank_that_fails_ends_every_rank_within_seconds(tmp_path):
+    """Two processes started by hand, as a cluster's srun starts them (no torchrun agent to
+    end the others): rank 0 cannot write its checkpoint (the file's name is a folder that
+    holds a file), and every rank ends within seconds, the reason said once."""
+    blocked = tmp_path / "ck" / "checkpoint_0_partial.pt"        # where step 3's goes
+    blocked.mkdir(parents=True)
+    (blocked / "notes.txt").write_text("mine")
+    port = free_port()
+    procs = []
+    for rank in (0, 1):
+        env = dict(os.environ, PYTHONPATH=ROOT, MPLBACKEND="Agg", OMP_NUM_THREADS="1",
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
+                   LOCAL_RANK=str(rank), WORLD_SIZE="2")
+        procs.append(subprocess.Popen(
+            [sys.executable, FG, *TINY_FG, "--batch-size", "16", "--max-steps", "3",
+             "--checkpoints-dir", "ck", "--cpu"], cwd=tmp_path, env=env, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+    start, outs = time.monotonic(), []
+    try:
+        for p in procs:
+            outs.append(p.communicate(timeout=120))
+    finally:
+        for p in procs:
+            p.kill()
+    took = time.monotonic() - start
+    assert [p.returncode for p in procs] == [1, 1], outs
+    err = "".join(e for _, e in outs)
+    assert "Traceback" not in err, err[-3000:]
+    assert err.count("checkpoint_0_partial.pt") == 1, err          # the reason, said once
+    assert took < 90
+    assert (blocked / "notes.txt").read_text() == "mine"
