@@ -2,10 +2,10 @@
 memory by the caps, never a traceback, a hang or a crash."""
 
 import gzip
-from datetime import timedelta
 import subprocess
 import sys
 import tempfile
+from datetime import timedelta
 
 import pytest
 from hypothesis import given, settings
