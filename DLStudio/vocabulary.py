@@ -391,8 +391,8 @@ def use_text(gpt, sentences, vocab=None):
     perplexity and counted as skipped."""
     sentences = [" ".join(plain_words(s)) for s in sentences]
     sentences = [s for s in sentences if s]
-    gpt.training_sentences, gpt.held_out_sentences = [], []
-    if len(set(sentences)) >= 2:
+    gpt.training_sentences, gpt.held_out_sentences = list(sentences), []
+    if len(set(sentences)) >= 2:         # (one distinct sentence: nothing can be held out)
         gpt.training_sentences, gpt.held_out_sentences = split_sentences(
             sentences, gpt.held_out_fraction, gpt.split_seed)
     if vocab is None:
