@@ -15,11 +15,17 @@ def test_positional_arguments_are_refused():
         DLStudio("./data/")
 
 
-def test_device_is_set_even_without_gpu():
-    assert DLStudio(use_gpu=False).device == torch.device("cpu")
-    expected = "cuda" if torch.cuda.is_available() else None
-    dev = DLStudio(use_gpu=True).device
-    assert dev.type == expected or (expected is None and dev.type in ("cpu", "mps"))
+@pytest.mark.parametrize("cuda, mps, use_gpu, expected", [
+    (True, True, True, "cuda"), (False, True, True, "mps"), (False, False, True, "cpu"),
+    (True, True, False, "cpu")])
+def test_the_device_is_the_fastest_present_unless_use_gpu_is_off(monkeypatch, cuda, mps,
+                                                                  use_gpu, expected):
+    from DLStudio.DLStudio import pick_device
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: mps)
+    assert pick_device(use_gpu).type == expected
+    if not use_gpu:
+        assert DLStudio(use_gpu=False).device == torch.device("cpu")
 
 
 def test_dict_of_paths_and_values_kept():

@@ -103,8 +103,16 @@ def test_fp16_off_cuda_and_unknown_precisions_are_refused():
         Precision("fp16", torch.device("cpu"))
     with pytest.raises(ValueError, match="must be one of"):
         Precision("fp8", torch.device("cpu"))
+
+
+@pytest.mark.parametrize("native, chosen", [(True, "bf16"), (False, "fp32")])
+def test_auto_takes_bf16_where_the_device_has_it_natively(monkeypatch, native, chosen):
+    from DLStudio import precision
+    monkeypatch.setattr(precision, "native_bf16", lambda device: native)
     auto = Precision("auto", torch.device("cpu"))
-    assert auto.name in ("fp32", "bf16") and not auto.scales
+    assert auto.name == chosen and auto.dtype == {"bf16": torch.bfloat16,
+                                                  "fp32": torch.float32}[chosen]
+    assert not auto.scales
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="fp16 with a gradient scaler: CUDA")

@@ -152,9 +152,12 @@ def test_nothing_is_deleted_and_reuse_needs_a_decision(tmp_path):
     dls, x, enc, dec = build(epochs=1)
     with pytest.raises(FileExistsError, match="--resume"):
         TranslationTrainer.for_container(x, enc, dec, str(tmp_path))
+    first = sha(tmp_path / "checkpoint_0.pt")
     TranslationTrainer.for_container(x, enc, dec, str(tmp_path), overwrite=True).run()
     assert (tmp_path / "my_notes.txt").read_text() == "keep me"
-    assert (tmp_path / "saved_elsewhere").exists()
+    assert (tmp_path / "saved_elsewhere").read_text() == "keep me too"
+    assert sha(tmp_path / "previous" / "checkpoint_0.pt") == first          # moved, not lost
+    assert sorted(os.listdir(tmp_path / "previous")) == ["checkpoint_0.pt"]
 
 
 def _train_command(folder, extra=()):

@@ -5,6 +5,7 @@ stays inside its checkpoint, and its translations are scored as words. GPT: the 
 holds through the public API, generation with the key/value cache equals generation
 without, perplexity falls as it trains, its weights start a translation decoder."""
 
+import math
 import os
 import shutil
 
@@ -12,11 +13,12 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from nltk.translate.bleu_score import SmoothingFunction, corpus_bleu
 
 from DLStudio import DLStudio, TransformerFG, TransformerGPT, TransformerPreLN
 from DLStudio.checkpoints import CheckpointError, init_from_gpt, make_payload
 from DLStudio.datasets import BUNDLED_ARCHIVE, build_corpus, load_archive
-from DLStudio.evaluation import evaluate_bleu
+from DLStudio.evaluation import evaluate_bleu, greedy_decode
 from DLStudio.generation import encode_sentences, generate, prompt_ids
 from DLStudio.tokens import EOS_INDEX, SOS_INDEX
 from DLStudio.vocabulary import BPETokenizer, Vocabulary, WordTokenizer, with_room
@@ -73,8 +75,12 @@ def test_bpe_translates_words_no_vocabulary_holds(bpe_model, corpus):
     assert all(w not in corpus.vocab_en for w in UNSEEN.split())
     assert x.tokenizer == "bpe" and x.max_seq_length > 10        # pieces, grown to fit
     xformer, model = TransformerFG.from_checkpoint(trainer.last_checkpoint)
+    src = xformer.vocab.encode([UNSEEN], "en")                  # read as pieces, none lost
+    assert xformer.vocab.tokenizers["en"].text(src[0, 1:int((src[0] != 1).sum())]) == UNSEEN
     out = xformer.translate(model, [UNSEEN, "I'm hungry!"])
-    assert len(out) == 2 and all(isinstance(s, str) for s in out)
+    by_hand = greedy_decode(model.eval(), xformer.vocab.encode([UNSEEN, "i am hungry"], "en"),
+                            xformer.max_seq_length)
+    assert out == [" ".join(xformer.vocab.words(ids)) for ids in by_hand]
     words = Vocabulary(corpus.vocab_en, corpus.vocab_es, 10)
     with pytest.raises(ValueError, match="quixotic"):
         words.prepare(UNSEEN)
@@ -101,9 +107,15 @@ def test_bpe_translations_are_scored_as_words_against_word_references(bpe_model)
     pieces = vocab.encode(["SOS el gato quiere la manzana EOS"], "es")[0]
     assert len(pieces) > 0 and vocab.words(pieces[1:]) == "el gato quiere la manzana".split()
     result = evaluate_bleu(trainer.model, vocab, x.held_out_corpus[:50])
-    for _, hypothesis, references in result["translations"]:
-        assert all(" " not in w and w not in ("SOS", "EOS") for w in hypothesis)
-        assert all(isinstance(r, list) for r in references)
+    by_hand = greedy_decode(trainer.model.eval(), vocab.encode(
+        [en for en, _, _ in result["translations"]], "en"), vocab.max_seq_length)
+    for (en, hypothesis, references), ids in zip(result["translations"], by_hand):
+        assert hypothesis == vocab.tokenizers["es"].text(
+            [int(i) for i in ids[:list(ids).index(1) if 1 in ids else None]]).split()
+        assert references == [es.split()[1:-1] for e, es in x.held_out_corpus if e == en]
+    assert result["bleu"] == pytest.approx(100 * corpus_bleu(
+        [r for _, _, r in result["translations"]], [h for _, h, _ in result["translations"]],
+        smoothing_function=SmoothingFunction().method1))
 
 
 def test_a_training_split_vocabulary_counts_what_it_cannot_translate():
@@ -177,7 +189,13 @@ def test_perplexity_falls_as_the_gpt_trains_on_the_bundled_corpus():
     gpt.run_code_for_training(None, max_steps=150)
     after = gpt.perplexity()
     assert after["per_piece"] < before["per_piece"] / 5
-    assert after["per_word"] >= after["per_piece"]          # a word is one or more pieces
+    fitted = [s for s in gpt.held_out_sentences
+              if len(gpt.vocab.ids([s])[0]) + 2 <= gpt.max_seq_length]
+    assert after["sentences"] == len(fitted)           # the same log-likelihood, two units:
+    assert after["pieces"] == sum(len(ids) + 1 for ids in gpt.vocab.ids(fitted))   # + EOS
+    assert after["words"] == sum(len(s.split()) + 1 for s in fitted)
+    assert math.log(after["per_word"]) * after["words"] == pytest.approx(
+        math.log(after["per_piece"]) * after["pieces"])
 
 
 def test_word_level_perplexity_is_the_same_per_piece_and_per_word():
@@ -253,7 +271,7 @@ def test_a_word_level_gpt_names_the_words_a_prompt_holds_that_it_never_saw():
                    tokenizer="word")
     with pytest.raises(ValueError, match="xyzzy"):
         gpt.generate("el xyzzy")
-    assert isinstance(WordTokenizer.train(["SOS a b EOS"]).pieces, list)
+    assert WordTokenizer.train(["SOS b a EOS", "a c"]).pieces == ["SOS", "EOS", "a", "b", "c"]
 
 
 def test_no_held_out_sentence_of_a_gpt_is_a_training_sentence():

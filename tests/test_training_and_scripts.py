@@ -10,7 +10,7 @@ import torch
 
 from DLStudio import TransformerFG, TransformerPreLN
 from DLStudio.checkpoints import CheckpointError, list_checkpoints, load_checkpoint
-from DLStudio.datasets import BUNDLED_ARCHIVE, generate_corpus, save_archive
+from DLStudio.datasets import BUNDLED_ARCHIVE, generate_corpus, save_archive, split_pairs
 from DLStudio.Transformers import TransformerBase
 
 from .conftest import ROOT
@@ -106,7 +106,15 @@ def test_translating_user_input(trained):
     folder, x, enc, dec, trainer, _ = trained
     out = x.run_code_for_translating_user_input(enc, dec, str(folder / "ck"), 1,
                                                 "She is NOT tired, today!")
-    assert isinstance(out, str) and "SOS" not in out and "EOS" not in out and out
+    x1, model1 = TransformerBase.from_checkpoint(str(folder / "ck" / "checkpoint_1.pt"))
+    assert out == x1.translate(model1, ["she is not tired today"])[0]      # normalised
+    english = [en for en, _ in x.held_out_corpus[:40]]
+    by_checkpoint = [TransformerBase.from_checkpoint(str(folder / "ck" / f"checkpoint_{i}.pt"))
+                     for i in (0, 1)]
+    said = [x.run_code_for_translating_user_input(enc, dec, str(folder / "ck"), i, english)
+            for i in (0, 1)]
+    assert said == [xi.translate(model, english) for xi, model in by_checkpoint]
+    assert said[0] != said[1]                    # so the index named is the one translating
     with pytest.raises(ValueError, match="'xylophone'"):
         x.run_code_for_translating_user_input(enc, dec, str(folder / "ck"), 1, "i xylophone")
     with pytest.raises(ValueError, match="nothing to translate"):
@@ -150,16 +158,27 @@ def test_dlstudio_258_script_runs_unchanged(tmp_path, variant):
     """DLStudio's own example script, with only the epochs and the archive name changed."""
     script = f"seq2seq_with_transformer{variant}.py"
     shutil.copy(os.path.join(ROOT, "tests", "dlstudio_scripts", script), tmp_path)
-    save_archive(generate_corpus(300, seed=2), tmp_path / "data" / "en_es_tiny.tar.gz")
+    corpus = generate_corpus(300, seed=2)
+    save_archive(corpus, tmp_path / "data" / "en_es_tiny.tar.gz")
     out = run([script], cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "held-out BLEU" in out.stdout
-    assert list_checkpoints(tmp_path / f"checkpoints_with_masking_{variant}") == [0]
-    assert (tmp_path / "myoutput.txt").exists()
-    for part in ("encoder", "decoder", "embeddings_generator_en", "embeddings_generator_es"):
-        assert (tmp_path / f"saved_{part}_{variant}").exists()
-    sd = torch.load(tmp_path / f"saved_decoder_{variant}", weights_only=True)
-    assert "out.weight" in sd
+    checkpoints = tmp_path / f"checkpoints_with_masking_{variant}"
+    assert list_checkpoints(checkpoints) == [0]
+    # myoutput.txt: every held-out sentence, translated by the trained model
+    x, model = TransformerBase.from_checkpoint(str(checkpoints / "checkpoint_0.pt"))
+    english = sorted({en for en, _ in split_pairs(corpus.pairs)[1]})
+    rows = [line.split("\t") for line in
+            (tmp_path / "myoutput.txt").read_text(encoding="utf-8").splitlines()]
+    assert sorted(row[0] for row in rows) == [" ".join(en.split()[1:-1]) for en in english]
+    assert [row[1] for row in rows] == x.translate(model, [row[0] for row in rows])
+    # DLStudio's saved_* files: the final model, part by part (it trained one epoch)
+    final = load_checkpoint(str(checkpoints / "checkpoint_0.pt"))["model"]
+    assert load_checkpoint(str(tmp_path / f"saved_encoder_{variant}"))["epoch"] == 0
+    for part in ("decoder", "embeddings_generator_en", "embeddings_generator_es"):
+        saved = torch.load(tmp_path / f"saved_{part}_{variant}", weights_only=True)
+        assert saved.keys() == final[part].keys()
+        assert all(torch.equal(saved[k], final[part][k]) for k in saved)
 
 
 def test_beam_search_drops_finished_sentences_without_changing_a_translation(trained):
