@@ -25,6 +25,9 @@ The model describes itself (``model.description()``); this module never imports 
 """
 
 import glob
+import hashlib
+import json
+import logging
 import os
 import re
 import tempfile
@@ -34,10 +37,14 @@ import torch
 from .overrides import class_path, import_class
 from .vocabulary import archive_path
 
+log = logging.getLogger("DLStudio")
+
 __all__ = ["CheckpointError", "FORMAT", "checkpoint_path", "checkpoint_files",
            "list_checkpoints", "find_checkpoint", "save_checkpoint", "load_checkpoint",
            "make_payload", "check_fits", "load_into", "save_final", "container_spec", "vit_spec",
-           "rebuild_translation", "rebuild_module", "gpt_spec", "init_from_gpt"]
+           "rebuild_translation", "rebuild_module", "gpt_spec", "init_from_gpt",
+           "MANIFEST", "mark_written", "written_here", "refuse_theirs", "free_name",
+           "saved_model_paths", "refuse_saved_model_of_theirs"]
 
 FORMAT = "dlstudio-transformers-checkpoint-v1"
 
@@ -122,6 +129,7 @@ def save_checkpoint(payload, path):
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+        mark_written(path)
     except BaseException as e:
         if tmp and os.path.exists(tmp):
             os.unlink(tmp)
@@ -130,6 +138,76 @@ def save_checkpoint(payload, path):
                                   "changed; free that path or choose another folder "
                                   "(--checkpoints-dir)") from e
         raise
+
+
+# ---------------------------------------------------------------------------------------
+# What we wrote: a small manifest in each folder we write to, so that no run writes over a
+# file it did not write (a student's own model or picture of the same name).
+MANIFEST = ".dlstudio-written.json"
+
+
+def _manifest(path):
+    where = os.path.join(os.path.dirname(os.path.abspath(path)), MANIFEST)
+    try:
+        with open(where, encoding="utf-8") as f:
+            found = json.load(f)
+        return where, found if isinstance(found, dict) else {}
+    except (OSError, ValueError):
+        return where, {}
+
+
+def _sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def mark_written(path):
+    """Record in the manifest beside ``path`` (``.dlstudio-written.json``) that this
+    framework wrote the file there now (its name and SHA-256)."""
+    where, written = _manifest(path)
+    written[os.path.basename(path)] = _sha256(path)
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(where), prefix=".tmp-manifest")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(written, f, indent=0, sort_keys=True)
+    os.replace(tmp, where)
+
+
+def written_here(path):
+    """Is ``path`` a file this framework wrote, unchanged since? (The manifest says so, or,
+    for a file from before manifests, it is a checkpoint of our format.)"""
+    if not os.path.isfile(path):
+        return False
+    recorded = _manifest(path)[1].get(os.path.basename(path))
+    if recorded is not None:
+        return recorded == _sha256(path)
+    try:
+        return load_checkpoint(path).get("format") == FORMAT
+    except CheckpointError:
+        return False
+
+
+def refuse_theirs(path, what):
+    """Raise FileExistsError, saying what to do, when something we did not write is at
+    ``path`` (``what`` names the setting that chose it)."""
+    if os.path.lexists(path) and not written_here(path):
+        raise FileExistsError(
+            f"{path} holds a {'folder' if os.path.isdir(path) else 'file'} this framework did "
+            f"not write, and {what} would write over it: move it away, or choose another "
+            f"{what}. Nothing was trained or written.")
+
+
+def free_name(path):
+    """``path`` if nothing is there or we wrote what is; else the first free NAME-1.EXT,
+    NAME-2.EXT, ... beside it (a picture or a list of the student's stays as it is)."""
+    stem, ext = os.path.splitext(path)
+    n = 0
+    while os.path.lexists(path) and not written_here(path):
+        n += 1
+        path = f"{stem}-{n}{ext}"
+    return path
 
 
 def load_checkpoint(path, map_location="cpu"):
@@ -247,19 +325,33 @@ def load_into(model, checkpoint):
     return payload
 
 
+def saved_model_paths(path_saved_model):
+    """The files ``path_saved_model`` names: one path, or each of DLStudio's dict."""
+    if isinstance(path_saved_model, str):
+        return [path_saved_model]
+    return list(path_saved_model.values())
+
+
+def refuse_saved_model_of_theirs(path_saved_model):
+    """Before training: refuse a ``path_saved_model`` that holds a file we did not write."""
+    for path in saved_model_paths(path_saved_model):
+        refuse_theirs(path, "path_saved_model")
+
+
 def save_final(payload, path_saved_model):
     """Write the final model. One path: one checkpoint file. A dict of paths (DLStudio's
     ``encoder_FG``, ``decoder_FG``, ``embeddings_generator_en_FG``, ...): the complete
     checkpoint under the encoder's path, and each component's weights under its own."""
     if isinstance(path_saved_model, str):
         save_checkpoint(payload, path_saved_model)
-        return
-    for key, path in path_saved_model.items():
-        part = key.rsplit("_", 1)[0]          # "encoder_FG" -> "encoder"
-        if part == "encoder":
-            save_checkpoint(payload, path)
-        elif isinstance(payload["model"], dict) and part in payload["model"]:
-            save_checkpoint(payload["model"][part], path)
+    else:
+        for key, path in path_saved_model.items():
+            part = key.rsplit("_", 1)[0]          # "encoder_FG" -> "encoder"
+            if part == "encoder":
+                save_checkpoint(payload, path)
+            elif isinstance(payload["model"], dict) and part in payload["model"]:
+                save_checkpoint(payload["model"][part], path)
+    log.info("final model written: %s", ", ".join(saved_model_paths(path_saved_model)))
 
 
 # ---------------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from collections import OrderedDict
 
 import torch
 
+from .checkpoints import free_name, mark_written
 from .precision import Precision
 from .tokens import EOS_INDEX, SOS_INDEX
 
@@ -220,7 +221,9 @@ def evaluate_bleu(model, vocab, pairs, beam_width=1, device=None, show=0, seed=0
     Args:
         show: how many randomly chosen translations to print beside their references.
         result_file: also write every translation there (tab-separated: English,
-            prediction, references joined by " | ").
+            prediction, references joined by " | "); where a file of that name is not one
+            this framework wrote, it stays and they go to NAME-1.txt, ... (``result_file``
+            of the result says where).
         precision: of decoding ("fp32", "bf16", "fp16" on CUDA, "auto").
     Returns:
         the dict of ``bleu_scores`` plus ``translations``: list of (english, predicted words,
@@ -246,11 +249,17 @@ def evaluate_bleu(model, vocab, pairs, beam_width=1, device=None, show=0, seed=0
         print_fn(f"  English:     {' '.join(en.split()[1:-1])}\n"
                  f"  predicted:   {' '.join(h)}\n"
                  f"  reference:   {' | '.join(' '.join(x) for x in r)}\n")
-    if result_file:
-        with open(result_file, "w", encoding="utf-8") as f:
+    if result_file:                # never over a file of the student's: see free_name
+        path = free_name(result_file)
+        with open(path, "w", encoding="utf-8") as f:
             for en, h, r in result["translations"]:
                 f.write(f"{' '.join(en.split()[1:-1])}\t{' '.join(h)}\t"
                         f"{' | '.join(' '.join(x) for x in r)}\n")
+        mark_written(path)
+        print_fn(f"translations written: {path}"
+                 + (f" ({result_file} is not a file this framework wrote: it stays)"
+                    if path != result_file else ""))
+        result["result_file"] = path
     return result
 
 

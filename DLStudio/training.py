@@ -37,9 +37,12 @@ from .checkpoints import (
     CheckpointError,
     checkpoint_files,
     checkpoint_path,
+    free_name,
     load_checkpoint,
     load_into,
     make_payload,
+    mark_written,
+    refuse_saved_model_of_theirs,
     save_checkpoint,
     save_final,
 )
@@ -421,7 +424,10 @@ class Trainer:
 
     def run_and_save(self, callback=None):
         """`run`, then the final model to ``dl_studio.path_saved_model`` when that is one
-        path. Returns the trainer."""
+        path (refused before training when a file we did not write is there). Returns the
+        trainer."""
+        if isinstance(self.dls.path_saved_model, str):
+            self.world.on_main(refuse_saved_model_of_theirs, self.dls.path_saved_model)
         self.run(callback=callback)
         if isinstance(self.dls.path_saved_model, str):
             payload = self.payload(self.last_epoch, self.batches_done == 0)   # every rank's part
@@ -513,8 +519,13 @@ class Trainer:
         return max(readable, key=lambda item: (item[1]["step"], item[1]["epoch"]))
 
     def plot_losses(self):
+        """train_loss.png in the checkpoints folder (without one: beside the saved model,
+        else in the current folder), or train_loss-1.png, ... where a picture we did not
+        write has that name. Returns its path."""
         from matplotlib.figure import Figure
-        folder = self.checkpoints_dir or "."
+        saved = self.dls.path_saved_model
+        folder = self.checkpoints_dir or (os.path.dirname(saved) if isinstance(saved, str)
+                                          else "") or "."
         os.makedirs(folder, exist_ok=True)
         fig = Figure(figsize=(7, 4))
         ax = fig.add_subplot()
@@ -530,8 +541,13 @@ class Trainer:
             ax2.plot([r[0] for r in self.score_history], [r[2] for r in self.score_history],
                      color="tab:red", marker="o")
             ax2.set_ylabel(f"held-out {self.score_name}", color="tab:red")
-        path = os.path.join(folder, "train_loss.png")
+        wanted = os.path.join(folder, "train_loss.png")
+        path = free_name(wanted)
+        if path != wanted:
+            log.warning("%s is not a picture this framework wrote: it stays, and the loss "
+                        "curve goes to %s", wanted, path)
         fig.savefig(path, dpi=100)
+        mark_written(path)
         log.info("loss curve written: %s", path)
         return path
 
@@ -623,6 +639,8 @@ def train_translation(xformer, master_encoder, master_decoder, checkpoints_dir, 
     """``run_code_for_training``: train every parameter (both embedding generators
     included) on the training split, then write the final model to
     ``dl_studio.path_saved_model``. Returns the trainer."""
+    getattr(xformer.dl_studio, "world", ONE_PROCESS).on_main(
+        refuse_saved_model_of_theirs, xformer.dl_studio.path_saved_model)
     trainer = TranslationTrainer.for_container(xformer, master_encoder, master_decoder,
                                                checkpoints_dir, **options)
     trainer.run()

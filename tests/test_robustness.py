@@ -11,7 +11,7 @@ import time
 import pytest
 import torch
 
-from DLStudio import DLStudio, TransformerFG, TransformerPreLN
+from DLStudio import DLStudio, TransformerFG, TransformerGPT, TransformerPreLN
 from DLStudio.checkpoints import (
     CheckpointError,
     checkpoint_files,
@@ -313,3 +313,34 @@ def test_a_run_resumed_on_another_number_of_processes_trains_on_the_batches_it_h
     seen = trained(before, steps=steps) + trained(after, skip=steps)
     assert len(seen) == len(set(seen))
     assert set(range(n)) - set(seen) <= {lonely}
+
+
+def test_a_file_the_student_wrote_is_never_written_over(tmp_path, monkeypatch):
+    """path_saved_model holding a file this framework did not write: refused before any
+    training; the loss plot of a run without a checkpoints folder goes beside the saved
+    model, never over a picture of the student's."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train_loss.png").write_bytes(b"the student's own picture")
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "saved.pt").write_bytes(b"the student's own model")
+    dls, x, enc, dec = build(epochs=1, folder=models)
+    with pytest.raises(FileExistsError, match=r"saved\.pt holds a file this framework did"):
+        x.run_code_for_training(dls, enc, dec, checkpoints_dir=str(tmp_path / "ck"))
+    assert (models / "saved.pt").read_bytes() == b"the student's own model"
+    assert not (tmp_path / "ck").exists()                          # nothing trained
+    os.unlink(models / "saved.pt")
+    (models / "train_loss.png").write_bytes(b"another picture of theirs")
+    sentences = [es for _, es in CORPUS.pairs]
+    for _ in range(2):                        # the second run writes over its own files only
+        dls = DLStudio(use_gpu=False, batch_size=16, epochs=1, seed=1,
+                       path_saved_model=str(models / "saved_gpt.pt"))
+        gpt = TransformerGPT(dl_studio=dls, sentences=sentences, tokenizer="word",
+                             embedding_size=16, num_basic_decoders=1, num_atten_heads=2)
+        gpt.run_code_for_training(None, max_steps=3, display_train_loss=True)
+        assert (tmp_path / "train_loss.png").read_bytes() == b"the student's own picture"
+        assert (models / "train_loss.png").read_bytes() == b"another picture of theirs"
+        assert (models / "train_loss-1.png").stat().st_size > 5000
+        assert load_checkpoint(str(models / "saved_gpt.pt"))["step"] == 3
+        assert sorted(p.name for p in models.iterdir() if not p.name.startswith(".")) == [
+            "saved_gpt.pt", "train_loss-1.png", "train_loss.png"]
