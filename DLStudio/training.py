@@ -85,9 +85,7 @@ def bucketed_batches(lengths, batch_size, generator, pool=50):
 
     The indices are shuffled, cut into pools of ``pool`` batches, each pool is sorted by
     length and cut into batches, and the batches are shuffled: random, yet each batch has
-    little padding. The one batch smaller than ``batch_size`` (the remainder) comes last,
-    so that any number of processes agrees on where every other batch is: a run resumed
-    with another number of them skips exactly the batches trained before.
+    little padding.
     """
     order = torch.randperm(len(lengths), generator=generator)
     batches = []
@@ -96,7 +94,6 @@ def bucketed_batches(lengths, batch_size, generator, pool=50):
         chunk = chunk[torch.argsort(lengths[chunk], stable=True)]
         batches.extend(chunk[i:i + batch_size] for i in range(0, len(chunk), batch_size))
     perm = torch.randperm(len(batches), generator=generator).tolist()
-    perm.sort(key=lambda i: len(batches[i]) < batch_size)      # the short one last (stable)
     return [batches[i] for i in perm]
 
 
@@ -168,6 +165,7 @@ class Trainer:
         self.display_train_loss = display_train_loss
         self.max_minutes, self.clip_grad_norm = max_minutes, clip_grad_norm
         self.max_steps, self.compile = max_steps, compile
+        self.skip_size = self.world.size      # the processes that counted batches_done
         self.step, self.epoch, self.batches_done, self.train_losses = 0, 0, 0, []
         self.last_epoch = None
         self.last_checkpoint = None
@@ -241,11 +239,20 @@ class Trainer:
 
     def share(self, batches, skip=0):
         """This rank's share of each global batch of example indices (all of each in one
-        process), after the first ``skip`` global batches. Under torchrun a last batch
-        smaller than the number of ranks is left out, so that every rank takes the same
-        number of steps."""
-        W = self.world.size
-        return [self.world.share(b) for b in batches[skip:] if len(b) >= W]
+        process), less the first ``skip`` steps. Under torchrun a batch smaller than the
+        number of ranks is left out, so that every rank takes the same number of steps.
+
+        ``skip`` counts the steps of the run that wrote the checkpoint, on
+        ``self.skip_size`` processes. Resumed on another number, those steps are found
+        among the global batches (the ones it left out included), the rest is shared, and
+        ``batches_done`` is counted again in this run's steps."""
+        W, before = self.world.size, self.skip_size
+        trained = [i for i, b in enumerate(batches) if len(b) >= before][:skip]
+        start = trained[-1] + 1 if trained else 0          # the first global batch not trained
+        kept = [i for i, b in enumerate(batches) if len(b) >= W]
+        if before != W:
+            self.batches_done, self.skip_size = sum(i < start for i in kept), W
+        return [self.world.share(batches[i]) for i in kept if i >= start]
 
     def batches_per_epoch(self):
         n, b, W = self.num_examples, self.dls.batch_size, self.world.size
@@ -489,6 +496,7 @@ class Trainer:
         else:
             self.epoch, self.batches_done = payload["epoch"], payload["batches_done"]
         by_rank = payload.get("rng_by_rank") or []
+        self.skip_size = len(by_rank) or 1               # its steps were of that many ranks
         if len(by_rank) == self.world.size:
             _set_rng_states(by_rank[self.world.rank])
         elif self.world.is_main:

@@ -302,17 +302,19 @@ def test_a_run_resumed_on_another_number_of_processes_trains_on_the_batches_it_h
     def trained(size, skip=0, steps=None):
         shares = []
         for rank in range(size):
-            trainer.world = World(rank, size)
-            shares.append([int(i) for src, _ in list(trainer.batches(0, skip))[:steps]
-                           for i in src[:, 0]])
-        assert len({len(s) for s in shares}) == 1 or size == 1
-        return [i for s in shares for i in s]
+            trainer.world, trainer.skip_size = World(rank, size), before   # as resume() sets
+            shares.append([[int(i) for i in src[:, 0]]
+                           for src, _ in list(trainer.batches(0, skip))[:steps]])
+        assert len({len(s) for s in shares}) == 1        # every rank, the same steps
+        return [i for s in shares for batch in s for i in batch], len(shares[0])
 
-    trainer.world = World(0, before)
     steps = 5                                     # the checkpoint's batches_done
-    seen = trained(before, steps=steps) + trained(after, skip=steps)
-    assert len(seen) == len(set(seen))
-    assert set(range(n)) - set(seen) <= {lonely}
+    first, _ = trained(before, steps=steps)
+    rest, remaining = trained(after, skip=steps)
+    assert len(first + rest) == len(set(first + rest))
+    assert set(range(n)) - set(first + rest) <= {lonely}
+    # batches_done, counted again in this run's steps, ends the epoch where it should
+    assert trainer.batches_done + remaining == trainer.batches_per_epoch()
 
 
 def test_a_file_the_student_wrote_is_never_written_over(tmp_path, monkeypatch):
