@@ -111,8 +111,9 @@ def _run(fn, argv):
     except RuntimeError as e:
         if not lost_a_peer(e):
             raise
-        print(f"error (rank {rank}): stopped, because another process of this run ended "
-              "(its message says why)", file=sys.stderr)
+        print(f"error (rank {rank}): stopped: the connection to another process of this "
+              "run broke (when that process failed, its own message says why)",
+              file=sys.stderr)
         return 1
     finally:
         leave_process_group()

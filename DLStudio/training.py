@@ -210,7 +210,10 @@ class Trainer:
     @classmethod
     def for_model(cls, model, checkpoints_dir=None, **options):
         """The trainer of a container that is itself the model (visTransformer,
-        TransformerGPT): its optimiser, DLStudio and settings."""
+        TransformerGPT): its optimiser, DLStudio and settings. Refused first, before any
+        checkpoint moves, when its ``path_saved_model`` holds a file we did not write."""
+        model.dl_studio.world.on_main(refuse_saved_model_of_theirs,
+                                      model.dl_studio.path_saved_model)
         model.to(model.dl_studio.device)
         return cls(model, model.make_optimizer(model.parameters()), model.dl_studio,
                    checkpoints_dir, **_settings(model), **options)
@@ -431,10 +434,8 @@ class Trainer:
 
     def run_and_save(self, callback=None):
         """`run`, then the final model to ``dl_studio.path_saved_model`` when that is one
-        path (refused before training when a file we did not write is there). Returns the
+        path (`for_model` refuses one that holds a file we did not write). Returns the
         trainer."""
-        if isinstance(self.dls.path_saved_model, str):
-            self.world.on_main(refuse_saved_model_of_theirs, self.dls.path_saved_model)
         self.run(callback=callback)
         if isinstance(self.dls.path_saved_model, str):
             payload = self.payload(self.last_epoch, self.batches_done == 0)   # every rank's part
@@ -647,8 +648,8 @@ def train_translation(xformer, master_encoder, master_decoder, checkpoints_dir, 
     """``run_code_for_training``: train every parameter (both embedding generators
     included) on the training split, then write the final model to
     ``dl_studio.path_saved_model``. Returns the trainer."""
-    getattr(xformer.dl_studio, "world", ONE_PROCESS).on_main(
-        refuse_saved_model_of_theirs, xformer.dl_studio.path_saved_model)
+    xformer.dl_studio.world.on_main(refuse_saved_model_of_theirs,
+                                    xformer.dl_studio.path_saved_model)
     trainer = TranslationTrainer.for_container(xformer, master_encoder, master_decoder,
                                                checkpoints_dir, **options)
     trainer.run()
