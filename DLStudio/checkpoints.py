@@ -129,7 +129,6 @@ def save_checkpoint(payload, path):
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-        mark_written(path)
     except BaseException as e:
         if tmp and os.path.exists(tmp):
             os.unlink(tmp)
@@ -138,6 +137,7 @@ def save_checkpoint(payload, path):
                                   "changed; free that path or choose another folder "
                                   "(--checkpoints-dir)") from e
         raise
+    mark_written(path)                  # the file is in place: only now is it ours
 
 
 # ---------------------------------------------------------------------------------------
