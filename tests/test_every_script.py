@@ -151,6 +151,8 @@ def runs(w):
         "benchmarks/bench_train.py": [
             (["--archive", a, *TINY, "--num-atten-heads", 2, "--batch-size", 16, "--iters", 2,
               "--warmup", 1], "s/iter")],
+        "benchmarks/same_arithmetic.py": [
+            (["--base", "HEAD", "--steps", 2, "--sentences", 3], "identical")],
         "benchmarks/bleu_vs_time.py": [
             (["--archive", a, "--minutes", 0.02, "--every", 0.01, *TINY, "--batch-size", 32,
               "--num-warmup-steps", 20, "--out", "bvt"], "BLEU")],
@@ -273,6 +275,17 @@ def test_a_benchmark_answers_bad_arguments_with_its_usage(script, work, monkeypa
                                      checkpoint_path(str(work / "early_FG"), 0)], work,
                             monkeypatch)
         assert status == 2 and "vocabularies" in capsys.readouterr().err
+
+
+def test_same_arithmetic_tells_a_difference_apart():
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    from same_arithmetic import compare
+    base = {"TransformerFG": {"losses": ["0x1.8p+1", "0x1.4p+1"], "greedy": ["la casa"]}}
+    same = compare(base, {"TransformerFG": dict(base["TransformerFG"])})
+    assert [row[-1] for row in same] == [True, True]
+    other = compare(base, {"TransformerFG": {"losses": ["0x1.8p+1", "0x1.4000000000001p+1"]}})
+    assert other == [("TransformerFG", "losses", 2, 2, False),
+                     ("TransformerFG", "greedy", 1, 0, False)]
 
 
 def test_prompts_come_line_by_line_from_standard_input(work, monkeypatch, capsys):
