@@ -42,7 +42,7 @@ log = logging.getLogger("DLStudio")
 __all__ = ["CheckpointError", "FORMAT", "checkpoint_path", "checkpoint_files",
            "list_checkpoints", "find_checkpoint", "save_checkpoint", "load_checkpoint",
            "make_payload", "check_fits", "load_into", "save_final", "container_spec", "vit_spec",
-           "rebuild_translation", "rebuild_module", "gpt_spec", "init_from_gpt",
+           "gpt_spec", "init_from_gpt",
            "MANIFEST", "mark_written", "written_here", "refuse_theirs", "free_name",
            "saved_model_paths", "refuse_saved_model_of_theirs"]
 
@@ -409,46 +409,6 @@ def corpus_of(payload):
         if corpus and corpus_fits(payload, corpus):
             return corpus
     return Corpus([], payload["vocab_en"], payload["vocab_es"], name="checkpoint")
-
-
-def rebuild_translation(called_on, path, dl_studio, corpus, model_class, ours):
-    """``(xformer, model)`` of a translation checkpoint: its container class (see
-    `container_class`), stacks built through it, weights loaded, model in eval mode."""
-    from .DLStudio import DLStudio
-    from .vocabulary import Vocabulary
-    payload = load_checkpoint(path)
-    if payload.get("variant") not in ours:
-        raise CheckpointError(f"{path} holds a {payload.get('variant')} model, not a "
-                              f"translation model ({' or '.join(ours)})")
-    cls = container_class(payload, path, called_on, model_class, ours)
-    if corpus is not None and not corpus_fits(payload, corpus):
-        raise CheckpointError(f"{path} was not trained on {corpus.name}: its vocabularies "
-                              "(or training split) differ; give the archive it was trained on")
-    dls = dl_studio or DLStudio(seed=None)
-    xformer = cls(dl_studio=dls, corpus=corpus or corpus_of(payload),
-                  vocab=Vocabulary.from_payload(payload), **payload["container_args"])
-    encoder = cls.MasterEncoder(dls, xformer, **payload["encoder_config"])
-    decoder = cls.MasterDecoderWithMasking(dls, xformer, **payload["decoder_config"])
-    return xformer, xformer.model_from(encoder, decoder, payload)
-
-
-def rebuild_module(called_on, path, dl_studio, model_class, base, expected):
-    """``(model, payload)`` of a checkpoint of a container that is itself the model
-    (visTransformer, TransformerGPT: ``base``), in eval mode on the device. ``expected``
-    says what the file should have held."""
-    from .DLStudio import DLStudio
-    from .vocabulary import tokenizer_from_state
-    payload = load_checkpoint(path)
-    if payload.get("variant") != base.variant:
-        raise CheckpointError(f"{path} holds a {payload.get('variant')} model, not "
-                              f"{expected}")
-    cls = container_class(payload, path, called_on, model_class, {base.variant: base})
-    dls = dl_studio or DLStudio(seed=None)
-    extra = ({"vocab": tokenizer_from_state(payload["tokenizer_state"])}
-             if "tokenizer_state" in payload else {})
-    model = cls(dl_studio=dls, **extra, **payload["container_args"])
-    load_into(model, payload)
-    return model.to(dls.device).eval(), payload
 
 
 # ---------------------------------------------------------------------------------------

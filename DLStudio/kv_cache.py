@@ -10,9 +10,9 @@ import contextlib
 
 import torch
 
-from .overrides import say_once
+from .overrides import own_code, say_once
 
-__all__ = ["KeyValueCache", "NO_CACHE", "attached", "attached_if_valid"]
+__all__ = ["KeyValueCache", "NO_CACHE", "attached", "attached_if_valid", "attached_to_decoder"]
 
 
 class KeyValueCache:
@@ -100,3 +100,21 @@ def attached_if_valid(attentions, own, masking, what):
         say_once(f"{why}: decoding re-reads the whole prefix at every step (no key/value "
                  "cache)")
     return attached([] if why else attentions)
+
+
+#: The methods of an attention module that read or fill its cache.
+ATTENTION_METHODS = ("forward", "attend", "all_heads", "queries_keys_values", "project")
+
+
+def attached_to_decoder(decoder, stack, layer, attentions, what):
+    """`attached_if_valid` for the attentions of a decoder stack (``decoder``, whose reference
+    class is ``stack``, of layers of reference class ``layer``); ``attentions`` maps each
+    layer's attention attribute to its reference class ({"self_attention": SelfAttention,
+    ...}). A student's class in any of them means code that would not read the caches."""
+    layers = list(decoder.basic_decoder_arr)
+    own = own_code([(decoder, stack, ("forward",))]
+                   + [(d, layer, ("forward",)) for d in layers]
+                   + [(getattr(d, name), cls, ATTENTION_METHODS)
+                      for d in layers for name, cls in attentions.items()])
+    return attached_if_valid([getattr(d, name) for d in layers for name in attentions], own,
+                             decoder.masking, what)

@@ -592,7 +592,7 @@ class TranslationTrainer(Trainer):
                       **options):
         """The trainer of ``run_code_for_training``: the container's model (both embedding
         generators and these stacks), vocabulary, training split, optimiser and settings."""
-        model = xformer.EncoderDecoder(xformer, master_encoder, master_decoder)
+        model = xformer.model_of(master_encoder, master_decoder)
         model.to(xformer.dl_studio.device)
         return cls(model, xformer.vocab, xformer.training_corpus,
                    xformer.make_optimizer(model.parameters()), xformer.dl_studio,

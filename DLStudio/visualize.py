@@ -10,7 +10,7 @@ import os
 
 from matplotlib.figure import Figure
 
-__all__ = ["record_attention", "plot_attention", "plot_positional_encoding", "plot_lr_schedule",
+__all__ = ["plot_attention", "plot_positional_encoding", "plot_lr_schedule",
            "plot_bleu_by_epoch", "plot_runs", "find_divergence", "plot_confusion_matrix",
            "plot_image_grid", "plot_class_token_attention"]
 
@@ -19,24 +19,6 @@ def _save(fig, path):
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path, dpi=100, bbox_inches="tight")
     return path
-
-
-def record_attention(attentions, run):
-    """Run ``run()`` with every attention module (and head) keeping its weights; return
-    them, one (B, H, T_q, T_k) tensor per module, rows summing to 1."""
-    parts = [m for a in attentions for m in (a, *a.heads)]
-    for m in parts:
-        m.record_attention = True
-    try:
-        run()
-        maps = [a.attention_weights for a in attentions]
-    finally:
-        for m in parts:
-            m.record_attention, m.attention_weights = False, None
-    if any(weights is None for weights in maps):
-        raise ValueError(f"no attention weights from {type(attentions[0].heads[0]).__qualname__}"
-                         ": a head's own forward hands them to self.keep_weights(weights)")
-    return maps
 
 
 def plot_attention(maps, query_words, key_words, title, path):

@@ -1,65 +1,150 @@
-"""The model file is the model: it reads in one sitting, needs only torch, and sits below the
-trainer in the import graph (the house the right way up)."""
+"""The house the right way up: the architecture file reads in one sitting and needs only torch,
+and every module imports only modules on its own floor or below, counting every import in it
+(inside functions too), the way a reader of the code would count them."""
 
 import ast
 import os
-import subprocess
 import sys
 
 from .conftest import ROOT
 
-MODEL = os.path.join(ROOT, "DLStudio", "Transformers.py")
+PACKAGE = os.path.join(ROOT, "DLStudio")
+ARCHITECTURE = os.path.join(PACKAGE, "architecture.py")
+
+#: The floors of ../shared/ARCHITECTURE.md, by the name of each room (a module, or a package
+#: such as datasets/) directly under DLStudio/. The package's door (__init__) is above them.
+FLOORS = {
+    1: {"architecture", "tokens", "kv_cache", "overrides", "recorder", "install_check"},
+    2: {"datasets", "vocabulary", "checkpoints"},
+    3: {"DLStudio", "distributed", "precision", "schedule", "training", "evaluation",
+        "generation", "visualize"},
+    4: {"Transformers"},
+    5: {"cli", "cli_gpt", "cli_show", "museum", "experiments", "examples", "__main__"},
+}
+FLOOR = {room: floor for floor, rooms in FLOORS.items() for room in rooms}
+#: What the architecture may import besides torch and the standard library.
+ARCHITECTURE_HELPERS = {"tokens", "kv_cache", "overrides", "recorder"}
 
 
-def package_imports(path):
-    """The DLStudio modules a file imports at its top level (not inside functions)."""
-    tree = ast.parse(open(path, encoding="utf-8").read())
-    found = set()
-    for node in tree.body:
-        if isinstance(node, ast.ImportFrom) and node.level == 1:
-            found.add((node.module or "").split(".")[0] or node.names[0].name)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            module = node.module if isinstance(node, ast.ImportFrom) else node.names[0].name
-            if module and module.startswith("DLStudio."):
-                found.add(module.split(".")[1])
+def room_of(path):
+    """The room a file under DLStudio/ belongs to: its module, or its top package."""
+    rel = os.path.relpath(path, PACKAGE).split(os.sep)
+    return rel[0] if len(rel) > 1 else rel[0][:-3]
+
+
+def imports(source, path):
+    """Every import of a file, wherever it stands (top level, functions, classes): the set of
+    DLStudio rooms it reaches, and the set of other top-level modules it names."""
+    package = os.path.relpath(os.path.dirname(path), ROOT).split(os.sep)   # ["DLStudio", ...]
+    rooms, others = set(), set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = package[:len(package) - node.level + 1]
+            names = base + (node.module.split(".") if node.module else [])
+            targets = [names] if node.module else [names + [a.name] for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            targets = [node.module.split(".")]
+        elif isinstance(node, ast.Import):
+            targets = [a.name.split(".") for a in node.names]
+        elif (isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "import_module"
+              and node.args and isinstance(node.args[0], ast.JoinedStr)):
+            rooms.add("?dynamic")     # importlib.import_module(f"DLStudio.{...}"): anything
+            continue
+        else:
+            continue
+        for names in targets:
+            if names[0] == "DLStudio" and len(names) > 1:
+                rooms.add(names[1])
+            elif names[0] != "DLStudio":
+                others.add(names[0])
+    return rooms, others
+
+
+def package_files():
+    for folder, _, files in os.walk(PACKAGE):
+        for name in files:
+            if name.endswith(".py"):
+                yield os.path.join(folder, name)
+
+
+def upward_imports(files):
+    """(file, room it imports, that room's floor) for each import that goes up a floor."""
+    found = []
+    for path, source in files:
+        room = room_of(path)
+        if room == "__init__":
+            continue
+        reached, _ = imports(source, path)
+        for other in reached - {room}:
+            top_may = other == "?dynamic" and FLOOR[room] == max(FLOORS)   # the dispatcher
+            if FLOOR.get(other, 99) > FLOOR[room] and not top_may:
+                found.append((os.path.relpath(path, ROOT), other, FLOOR.get(other)))
     return found
 
 
-def test_the_model_file_reads_in_one_sitting():
-    source = open(MODEL, encoding="utf-8").read()
-    # 900 lines held the translation models and visTransformer; the GPT adds its container
-    # (built of their classes: no attention code of its own) and its delegates.
-    assert len(source.splitlines()) <= 1075
+def read(path):
+    return open(path, encoding="utf-8").read()
+
+
+def test_every_module_has_a_floor():
+    rooms = {room_of(p) for p in package_files()} - {"__init__"}
+    assert rooms - set(FLOOR) == set(), "give each new module its floor in FLOORS"
+
+
+def test_no_module_imports_a_floor_above_its_own_counting_imports_inside_functions():
+    assert upward_imports((p, read(p)) for p in package_files()) == []
+
+
+def test_the_layout_check_sees_an_import_hidden_inside_a_function():
+    source = read(ARCHITECTURE) + "\n\ndef later():\n    from .training import Trainer\n"
+    assert upward_imports([(ARCHITECTURE, source)]) == [
+        ("DLStudio/architecture.py", "training", 3)]
+    trainer = os.path.join(PACKAGE, "training.py")
+    source = read(trainer) + "\n\nclass X:\n    def f(self):\n        import DLStudio.cli\n"
+    assert ("DLStudio/training.py", "cli", 5) in upward_imports([(trainer, source)])
+
+
+def test_the_rooms_import_one_another_without_a_cycle():
+    graph = {}
+    for path in package_files():
+        room = room_of(path)
+        graph.setdefault(room, set()).update(imports(read(path), path)[0] - {room})
+
+    def reaches(start, target, seen=()):
+        return any(n == target or (n not in seen and reaches(n, target, seen + (n,)))
+                   for n in graph.get(start, ()))
+    assert [room for room in graph if room != "__init__" and reaches(room, room)] == []
+
+
+def test_the_architecture_reads_in_one_sitting_and_needs_only_torch():
+    source = read(ARCHITECTURE)
+    assert len(source.splitlines()) <= 750
+    rooms, others = imports(source, ARCHITECTURE)
+    assert rooms <= ARCHITECTURE_HELPERS
+    assert {m for m in others if m not in sys.stdlib_module_names} == {"torch"}
+    for helper in ARCHITECTURE_HELPERS:      # and the helpers need only torch too
+        path = os.path.join(PACKAGE, f"{helper}.py")
+        helper_rooms, helper_others = imports(read(path), path)
+        assert helper_rooms <= ARCHITECTURE_HELPERS, helper
+        assert {m for m in helper_others if m not in sys.stdlib_module_names} <= {"torch"}
     long_functions = [f"{n.name} ({n.end_lineno - n.lineno + 1} lines)"
                       for n in ast.walk(ast.parse(source))
                       if isinstance(n, ast.FunctionDef) and n.end_lineno - n.lineno + 1 > 40]
     assert long_functions == []
 
 
-def test_importing_the_model_loads_nothing_but_torch_and_its_small_helpers():
-    code = ("import sys, DLStudio.Transformers; print(' '.join(sorted(m for m in sys.modules "
-            "if m.startswith('DLStudio'))))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env=dict(os.environ, PYTHONPATH=ROOT), timeout=120)
-    loaded = set(out.stdout.split()) - {"DLStudio", "DLStudio.DLStudio",
-                                         "DLStudio.install_check"}
-    assert loaded == {"DLStudio.Transformers", "DLStudio.kv_cache", "DLStudio.overrides",
-                      "DLStudio.distributed",
-                      "DLStudio.schedule", "DLStudio.tokens"}, out.stderr
+def test_the_architecture_reads_no_file_and_makes_no_optimiser_or_vocabulary():
+    called = {getattr(n.func, "attr", getattr(n.func, "id", None))
+              for n in ast.walk(ast.parse(read(ARCHITECTURE))) if isinstance(n, ast.Call)}
+    assert called & {"open", "load", "save", "Adam", "AdamW", "SGD", "adam", "Vocabulary",
+                     "build_vocabulary", "load_corpus", "read_corpus", "backward"} == set()
 
 
-def test_the_import_graph_has_no_cycle_and_the_trainer_sits_above_the_model():
-    folder = os.path.join(ROOT, "DLStudio")
-    graph = {name[:-3]: package_imports(os.path.join(folder, name))
-             for name in os.listdir(folder) if name.endswith(".py")}
-    assert "Transformers" not in set().union(*(graph[m] for m in (
-        "training", "evaluation", "checkpoints", "vocabulary", "tokens", "kv_cache",
-        "overrides", "schedule", "generation")))
-    for lower in ("training", "evaluation", "checkpoints", "vocabulary", "datasets",
-                  "experiments", "cli", "generation"):
-        assert lower not in graph["Transformers"]
-
-    def reaches(start, target, seen=()):
-        return any(n == target or (n not in seen and reaches(n, target, seen + (n,)))
-                   for n in graph.get(start, ()))
-    assert [m for m in graph if reaches(m, m)] == []
+def test_the_nested_classes_are_in_the_lecture_s_order():
+    source = read(ARCHITECTURE)
+    order = ["EmbeddingsGenerator", "AttentionHead", "SelfAttention", "FeedForward",
+             "BasicEncoder", "MasterEncoder", "CrossAttentionHead", "CrossAttention",
+             "BasicDecoderWithMasking", "MasterDecoderWithMasking", "EncoderDecoder",
+             "GPTParts", "PatchEmbeddingGenerator"]
+    where = [source.index(f"class {name}(") for name in order]
+    assert where == sorted(where)

@@ -8,6 +8,7 @@ import torch
 import torch.nn as nn
 
 from DLStudio import DLStudio, TransformerFG, TransformerPreLN
+from DLStudio.architecture import EncoderDecoderParts, GPTParts, VisionParts
 from DLStudio.datasets import generate_corpus
 from DLStudio.evaluation import beam_search, greedy_decode
 from DLStudio.tokens import causal_mask, padding_mask
@@ -22,6 +23,12 @@ def make(cls, M=32, H=4, layers=2, corpus=None, **kw):
     enc = cls.MasterEncoder(dls, x, num_basic_encoders=layers, num_atten_heads=H)
     dec = cls.MasterDecoderWithMasking(dls, x, num_basic_decoders=layers, num_atten_heads=H)
     return dls, x, enc, dec
+
+
+def parts(cls, M=32, V=50):
+    """The translation model's parts from sizes alone (no data, no DLStudio): cls's layout."""
+    return EncoderDecoderParts(vocab_en_size=V, vocab_es_size=V, max_seq_length=12,
+                               embedding_size=M, norm_first=cls.norm_first)
 
 
 def randomize(module):
@@ -55,8 +62,8 @@ def copy_common(ours, theirs, norms):
 @pytest.mark.parametrize("cls", VARIANTS)
 def test_encoder_layer_matches_pytorch(cls):
     torch.manual_seed(0)
-    dls, x, _, _ = make(cls)
-    ours = x.BasicEncoder(dls, x, 4)
+    x = parts(cls)
+    ours = x.BasicEncoder(None, x, 4)
     randomize(ours)
     ref = nn.TransformerEncoderLayer(32, 4, dim_feedforward=64, dropout=0.0, batch_first=True,
                                      norm_first=cls.norm_first)
@@ -75,8 +82,8 @@ def test_encoder_layer_matches_pytorch(cls):
 @pytest.mark.parametrize("cls", VARIANTS)
 def test_decoder_layer_matches_pytorch(cls):
     torch.manual_seed(1)
-    dls, x, _, _ = make(cls)
-    ours = x.BasicDecoderWithMasking(dls, x, 4)
+    x = parts(cls)
+    ours = x.BasicDecoderWithMasking(None, x, 4)
     randomize(ours)
     ref = nn.TransformerDecoderLayer(32, 4, dim_feedforward=64, dropout=0.0, batch_first=True,
                                      norm_first=cls.norm_first)
@@ -95,8 +102,8 @@ def test_decoder_layer_matches_pytorch(cls):
 @pytest.mark.parametrize("cls", VARIANTS)
 def test_batched_heads_equal_each_head_on_its_slice(cls):
     torch.manual_seed(2)
-    dls, x, _, _ = make(cls)
-    for attention in (x.SelfAttention(dls, x, 4), x.CrossAttention(dls, x, 4)):
+    x = parts(cls)
+    for attention in (x.SelfAttention(None, x, 4), x.CrossAttention(None, x, 4)):
         q, kv = torch.randn(3, 5, 32), torch.randn(3, 7, 32)
         if isinstance(attention, x.CrossAttention):
             mask = padding_mask(torch.tensor([[0, 4, 1, 1, 1, 1, 1]] * 3))[:, None, None, :]
@@ -111,16 +118,51 @@ def test_batched_heads_equal_each_head_on_its_slice(cls):
 @pytest.mark.parametrize("cls", VARIANTS)
 def test_causal_mask_future_words_do_not_move_earlier_outputs(cls):
     torch.manual_seed(3)
-    dls, x, enc, dec = make(cls)
-    model = x.EncoderDecoder(x, enc, dec).eval()
-    src = torch.randint(2, x.vocab_en_size, (2, 8))
-    tgt = torch.randint(2, x.vocab_es_size, (2, 9))
+    x = parts(cls)
+    model = x.encoder_decoder(num_basic_encoders=2, num_basic_decoders=2).eval()
+    src = torch.randint(2, 50, (2, 8))
+    tgt = torch.randint(2, 50, (2, 9))
     t = 4
     changed = tgt.clone()
-    changed[:, t + 1:] = torch.randint(2, x.vocab_es_size, (2, 9 - t - 1))
+    changed[:, t + 1:] = torch.randint(2, 50, (2, 9 - t - 1))
     a, b = model(src, tgt), model(src, changed)
     assert torch.allclose(a[:, :t + 1], b[:, :t + 1], atol=1e-6)
     assert not torch.allclose(a[:, t + 1:], b[:, t + 1:])
+
+
+@pytest.mark.parametrize("cls", VARIANTS)
+def test_a_container_is_the_parts_built_from_its_sizes_plus_data(cls):
+    corpus = generate_corpus(300, seed=3)
+    dls, x, enc, dec = make(cls, corpus=corpus)           # DLStudio(seed=0) seeds torch
+    from_data = x.model_of(enc, dec).eval()
+    torch.manual_seed(0)
+    sizes = EncoderDecoderParts(vocab_en_size=x.vocab_en_size, vocab_es_size=x.vocab_es_size,
+                                max_seq_length=x.max_seq_length, embedding_size=32,
+                                norm_first=cls.norm_first)
+    from_sizes = sizes.encoder_decoder(num_basic_encoders=2, num_basic_decoders=2).eval()
+    theirs = from_sizes.state_dict()
+    assert {k: v.equal(theirs[k]) for k, v in from_data.state_dict().items()} == \
+        {k: True for k in theirs}
+    src, tgt = x.vocab.encode(["she is tired"], "en"), x.vocab.encode(["ella"], "es")
+    assert torch.equal(from_data(src, tgt), from_sizes(src, tgt))
+
+
+def test_a_gpt_and_a_vision_transformer_are_built_and_run_from_sizes_alone():
+    torch.manual_seed(6)
+    gpt = GPTParts(vocab_size=30, max_seq_length=12, embedding_size=32, num_basic_decoders=2,
+                   num_atten_heads=4).eval()
+    ids = torch.randint(2, 30, (2, 7))
+    changed = ids.clone()
+    changed[:, 5:] = torch.randint(2, 30, (2, 2))
+    a, b = gpt(ids), gpt(changed)
+    assert a.shape == (2, 7, 30) and torch.allclose(a[:, :5], b[:, :5], atol=1e-6)
+    assert not torch.allclose(a[:, 5:], b[:, 5:])                          # it is causal
+    vit = VisionParts(num_classes=3, patch_size=(4, 4), image_size=(8, 12), in_channels=1,
+                      embedding_size=16, num_basic_encoders=1, num_atten_heads=2)
+    assert vit.max_seq_length == 1 + 2 * 3
+    assert vit(torch.rand(5, 1, 8, 12)).shape == (5, 3)
+    with pytest.raises(ValueError, match="does not divide"):
+        VisionParts(num_classes=3, patch_size=(5, 5), image_size=(8, 8), embedding_size=16)
 
 
 def test_without_masking_the_decoder_sees_the_future_and_warns():
@@ -277,7 +319,8 @@ def test_incremental_decoding_equals_rerunning_the_prefix(cls):
     dls, x, enc, dec = make(cls)
     randomize(dec)
     model = x.EncoderDecoder(x, enc, dec).eval()
-    assert model.own_code_in_decoder() == []
+    with model.decoding() as caches:                  # our classes: every attention caches
+        assert len(caches) == 2 * len(dec.basic_decoder_arr)
     src = x.sentence_with_words_to_ints([en for en, _ in x.held_out_corpus[:8]], "en")
     memory, cross_mask = model.encode(src)
     ys = torch.randint(2, x.vocab_es_size, (8, 6))
@@ -292,13 +335,15 @@ def test_incremental_decoding_equals_rerunning_the_prefix(cls):
                for d in dec.basic_decoder_arr for a in (d.self_attention, d.cross_attention))
     cached = greedy_decode(model, src, 10)
     beam = beam_search(model, src, 10, beam_width=3)
-    original = x.EncoderDecoder.own_code_in_decoder
+    import DLStudio.architecture as architecture
+    from DLStudio.kv_cache import attached
+    original = architecture.attached_to_decoder
     try:
-        x.EncoderDecoder.own_code_in_decoder = lambda self: [type(self.decoder)]  # no cache
+        architecture.attached_to_decoder = lambda *args: attached([])          # no cache
         assert torch.equal(greedy_decode(model, src, 10), cached)
         assert torch.equal(beam_search(model, src, 10, beam_width=3), beam)
     finally:
-        x.EncoderDecoder.own_code_in_decoder = original
+        architecture.attached_to_decoder = original
 
 
 # --- the other designs, as switches ------------------------------------------------------

@@ -1,0 +1,750 @@
+"""The Transformer's architecture, every part in the lecture's order: the file to read first.
+
+Each part is a nested class of a *parts* class and builds the others through the object it is
+given (``xformer.AttentionHead(...)``): a subclass that overrides one nested class changes it
+everywhere. Here models are built from their sizes alone; DLStudio's containers
+(DLStudio.Transformers) are these classes plus data, training and checkpoints.
+
+    TransformerParts     the encoder side: embeddings, attention, feed-forward, encoder layers
+    EncoderDecoderParts  + cross-attention, the decoder and the whole translation model
+                         (Vaswani et al. 2017, Fig. 1)
+    GPTParts             a decoder-only language model of the same classes (Radford et al. 2018)
+    VisionParts          an image read as a sentence of patches (Dosovitskiy et al. 2020)
+
+        token ids ──> EmbeddingsGenerator ──> MasterEncoder (N x BasicEncoder) ──┐
+        (English)     word + position code     SelfAttention, FeedForward        │ memory
+                                                                                  v
+        token ids ──> EmbeddingsGenerator ──> MasterDecoderWithMasking (N x BasicDecoderWithMasking)
+        (Spanish)                              masked SelfAttention, CrossAttention, FeedForward
+                                               ──> output layer ──> logits over Spanish words
+
+    >>> model = EncoderDecoderParts(vocab_en_size=100, vocab_es_size=120, max_seq_length=10,
+    ...     embedding_size=64).encoder_decoder(num_basic_encoders=2, num_basic_decoders=2)
+
+Post-LN (FG) and pre-LN differ only in ``norm_first`` (see `residual`). Each ``forward``'s
+docstring is its contract (checked when a model is built: DLStudio.overrides).
+
+Shapes (one alphabet for the whole package):
+    B       batch size                  T_src, T_tgt  source / target sequence lengths
+    M       embedding_size              H             num_atten_heads
+    s_qkv   qkv_size = M // H           F             feed-forward hidden size (2 M)
+    V_en    English vocabulary size     V_es          Spanish vocabulary size
+Masks are boolean, True where attention is NOT allowed, broadcast to (B, H, T_q, T_k).
+
+Deliberate departures from the paper (and from DLStudio 2.5.8):
+    - Heads work on slices of the embedding (s_qkv = M // H each), concatenated with no
+      output projection W^O (the lecture's design); W_Q, W_K, W_V act on each word
+      separately (s_qkv x s_qkv), not on the flattened sentence as in DLStudio.
+    - The feed-forward network has F = 2 M (DLStudio's factor; the paper's is 4 M).
+    - Positional encoding uses the paper's base 10000 (the lecture's code uses 100).
+    - Word embeddings are scaled by sqrt(M) (paper, 3.4) and initialised with standard
+      deviation M^-0.5, so that words and positions start at the same scale.
+    - No dropout by default (the lecture has none); ``dropout=`` turns it on.
+"""
+
+import math
+import warnings
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .kv_cache import NO_CACHE, attached_to_decoder
+from .overrides import check_forwards, runs_base, say_once
+from .recorder import record_attention
+from .tokens import causal_mask, padding_mask
+
+__all__ = ["TransformerParts", "EncoderDecoderParts", "GPTParts", "VisionParts",
+           "scaled_dot_product", "residual"]
+
+
+def scaled_dot_product(Q, K, V, mask=None):
+    """Attention(Q, K, V) = softmax(Q K^T / sqrt(s_qkv)) V   (Vaswani et al. 2017, eq. 1).
+
+    Shape: Q (..., T_q, s_qkv), K and V (..., T_k, s_qkv), mask broadcastable to
+        (..., T_q, T_k), True where a query may not look
+        -> output (..., T_q, s_qkv), weights (..., T_q, T_k) (each row sums to 1)
+    """
+    scores = Q @ K.transpose(-2, -1) / math.sqrt(Q.size(-1))          # (..., T_q, T_k)
+    if mask is not None:
+        scores = scores.masked_fill(mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)                            # (..., T_q, T_k)
+    return weights @ V, weights                                        # (..., T_q, s_qkv)
+
+
+def residual(x, norm, sublayer, norm_first):
+    """One sublayer with its residual connection and LayerNorm: the only place where FG and
+    PreLN differ.
+
+        post-LN (FG):   LayerNorm(x + Sublayer(x))       Vaswani et al. 2017, sec. 3.1
+        pre-LN (PreLN): x + Sublayer(LayerNorm(x))       Xiong et al. 2020, Fig. 1(b)
+    """
+    if norm_first:
+        return x + sublayer(norm(x))
+    return norm(x + sublayer(x))
+
+
+class TransformerParts:
+    """A model's sizes and the encoder side's classes, which every model shares. Each part
+    reads its sizes from the object it is given (``xformer``: this one, or a container).
+
+    Args (keyword-only): embedding_size (M, even), max_seq_length (tokens per sentence,
+        SOS and EOS included), vocab_sizes ({"en": V_en, "es": V_es}), norm_first (False:
+        post-LN, True: pre-LN; None keeps the class's); other designs than the lecture's, as
+        switches: dropout (Vaswani 5.4), full_width_heads (heads read all of M, then W^O:
+        3.2.2), learned_positions, tie_embeddings (output layer = target word vectors).
+    """
+
+    norm_first = False    # where LayerNorm sits: see `residual`
+
+    def __init__(self, *, embedding_size, max_seq_length, vocab_sizes=None, norm_first=None,
+                 dropout=0.0, full_width_heads=False, learned_positions=False,
+                 tie_embeddings=False):
+        if embedding_size % 2:
+            raise ValueError(f"embedding_size must be even (sin/cos pairs), got {embedding_size}")
+        self.embedding_size = embedding_size
+        self.max_seq_length = max_seq_length
+        self.vocab_sizes = dict(vocab_sizes or {})
+        if norm_first is not None:
+            self.norm_first = norm_first
+        self.dropout = dropout
+        self.full_width_heads = full_width_heads
+        self.learned_positions = learned_positions
+        self.tie_embeddings = tie_embeddings
+
+    def num_tokens(self, lang):
+        """The size of the vocabulary of ``lang``: its embeddings and output layer."""
+        if lang not in self.vocab_sizes:
+            raise ValueError(f"lang must be one of {sorted(self.vocab_sizes)}, got {lang!r}")
+        return self.vocab_sizes[lang]
+
+    class EmbeddingsGenerator(nn.Module):
+        """Word embeddings plus the sinusoidal position code (Vaswani et al. 2017, sec. 3.5).
+
+        Args: xformer (vocabulary sizes, max_seq_length), lang ("en" | "es"), embedding_size.
+        Shape: ids (B, T) -> (B, T, M); position t may depend on ids[:, :t + 1] only.
+        """
+
+        positional_base = 10000.0
+
+        def __init__(self, xformer, lang, embedding_size):
+            super().__init__()
+            vocab_size = xformer.num_tokens(lang)
+            self.lang, self.embedding_size = lang, embedding_size
+            self.embedding = nn.Embedding(vocab_size, embedding_size)
+            # std M^-0.5: after the sqrt(M) scaling, words are of the position code's size.
+            nn.init.normal_(self.embedding.weight, std=embedding_size ** -0.5)
+            self.register_buffer("positional_encoding", self.sinusoids(
+                xformer.max_seq_length, embedding_size, self.positional_base), persistent=False)
+            self.learned_positions = None     # or a trained vector per position (BERT, GPT)
+            if xformer.learned_positions:
+                self.learned_positions = nn.Parameter(
+                    torch.randn(xformer.max_seq_length, embedding_size) * 0.02)
+            self.dropout = nn.Dropout(xformer.dropout)
+
+        @staticmethod
+        def sinusoids(num_positions, embedding_size, base):
+            """PE[pos, 2i] = sin(pos / base^(2i/M)), PE[pos, 2i+1] = cos(...). Shape: (T, M)"""
+            pos = torch.arange(num_positions, dtype=torch.float32).unsqueeze(1)   # (T, 1)
+            two_i = torch.arange(0, embedding_size, 2, dtype=torch.float32)       # (M/2,)
+            angle = pos / base ** (two_i / embedding_size)                        # (T, M/2)
+            pe = torch.zeros(num_positions, embedding_size)
+            pe[:, 0::2], pe[:, 1::2] = torch.sin(angle), torch.cos(angle)
+            return pe                                                             # (T, M)
+
+        def forward(self, ids):
+            T = ids.size(1)
+            x = self.embedding(ids) * math.sqrt(self.embedding_size)             # (B, T, M)
+            positions = (self.positional_encoding if self.learned_positions is None
+                         else self.learned_positions)
+            return self.dropout(x + positions[:T])                                # (B, T, M)
+
+    class AttentionHead(nn.Module):
+        """One attention head with its own W_Q, W_K, W_V, applied to each word of its slice.
+
+        Args:
+            dl_studio, max_seq_length, num_atten_heads: accepted as in DLStudio.
+            qkv_size: s_qkv.  input_size (ours, optional): M with ``full_width_heads``.
+        Shape (the contract of ``forward``, for a student's head too):
+            x (B, T_q, s_qkv), mask broadcastable to (B, T_q, T_k), memory (B, T_k, s_qkv) or
+            None -> (B, T_q, s_qkv): queries from x, keys and values from memory
+            (cross-attention) or x. A head's own forward shows its attention maps by
+            handing its weights (B, T_q, T_k) to ``self.keep_weights``.
+        """
+
+        record_attention = False
+
+        def __init__(self, dl_studio, max_seq_length, qkv_size, num_atten_heads,
+                     input_size=None):
+            super().__init__()
+            self.qkv_size = qkv_size
+            input_size = input_size or qkv_size
+            self.WQ = nn.Linear(input_size, qkv_size)
+            self.WK = nn.Linear(input_size, qkv_size)
+            self.WV = nn.Linear(input_size, qkv_size)
+
+        def forward(self, x, mask=None, memory=None):
+            kv = x if memory is None else memory
+            out, weights = scaled_dot_product(self.WQ(x), self.WK(kv), self.WV(kv), mask)
+            self.keep_weights(weights)
+            return out                                                     # (B, T_q, s_qkv)
+
+        def keep_weights(self, weights):
+            """Keep (B, T_q, T_k) weights for attention maps, only while they are recorded."""
+            self.attention_weights = weights.detach() if self.record_attention else None
+
+    class SelfAttention(nn.Module):
+        """H heads, each on its own slice of the embedding; outputs concatenated. With
+        ``full_width_heads`` each head reads all of M and W^O (M x M) projects the
+        concatenation: multi-head attention as in Vaswani et al. 2017, sec. 3.2.2.
+
+        Args: dls, xformer, num_atten_heads (H).
+        Shape: x (B, T, M), mask broadcastable to (B, H, T, T) -> (B, T, M)
+        Attributes:
+            batched: one batched product (the standard head), or head by head (a student's).
+            record_attention: keep ``attention_weights`` (B, H, T_q, T_k) of the last pass.
+            kv_cache: `NO_CACHE`, or a KeyValueCache while decoding word by word.
+        """
+
+        kv_cache = NO_CACHE
+        fused = True       # F.scaled_dot_product_attention in the batched path (measured)
+
+        def __init__(self, dls, xformer, num_atten_heads):
+            super().__init__()
+            M = xformer.embedding_size
+            if M % num_atten_heads:
+                raise ValueError(f"embedding_size {M} is not divisible by "
+                                 f"num_atten_heads {num_atten_heads}")
+            self.num_atten_heads, self.qkv_size = num_atten_heads, M // num_atten_heads
+            self.full_width = xformer.full_width_heads
+            head_class = self.head_class(xformer)
+            size = {"input_size": M} if self.full_width else {}   # DLStudio's heads take none
+            self.heads = nn.ModuleList([
+                head_class(dls, xformer.max_seq_length, self.qkv_size, num_atten_heads, **size)
+                for _ in range(num_atten_heads)])
+            self.W_O = nn.Linear(M, M) if self.full_width else nn.Identity()
+            self.batched = self.can_batch()
+            self.record_attention, self.attention_weights = False, None
+
+        @staticmethod
+        def head_class(xformer):
+            return xformer.AttentionHead
+
+        def forward(self, x, mask=None):
+            return self.attend(x, x, mask)                                 # (B, T, M)
+
+        def attend(self, x_q, x_kv, mask):
+            out = self.all_heads(x_q, x_kv, mask) if self.batched else \
+                self.per_head(x_q, x_kv, mask)                             # (B, T_q, M)
+            return self.W_O(out)
+
+        def per_head(self, x_q, x_kv, mask):
+            """The definition: head i reads slice i of every word (all of it with
+            ``full_width``); the heads' outputs are concatenated (before W^O)."""
+            s = self.qkv_size
+            if mask is not None and mask.dim() == 4:
+                mask = mask[:, 0]                                          # (B, T_q | 1, T_k)
+
+            def part(x, i):
+                return x if self.full_width else x[..., i * s:(i + 1) * s]  # (B, T, s_qkv)
+
+            outs = [self.call_head(h, part(x_q, i), part(x_kv, i), mask)
+                    for i, h in enumerate(self.heads)]
+            if self.record_attention:
+                kept = [getattr(h, "attention_weights", None) for h in self.heads]
+                self.attention_weights = None if None in kept else torch.stack(kept, dim=1)
+            return torch.cat(outs, dim=-1)                                 # (B, T_q, M)
+
+        def call_head(self, head, x_q, x_kv, mask):
+            return head(x_q, mask=mask)
+
+        # -- The same arithmetic for all heads at once: what runs for the standard head. --
+        def all_heads(self, x_q, x_kv, mask):
+            """What `per_head` computes, without a loop over heads: head i's W_Q, W_K, W_V are
+            the i-th of H stacked matrices, and one batched product (torch.baddbmm) applies
+            each to its slice of every word (a test checks equality). Line (A): PyTorch's fused
+            `scaled_dot_product`, but for bf16 on a CPU, where it measured slower (benchmarks/
+            bench_attention.py); attention maps use the readable one, which returns weights."""
+            B, T_q, M = x_q.shape
+            Q, K, V = self.queries_keys_values(x_q, x_kv)                  # (B, H, T, s_qkv)
+            cpu_bf16 = Q.dtype == torch.bfloat16 and Q.device.type == "cpu"
+            if self.fused and not self.record_attention and not cpu_bf16:       ## (A)
+                out = F.scaled_dot_product_attention(
+                    Q, K, V, attn_mask=None if mask is None else ~mask)    # (B, H, T_q, s_qkv)
+            else:
+                out, weights = scaled_dot_product(Q, K, V, mask)           # (B, H, T_q, s_qkv)
+                if self.record_attention:
+                    self.attention_weights = weights.detach()              # (B, H, T_q, T_k)
+            return out.transpose(1, 2).reshape(B, T_q, M)                  # (B, T_q, M)
+
+        def queries_keys_values(self, x_q, x_kv):
+            Q, K, V = self.project(x_q, ("WQ", "WK", "WV"))
+            return (Q, *self.kv_cache.extend(K, V))        # earlier words' K, V, then these
+
+        def project(self, x, names):
+            """Every head's W_<name> for each name, applied to its slice of every word.
+
+            Shape: x (B, T, M) -> one (B, H, T, s_qkv) per name
+            """
+            B, T, M = x.shape
+            H, s = self.num_atten_heads, self.qkv_size
+            b, W = self.kv_cache.weights(names, self.stacked)        # (H, 1, k s), (H, ., k s)
+            if self.full_width:      # every head reads all of x: one (M, H k s) product
+                out = torch.addmm(b.reshape(1, -1), x.reshape(B * T, M),
+                                  W.transpose(1, 2).reshape(-1, M).t())     # (B T, H k s)
+                return list(out.view(B, T, H, -1).transpose(1, 2)            # (B, H, T, k s)
+                            .chunk(len(names), dim=-1))                     # (B, H, T, s_qkv)
+            x = x.reshape(B * T, H, s).transpose(0, 1)                      # (H, B T, s_qkv)
+            out = torch.baddbmm(b, x, W)                                    # (H, B T, k s)
+            return [t.view(H, B, T, s).transpose(0, 1)                      # (B, H, T, s_qkv)
+                    for t in out.chunk(len(names), dim=-1)]
+
+        def stacked(self, names):
+            """The heads' weights and biases side by side (one cat): (H, 1, k s), (H, s_in, k s)."""
+            H, layers = self.num_atten_heads, [getattr(h, n) for h in self.heads for n in names]
+            W = torch.cat([layer.weight for layer in layers])             # (H k s, s_in)
+            b = torch.cat([layer.bias for layer in layers])               # (H k s)
+            return b.view(H, 1, -1), W.view(H, -1, W.size(-1)).transpose(1, 2)
+
+        def can_batch(self):
+            """The batched product reproduces the standard head only: a student's head (its
+            own forward, or W_Q, W_K, W_V other than Linear with bias) runs head by head."""
+            for head in self.heads:
+                standard = runs_base(head, TransformerParts.AttentionHead, "forward") and all(
+                    isinstance(getattr(head, n, None), nn.Linear)
+                    and getattr(head, n).bias is not None for n in ("WQ", "WK", "WV"))
+                if not standard:
+                    say_once(f"{type(head).__qualname__} is not the standard head: its heads "
+                             "run one by one (its own code runs; the batched product does not)")
+                    return False
+            return True
+
+    class FeedForward(nn.Module):
+        """Position-wise feed-forward network: W2 ReLU(W1 x)  (Vaswani et al. 2017, eq. 2).
+
+        Args: dls, xformer (for M).
+        Shape: (B, T, M) -> (B, T, M), each position on its own (decoding one word at a time
+            relies on that), with a hidden width F = 2 M.
+        """
+
+        expansion = 2
+
+        def __init__(self, dls, xformer):
+            super().__init__()
+            M = xformer.embedding_size
+            self.W1 = nn.Linear(M, self.expansion * M)
+            self.W2 = nn.Linear(self.expansion * M, M)
+
+        def forward(self, x):
+            return self.W2(torch.relu(self.W1(x)))
+
+    class BasicEncoder(nn.Module):
+        """One encoder layer: self-attention, then the feed-forward network, each inside
+        `residual` (post-LN for FG, pre-LN for PreLN).
+
+        Args: dls, xformer, num_atten_heads (H).
+        Shape: x (B, T_src, M), mask (B, 1, 1, T_src) -> (B, T_src, M)
+        """
+
+        def __init__(self, dls, xformer, num_atten_heads):
+            super().__init__()
+            M = xformer.embedding_size
+            self.norm_first = xformer.norm_first
+            self.self_attention = xformer.SelfAttention(dls, xformer, num_atten_heads)
+            self.feed_forward = xformer.FeedForward(dls, xformer)
+            self.norm1, self.norm2 = nn.LayerNorm(M), nn.LayerNorm(M)
+            self.dropout = nn.Dropout(xformer.dropout)
+
+        def forward(self, x, mask=None):
+            x = residual(x, self.norm1, lambda y: self.dropout(self.self_attention(y, mask)),
+                         self.norm_first)                                  # (B, T_src, M)
+            return residual(x, self.norm2, lambda y: self.dropout(self.feed_forward(y)),
+                            self.norm_first)                               # (B, T_src, M)
+
+    class MasterEncoder(nn.Module):
+        """A stack of ``num_basic_encoders`` BasicEncoders (with a final LayerNorm for PreLN,
+        Xiong et al. 2020).
+
+        Args: dls, xformer, num_basic_encoders (N), num_atten_heads (H).
+        Shape: x (B, T_src, M) embedded English, mask (B, 1, 1, T_src) -> (B, T_src, M)
+        """
+
+        def __init__(self, dls, xformer, num_basic_encoders=4, num_atten_heads=4):
+            super().__init__()
+            self.num_basic_encoders, self.num_atten_heads = num_basic_encoders, num_atten_heads
+            self.basic_encoder_arr = nn.ModuleList([
+                xformer.BasicEncoder(dls, xformer, num_atten_heads)
+                for _ in range(num_basic_encoders)])
+            M = xformer.embedding_size
+            self.final_norm = nn.LayerNorm(M) if xformer.norm_first else nn.Identity()
+
+        def config(self):
+            return {"num_basic_encoders": self.num_basic_encoders,
+                    "num_atten_heads": self.num_atten_heads}
+
+        def forward(self, x, mask=None):
+            for encoder in self.basic_encoder_arr:
+                x = encoder(x, mask)                                       # (B, T_src, M)
+            return self.final_norm(x)
+
+
+class EncoderDecoderParts(TransformerParts):
+    """The translation model's classes, the encoder side's and the decoder's, built from sizes
+    (vocab_en_size, vocab_es_size, those of `TransformerParts`) with both embedding generators;
+    `encoder_decoder` builds the whole model."""
+
+    def __init__(self, *, vocab_en_size, vocab_es_size, **sizes):
+        super().__init__(vocab_sizes={"en": vocab_en_size, "es": vocab_es_size}, **sizes)
+        check_forwards(self, ["EmbeddingsGenerator", "AttentionHead", "SelfAttention",
+                              "CrossAttention", "FeedForward", "BasicEncoder", "MasterEncoder",
+                              "BasicDecoderWithMasking", "MasterDecoderWithMasking"],
+                       {"CrossAttentionHead": self.CrossAttention.head_class(self)})
+        self.embeddings_generator_en = self.EmbeddingsGenerator(self, "en", self.embedding_size)
+        self.embeddings_generator_es = self.EmbeddingsGenerator(self, "es", self.embedding_size)
+
+    def encoder_decoder(self, num_basic_encoders=4, num_basic_decoders=4, num_atten_heads=4,
+                        masking=True):
+        """The whole model (an `EncoderDecoder`) of N-layer stacks with H heads."""
+        encoder = self.MasterEncoder(None, self, num_basic_encoders, num_atten_heads)
+        decoder = self.MasterDecoderWithMasking(None, self, num_basic_decoders,
+                                                num_atten_heads, masking)
+        return self.EncoderDecoder(self, encoder, decoder)
+
+    class CrossAttentionHead(TransformerParts.AttentionHead):
+        """One head of cross-attention: the AttentionHead, keys and values from the encoder's
+        output (``memory``). When a subclass overrides AttentionHead alone, cross-attention
+        builds that head (one override changes every attention); override this class to
+        change cross-attention only. Shape: as AttentionHead, with T_q = T_tgt, T_k = T_src.
+        """
+
+    class CrossAttention(TransformerParts.SelfAttention):
+        """Cross-attention: queries from the decoder, keys and values from the memory.
+
+        Args: dls, xformer, num_atten_heads (H).
+        Shape: x (B, T_tgt, M), memory (B, T_src, M), mask broadcastable to
+            (B, H, T_tgt, T_src) -> (B, T_tgt, M)
+        """
+
+        @staticmethod
+        def head_class(xformer):
+            """An override of CrossAttentionHead wins; else an override of AttentionHead."""
+            cls = type(xformer)
+            if cls.CrossAttentionHead is EncoderDecoderParts.CrossAttentionHead and \
+                    cls.AttentionHead is not TransformerParts.AttentionHead:
+                return cls.AttentionHead
+            return cls.CrossAttentionHead
+
+        def forward(self, x, memory, mask=None):
+            return self.attend(x, memory, mask)                            # (B, T_tgt, M)
+
+        def call_head(self, head, x_q, x_kv, mask):
+            return head(x_q, mask=mask, memory=x_kv)
+
+        def queries_keys_values(self, x_q, x_kv):
+            Q, = self.project(x_q, ("WQ",))
+            return (Q, *self.kv_cache.once(lambda: self.project(x_kv, ("WK", "WV"))))
+
+    class BasicDecoderWithMasking(nn.Module):
+        """One decoder layer: masked self-attention, cross-attention to the memory, then the
+        feed-forward network, each inside `residual`.
+
+        Args: dls, xformer, num_atten_heads (H); masking: accepted as in DLStudio (the mask
+            is built once per batch by MasterDecoderWithMasking and passed in).
+        Shape: x (B, T_tgt, M), memory (B, T_src, M), self_mask (T_tgt, T_tgt),
+            cross_mask (B, 1, 1, T_src) -> (B, T_tgt, M)
+        """
+
+        def __init__(self, dls, xformer, num_atten_heads, masking=True):
+            super().__init__()
+            M = xformer.embedding_size
+            self.norm_first, self.masking = xformer.norm_first, masking
+            self.self_attention = xformer.SelfAttention(dls, xformer, num_atten_heads)
+            self.cross_attention = xformer.CrossAttention(dls, xformer, num_atten_heads)
+            self.feed_forward = xformer.FeedForward(dls, xformer)
+            self.norm1, self.norm2, self.norm3 = nn.LayerNorm(M), nn.LayerNorm(M), nn.LayerNorm(M)
+            self.dropout = nn.Dropout(xformer.dropout)
+
+        def forward(self, x, memory, self_mask=None, cross_mask=None):
+            x = residual(x, self.norm1,
+                         lambda y: self.dropout(self.self_attention(y, self_mask)),
+                         self.norm_first)                                  # (B, T_tgt, M)
+            x = residual(x, self.norm2,
+                         lambda y: self.dropout(self.cross_attention(y, memory, cross_mask)),
+                         self.norm_first)                                  # (B, T_tgt, M)
+            return residual(x, self.norm3, lambda y: self.dropout(self.feed_forward(y)),
+                            self.norm_first)                               # (B, T_tgt, M)
+
+    class MasterDecoderWithMasking(nn.Module):
+        """A stack of BasicDecoderWithMasking layers and the output layer over Spanish words.
+
+        Args: dls, xformer, num_basic_decoders (N), num_atten_heads (H), masking: True gives
+            the causal mask (position t sees target words 0..t only); False lets it see the
+            word it must predict: useful only to watch that go wrong.
+        Shape: x (B, T_tgt, M) embedded Spanish, memory (B, T_src, M), cross_mask
+            (B, 1, 1, T_src) -> logits (B, T_tgt, V_es), or (N, V_es) for the N positions
+            where ``keep`` (B, T_tgt) is True (training computes no logits for padding).
+        """
+
+        def __init__(self, dls, xformer, num_basic_decoders=4, num_atten_heads=4,
+                     masking=True):
+            super().__init__()
+            if not masking:
+                warnings.warn("masking=False: the decoder can now see the word it must "
+                              "predict, so training will look perfect and translation will "
+                              "fail. Use masking=True for a model that translates.",
+                              stacklevel=2)
+            self.num_basic_decoders, self.num_atten_heads = num_basic_decoders, num_atten_heads
+            self.masking = masking
+            self.basic_decoder_arr = nn.ModuleList([
+                xformer.BasicDecoderWithMasking(dls, xformer, num_atten_heads, masking)
+                for _ in range(num_basic_decoders)])
+            M = xformer.embedding_size
+            self.final_norm = nn.LayerNorm(M) if xformer.norm_first else nn.Identity()
+            self.out = nn.Linear(M, xformer.num_tokens("es"))
+
+        def config(self):
+            return {"num_basic_decoders": self.num_basic_decoders,
+                    "num_atten_heads": self.num_atten_heads, "masking": self.masking}
+
+        def forward(self, x, memory, cross_mask=None, keep=None):
+            # Decoding one word with a KeyValueCache: T = 1, and that word may see all.
+            self_mask = causal_mask(x.size(1), x.device) if self.masking else None
+            for decoder in self.basic_decoder_arr:
+                x = decoder(x, memory, self_mask, cross_mask)              # (B, T_tgt, M)
+            x = self.final_norm(x)
+            if keep is not None:
+                x = x[keep]                                                # (N, M)
+            return self.out(x)                                   # (B, T_tgt, V_es) | (N, V_es)
+
+    class EncoderDecoder(nn.Module):
+        """The whole model as one module: both embedding generators, the MasterEncoder and
+        the MasterDecoderWithMasking (so one optimiser sees every parameter).
+
+        Shape: src (B, T_src) English ids, tgt (B, T_tgt) Spanish ids (starting with SOS)
+            -> logits (B, T_tgt, V_es), or (N, V_es) with ``keep``
+        """
+
+        spec = {}        # the container's part of a checkpoint (DLStudio.Transformers)
+
+        def __init__(self, xformer, master_encoder, master_decoder):
+            super().__init__()
+            self.embeddings_generator_en = xformer.embeddings_generator_en
+            self.embeddings_generator_es = xformer.embeddings_generator_es
+            self.encoder, self.decoder = master_encoder, master_decoder
+            if xformer.tie_embeddings:   # the output layer reuses the Spanish word vectors
+                master_decoder.out.weight = self.embeddings_generator_es.embedding.weight
+
+        def forward(self, src, tgt, keep=None):
+            memory, cross_mask = self.encode(src)
+            return self.decode(tgt, memory, cross_mask, keep)
+
+        def encode(self, src):
+            cross_mask = padding_mask(src)[:, None, None, :]                  # (B, 1, 1, T_src)
+            memory = self.encoder(self.embeddings_generator_en(src), cross_mask)  # (B, T_src, M)
+            return memory, cross_mask
+
+        def decode(self, tgt, memory, cross_mask, keep=None):
+            return self.decoder(self.embeddings_generator_es(tgt), memory, cross_mask, keep)
+
+        def decode_newest(self, ys, memory, cross_mask):
+            """Inside `decoding`: logits for the word after ys (B, t), computing the newest
+            position only (the earlier ones are in the caches). Shape: -> (B, V_es)"""
+            x = self.embeddings_generator_es(ys)[:, -1:]                      # (B, 1, M)
+            return self.decoder(x, memory, cross_mask)[:, -1]                 # (B, V_es)
+
+        def decoding(self):
+            """``with model.decoding() as caches``: a KeyValueCache on each attention of the
+            decoder; [] (each step re-reads the prefix) where a student's class would not
+            read them or the decoder has no causal mask (`kv_cache.attached_to_decoder`)."""
+            base = EncoderDecoderParts
+            return attached_to_decoder(
+                self.decoder, base.MasterDecoderWithMasking, base.BasicDecoderWithMasking,
+                {"self_attention": base.SelfAttention, "cross_attention": base.CrossAttention},
+                "decoder")
+
+        def attention_maps(self, src, tgt):
+            """The attention weights of one teacher-forced pass (for plots).
+
+            Shape: src (B, T_src), tgt (B, T_tgt) -> dict with "encoder", "decoder_self"
+            and "cross": lists (one per layer) of (B, H, T_q, T_k) weights; each row sums
+            to 1 and masked positions are exactly 0.
+            """
+            layers = self.decoder.basic_decoder_arr
+            kinds = {"encoder": [e.self_attention for e in self.encoder.basic_encoder_arr],
+                     "decoder_self": [d.self_attention for d in layers],
+                     "cross": [d.cross_attention for d in layers]}
+            with torch.no_grad():
+                maps = iter(record_attention(sum(kinds.values(), []), lambda: self(src, tgt)))
+            return {kind: [next(maps) for _ in attentions] for kind, attentions in kinds.items()}
+
+        def parts(self):
+            """The parts whose weights a checkpoint keeps, by DLStudio's names."""
+            return {"embeddings_generator_en": self.embeddings_generator_en,
+                    "embeddings_generator_es": self.embeddings_generator_es,
+                    "encoder": self.encoder, "decoder": self.decoder}
+
+        def description(self):
+            """The stacks' sizes, and (``spec``) what its container adds to a checkpoint."""
+            return dict(self.spec, encoder_config=self.encoder.config(),
+                        decoder_config=self.decoder.config())
+
+
+
+class GPTParts(TransformerParts, nn.Module):
+    """A decoder-only language model (GPT: Radford et al. 2018): it predicts each next token
+    of a sentence from the tokens before it, and so can continue a prompt. It is built from
+    the translation model's own classes; there is no attention code of its own:
+
+        token ids ──> EmbeddingsGenerator ──> MasterDecoderWithMasking ──────────> logits
+        (B, T)        token + position code    N x BasicDecoderWithMasking:          (B, T, V)
+                                               causal SelfAttention, FeedForward     next token
+
+    With no encoder there is no memory and no cross-attention, so a GPT layer is the encoder
+    layer (BasicEncoder) given the causal mask, and the stack with its output layer is the
+    translation decoder's MasterDecoderWithMasking called without memory.
+
+    Args (keyword-only): vocab_size (V), lang (the language's label, "es" ...),
+        num_basic_decoders (N), num_atten_heads (H), norm_first (pre-LN, GPT-2's, by
+        default), and the sizes of `TransformerParts`.
+    Shape: ids (B, T) -> logits (B, T, V), or (N, V) where ``keep`` (B, T) is True
+    """
+
+    norm_first = True
+
+    class BasicDecoderWithMasking(TransformerParts.BasicEncoder):
+        """One GPT layer: masked self-attention and the feed-forward network, each inside
+        `residual`: the encoder layer, given the causal mask. It takes the translation
+        decoder layer's arguments (memory and cross_mask are None: there is no encoder).
+
+        Shape: x (B, T, M), self_mask (T, T) -> (B, T, M)
+        """
+
+        def __init__(self, dls, xformer, num_atten_heads, masking=True):
+            super().__init__(dls, xformer, num_atten_heads)
+
+        def forward(self, x, memory=None, self_mask=None, cross_mask=None):
+            return super().forward(x, self_mask)                           # (B, T, M)
+
+    #: The translation decoder's stack and output layer, here over GPT layers, no memory.
+    MasterDecoderWithMasking = EncoderDecoderParts.MasterDecoderWithMasking
+
+    def __init__(self, *, vocab_size, lang="es", num_basic_decoders=4, num_atten_heads=4,
+                 **sizes):
+        nn.Module.__init__(self)
+        self.lang = lang
+        TransformerParts.__init__(self, vocab_sizes={lang: vocab_size}, **sizes)
+        self.num_basic_decoders, self.num_atten_heads = num_basic_decoders, num_atten_heads
+        check_forwards(self, ["EmbeddingsGenerator", "AttentionHead", "SelfAttention",
+                              "FeedForward", "BasicDecoderWithMasking",
+                              "MasterDecoderWithMasking"])
+        self.embeddings_generator = self.EmbeddingsGenerator(self, lang, self.embedding_size)
+        self.master_decoder = self.MasterDecoderWithMasking(
+            None, self, num_basic_decoders, num_atten_heads)
+        if self.tie_embeddings:
+            self.master_decoder.out.weight = self.embeddings_generator.embedding.weight
+
+    def num_tokens(self, lang=None):
+        return self.vocab_sizes[self.lang]       # one language, whatever a part asks for
+
+    def forward(self, ids, keep=None):
+        return self.master_decoder(self.embeddings_generator(ids), None, None, keep)
+
+    def decode_newest(self, ys):
+        """Inside `decoding`: logits (B, V) for the token after ys (B, t), the newest only."""
+        return self.master_decoder(self.embeddings_generator(ys)[:, -1:], None)[:, -1]
+
+    def decoding(self):
+        """``with gpt.decoding() as caches``: see EncoderDecoder.decoding."""
+        return attached_to_decoder(
+            self.master_decoder, EncoderDecoderParts.MasterDecoderWithMasking,
+            GPTParts.BasicDecoderWithMasking, {"self_attention": TransformerParts.SelfAttention},
+            "GPT")
+
+
+class VisionParts(TransformerParts, nn.Module):
+    """A vision transformer (Dosovitskiy et al. 2020): an image is read as a sentence of
+    patches by the translation model's own encoder classes, and classified from a class token.
+
+        image ──> PatchEmbeddingGenerator ──────────> MasterEncoder ──> class token ──> Linear
+        (B, C, H, W)  patches, W_E, class token,       (N x BasicEncoder,  its output   (B, K)
+                      positions: (B, 1 + N_p, M)        FG or PreLN)       (B, M)
+
+    Shapes add C channels, H x W image, P_h x P_w patch, N_p = (H / P_h)(W / P_w), K classes.
+    Args (keyword-only): num_classes (K), patch_size (P_h, P_w) dividing image_size (H, W),
+        in_channels (C), num_basic_encoders (N), num_atten_heads (H), norm_first (pre-LN by
+        default), and the sizes of `TransformerParts` (max_seq_length is 1 + N_p).
+    Shape: images (B, C, H, W), floats in [0, 1] -> logits (B, K)
+    """
+
+    norm_first = True
+
+    class PatchEmbeddingGenerator(nn.Module):
+        """Patches -> vectors: cut every image into P_h x P_w patches, flatten each with its
+        C channels together (C P_h P_w numbers, channel by channel), project to M with W_E,
+        put the learnable class token in front and add the learnable position embeddings
+        (Dosovitskiy et al. 2020, eq. 1).
+
+        Shape: images (B, C, H, W) -> (B, 1 + N_p, M)
+        """
+
+        def __init__(self, vit, in_channels, patch_size, image_size, embedding_size):
+            super().__init__()
+            (P_h, P_w), (H, W) = patch_size, image_size
+            if H % P_h or W % P_w:
+                raise ValueError(f"patch_size {tuple(patch_size)} does not divide image_size "
+                                 f"{tuple(image_size)}: choose a patch size that does")
+            self.patch_size = (P_h, P_w)
+            self.num_patches = (H // P_h) * (W // P_w)
+            self.W_E = nn.Linear(in_channels * P_h * P_w, embedding_size)
+            self.class_token = nn.Parameter(torch.randn(1, 1, embedding_size) * 0.02)
+            self.position_embeddings = nn.Parameter(
+                torch.randn(1, 1 + self.num_patches, embedding_size) * 0.02)
+            self.dropout = nn.Dropout(vit.dropout)
+
+        @staticmethod
+        def patches(images, patch_size):
+            """Shape: (B, C, H, W) -> (B, N_p, C P_h P_w), patches row by row."""
+            B, C, H, W = images.shape
+            P_h, P_w = patch_size
+            x = images.unfold(2, P_h, P_h).unfold(3, P_w, P_w)   # (B, C, H/P_h, W/P_w, P_h, P_w)
+            x = x.permute(0, 2, 3, 1, 4, 5)                       # (B, H/P_h, W/P_w, C, P_h, P_w)
+            return x.reshape(B, -1, C * P_h * P_w)                # (B, N_p, C P_h P_w)
+
+        def forward(self, images):
+            x = self.W_E(self.patches(images, self.patch_size))              # (B, N_p, M)
+            cls = self.class_token.expand(x.size(0), -1, -1)                 # (B, 1, M)
+            x = torch.cat([cls, x], dim=1) + self.position_embeddings         # (B, 1 + N_p, M)
+            return self.dropout(x)
+
+    def __init__(self, *, num_classes, patch_size=(8, 8), image_size=(32, 32), in_channels=3,
+                 num_basic_encoders=4, num_atten_heads=4, **sizes):
+        nn.Module.__init__(self)
+        (P_h, P_w), (H, W) = patch_size, image_size
+        TransformerParts.__init__(self, max_seq_length=1 + (H // P_h) * (W // P_w), **sizes)
+        self.patch_size, self.image_size = tuple(patch_size), tuple(image_size)
+        self.in_channels = in_channels
+        self.num_basic_encoders, self.num_atten_heads = num_basic_encoders, num_atten_heads
+        check_forwards(self, ["AttentionHead", "SelfAttention", "FeedForward", "BasicEncoder",
+                              "MasterEncoder"])
+        self.patch_embedding_generator = self.PatchEmbeddingGenerator(
+            self, in_channels, self.patch_size, self.image_size, self.embedding_size)
+        self.master_encoder = self.MasterEncoder(None, self, num_basic_encoders,
+                                                 num_atten_heads)
+        self.classifier = nn.Linear(self.embedding_size, num_classes)       # (B, M) -> (B, K)
+        # Pixel statistics of the training images, kept with the weights.
+        self.register_buffer("pixel_mean", torch.full((in_channels,), 0.5))
+        self.register_buffer("pixel_std", torch.full((in_channels,), 0.25))
+
+    def forward(self, images):
+        x = (images - self.pixel_mean[:, None, None]) / self.pixel_std[:, None, None]
+        x = self.patch_embedding_generator(x)                               # (B, 1 + N_p, M)
+        x = self.master_encoder(x)                                          # (B, 1 + N_p, M)
+        return self.classifier(x[:, 0])                                     # (B, K)
+
+    def attention_maps(self, images):
+        """The self-attention weights of every encoder layer for these images: a list (one
+        per layer) of (B, H, 1 + N_p, 1 + N_p); row 0 is where the class token looks."""
+        layers = [enc.self_attention for enc in self.master_encoder.basic_encoder_arr]
+        with torch.no_grad():
+            return record_attention(layers, lambda: self(images))
+
