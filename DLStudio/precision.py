@@ -1,6 +1,6 @@
 """The number format training computes in: ``--precision {fp32,bf16,fp16,auto}``.
 
-    fp32   every operation in 32-bit floats (the default, see the README's measurements)
+    fp32   every operation in 32-bit floats (the default, see docs/performance.md)
     bf16   autocast: matrix products in bfloat16 (8 bits of mantissa, fp32's range), the
            weights, the softmax, the LayerNorms and the loss in fp32. Fast where the hardware
            multiplies bf16 natively: recent GPUs, and CPUs with AVX512-BF16 or AMX.

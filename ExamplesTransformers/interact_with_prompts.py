@@ -7,7 +7,7 @@
 """
 import sys
 
-from DLStudio.cli_gpt import prompts_main
+from DLStudio.cli.gpt import prompts_main
 
 if __name__ == "__main__":
     sys.exit(prompts_main())

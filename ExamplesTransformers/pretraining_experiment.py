@@ -12,7 +12,7 @@ optimiser steps, pre-training included, and is scored on the same held-out sente
 """
 import sys
 
-from DLStudio.cli_gpt import pretraining_main
+from DLStudio.cli.gpt import pretraining_main
 
 if __name__ == "__main__":
     sys.exit(pretraining_main())

@@ -10,7 +10,7 @@ few continuations of a prompt. --help lists the flags.
 """
 import sys
 
-from DLStudio.cli_gpt import gpt_train_main
+from DLStudio.cli.gpt import gpt_train_main
 
 if __name__ == "__main__":
     sys.exit(gpt_train_main())

@@ -51,8 +51,8 @@ from DLStudio.cli import (  # noqa: E402
     nonnegative_int,
     positive_int,
 )
+from DLStudio.cli.experiments import machine  # noqa: E402
 from DLStudio.datasets import BUNDLED_ARCHIVE  # noqa: E402
-from DLStudio.experiments import machine  # noqa: E402
 from DLStudio.precision import Precision, native_bf16  # noqa: E402
 from DLStudio.schedule import adam, clip_gradient_norm  # noqa: E402
 from DLStudio.tokens import padding_mask  # noqa: E402

@@ -29,8 +29,8 @@ from DLStudio.cli import (  # noqa: E402
     positive_float,
     positive_int,
 )
+from DLStudio.cli.experiments import budget_run, machine  # noqa: E402
 from DLStudio.datasets import BUNDLED_ARCHIVE  # noqa: E402
-from DLStudio.experiments import budget_run, machine  # noqa: E402
 
 
 def main():

@@ -19,7 +19,7 @@ import torch
 
 from DLStudio import DLStudio, TransformerFG, TransformerGPT, TransformerPreLN, visTransformer
 from DLStudio.checkpoints import checkpoint_path, load_checkpoint, save_checkpoint
-from DLStudio.cli_gpt import archive_side
+from DLStudio.cli.gpt import archive_side
 from DLStudio.datasets import SHAPE_CLASSES, generate_corpus, save_archive
 from DLStudio.tokens import EOS_INDEX
 

@@ -3,6 +3,7 @@ and every module imports only modules on its own floor or below, counting every 
 (inside functions too), the way a reader of the code would count them."""
 
 import ast
+import importlib.util
 import os
 import sys
 
@@ -19,7 +20,7 @@ FLOORS = {
     3: {"DLStudio", "distributed", "precision", "schedule", "training", "evaluation",
         "generation", "visualize"},
     4: {"Transformers"},
-    5: {"cli", "cli_gpt", "cli_show", "museum", "experiments", "examples", "__main__"},
+    5: {"cli", "museum", "experiments", "examples", "__main__"},
 }
 FLOOR = {room: floor for floor, rooms in FLOORS.items() for room in rooms}
 #: What the architecture may import besides torch and the standard library.
@@ -32,9 +33,10 @@ def room_of(path):
     return rel[0] if len(rel) > 1 else rel[0][:-3]
 
 
-def imports(source, path):
+def imports(source, path, modules=None):
     """Every import of a file, wherever it stands (top level, functions, classes): the set of
-    DLStudio rooms it reaches, and the set of other top-level modules it names."""
+    DLStudio rooms it reaches, and the set of other top-level modules it names (``modules``,
+    a set, also gets the dotted name of every DLStudio module it imports)."""
     package = os.path.relpath(os.path.dirname(path), ROOT).split(os.sep)   # ["DLStudio", ...]
     rooms, others = set(), set()
     for node in ast.walk(ast.parse(source)):
@@ -55,6 +57,9 @@ def imports(source, path):
         for names in targets:
             if names[0] == "DLStudio" and len(names) > 1:
                 rooms.add(names[1])
+                if modules is not None:        # (from . import x: x may be a name, not a module)
+                    modules.add(".".join(names[:-1] if isinstance(node, ast.ImportFrom)
+                                         and not node.module else names))
             elif names[0] != "DLStudio":
                 others.add(names[0])
     return rooms, others
@@ -93,6 +98,22 @@ def test_every_module_has_a_floor():
 
 def test_no_module_imports_a_floor_above_its_own_counting_imports_inside_functions():
     assert upward_imports((p, read(p)) for p in package_files()) == []
+
+
+def test_every_import_of_ours_names_a_module_that_exists():
+    missing = []
+    for path in package_files():
+        named = set()
+        imports(read(path), path, named)
+        missing += [(os.path.relpath(path, ROOT), m) for m in sorted(named) if not exists(m)]
+    assert missing == []
+
+
+def exists(module):
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:                 # its package is missing too
+        return False
 
 
 def test_the_layout_check_sees_an_import_hidden_inside_a_function():

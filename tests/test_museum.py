@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from DLStudio import DLStudio
-from DLStudio import museum as m
+from DLStudio.cli import museum as m
 from DLStudio.datasets import generate_corpus
 from DLStudio.datasets.images import SHAPE_CLASSES
 from DLStudio.training import ImageTrainer, TranslationTrainer

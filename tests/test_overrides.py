@@ -170,7 +170,7 @@ def test_dlstudio_cross_head_and_layer_signatures_are_refused(capsys):
 
     with pytest.raises(OverrideError, match=r"def forward\(self, x, memory, self_mask=None"):
         OldDecoder(dl_studio=DLStudio(use_gpu=False), corpus=corpus(), embedding_size=16)
-    status = cli._run(lambda argv: OldDecoder(dl_studio=DLStudio(use_gpu=False),
+    status = cli.common.run_job(lambda argv: OldDecoder(dl_studio=DLStudio(use_gpu=False),
                                               corpus=corpus()), [])
     err = capsys.readouterr().err                  # the scripts print it in one line
     assert status == 1 and err.startswith("error: ") and "Traceback" not in err

@@ -8,8 +8,9 @@ import shutil
 import pytest
 import torch
 
-from DLStudio import cli, cli_gpt
+from DLStudio import cli
 from DLStudio.checkpoints import checkpoint_path, load_checkpoint
+from DLStudio.cli import gpt as cli_gpt
 from DLStudio.datasets import ArchiveError, generate_pairs, load_pairs_file
 
 TINY = ["--embedding-size", "16", "--num-layers", "1", "--num-atten-heads", "2",

@@ -7,11 +7,13 @@ import argparse
 import os
 import sys
 
-from .checkpoints import find_checkpoint
-from .cli import (
+from ..checkpoints import find_checkpoint
+from ..datasets import BUNDLED_ARCHIVE, load_archive, split_pairs
+from ..distributed import single_process_only
+from ..DLStudio import DLStudio
+from ..Transformers import TransformerGPT
+from .common import (
     UserError,
-    _resolve_archive,
-    _run,
     add_run_arguments,
     add_stack_arguments,
     how_to_run,
@@ -19,11 +21,9 @@ from .cli import (
     nonnegative_int,
     positive_float,
     positive_int,
+    resolve_archive,
+    run_job,
 )
-from .datasets import BUNDLED_ARCHIVE, load_archive, split_pairs
-from .distributed import single_process_only
-from .DLStudio import DLStudio
-from .Transformers import TransformerGPT
 
 __all__ = ["gpt_train_main", "prompts_main", "pretraining_main", "read_sentences", "GPT"]
 
@@ -83,11 +83,11 @@ def _text_of(args):
     """(sentences, label, word list or None, archive_text) of --text or --archive."""
     if args.text:
         return read_sentences(args.text), args.text, None, False
-    archive = _resolve_archive(args.archive or BUNDLED_ARCHIVE)
+    archive = resolve_archive(args.archive or BUNDLED_ARCHIVE)
     corpus, sentences = archive_side(archive, args.side)
     words = None
     if args.tokenizer == "word":         # the translation models' own word list
-        from .vocabulary import WordTokenizer
+        from ..vocabulary import WordTokenizer
         words = WordTokenizer(corpus.vocab_es if args.side == "es" else corpus.vocab_en)
     return sentences, f"{archive} ({args.side})", words, True
 
@@ -140,7 +140,7 @@ def gpt_train_main(argv=None):
             print(f"\nContinue your own prompts:\n  {how_to_run('interact_with_prompts')} "
                   f"{trainer.last_checkpoint} \"{prompt}\"")
         return 0
-    return _run(run, argv)
+    return run_job(run, argv)
 
 
 def _held_out_perplexity(gpt):
@@ -201,7 +201,7 @@ def prompts_main(argv=None):
                 continue
             print("\n".join(f"{text!r} -> {out}" for out in outs))
         return status
-    return _run(run, argv)
+    return run_job(run, argv)
 
 
 def pretraining_parser():
@@ -248,17 +248,17 @@ def _experiment_setup(p, args):
 def pretraining_main(argv=None):
     """``pretraining_experiment.py``: the runs of each tokenizer, and a table of their
     held-out BLEU."""
-    from .datasets import Corpus
+    from ..datasets import Corpus
+    from ..Transformers import TransformerFG, TransformerPreLN
+    from ..vocabulary import build_vocabulary
     from .experiments import machine, pretraining_run, scarce_labels
-    from .Transformers import TransformerFG, TransformerPreLN
-    from .vocabulary import build_vocabulary
 
     def run(argv):
         single_process_only("pretraining_experiment.py")
         p = pretraining_parser()
         args = p.parse_args(argv)
         runs, tokenizers = _experiment_setup(p, args)
-        corpus = load_archive(_resolve_archive(args.archive))
+        corpus = load_archive(resolve_archive(args.archive))
         labelled, held_out, text_en, text_es = scarce_labels(corpus, args.pairs, args.seed)
         print(f"machine: {machine()}\n{args.archive}: {len(labelled)} labelled pairs, "
               f"{len(text_es)} unlabelled Spanish and {len(text_en)} English sentences, "
@@ -293,7 +293,7 @@ def pretraining_main(argv=None):
                 rows.append(dict(row, tokenizer=tokenizer))
         print("\n" + _table(rows))
         return 0
-    return _run(run, argv)
+    return run_job(run, argv)
 
 
 _RUNS = {"a": "from scratch", "b": "decoder pre-trained (GPT, Spanish)",

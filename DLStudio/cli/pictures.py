@@ -10,19 +10,19 @@ import argparse
 import csv
 import os
 
-from .checkpoints import checkpoint_path, list_checkpoints
-from .cli import (
+from ..checkpoints import checkpoint_path, list_checkpoints
+from ..datasets import BUNDLED_ARCHIVE, load_archive
+from ..distributed import DistributedError, single_process_only
+from .common import (
     UserError,
-    _resolve_archive,
-    _run,
     add_checkpoint_arguments,
     add_decoding_precision,
     checkpoint_arguments,
     load_checkpoint_or_exit,
     positive_int,
+    resolve_archive,
+    run_job,
 )
-from .datasets import BUNDLED_ARCHIVE, load_archive
-from .distributed import DistributedError, single_process_only
 
 __all__ = ["compare_fg_preln_main", "score_checkpoints_main", "show_attention_main",
            "show_lr_schedule_main", "show_positional_encoding_main"]
@@ -32,8 +32,8 @@ def score_checkpoints_main(argv=None):
     """``score_checkpoints.py DIR``: held-out BLEU of every checkpoint in a directory, the
     curve as bleu_by_epoch.png, and a divergence flagged (BLEU collapsing below a quarter of
     its best after it had risen)."""
-    from .evaluation import evaluate_bleu
-    from .visualize import find_divergence, plot_bleu_by_epoch
+    from ..evaluation import evaluate_bleu
+    from ..visualize import find_divergence, plot_bleu_by_epoch
 
     def run(argv):
         p = argparse.ArgumentParser(description="Held-out BLEU of every checkpoint in a "
@@ -74,7 +74,7 @@ def score_checkpoints_main(argv=None):
                                   diverged)
         print(f"wrote {path}")
         return 0
-    return _run(run, argv)
+    return run_job(run, argv)
 
 
 def show_attention_main(argv=None):
@@ -83,9 +83,9 @@ def show_attention_main(argv=None):
     words on the axes (encoder, masked decoder self-attention, cross-attention)."""
     import torch
 
-    from .evaluation import translate_ids
-    from .tokens import SOS_INDEX
-    from .visualize import plot_attention
+    from ..evaluation import translate_ids
+    from ..tokens import SOS_INDEX
+    from ..visualize import plot_attention
 
     def run(argv):
         p = argparse.ArgumentParser(description="What does each head look at? Attention maps "
@@ -118,7 +118,7 @@ def show_attention_main(argv=None):
                                      os.path.join(args.out, f"attention_{kind}.png"))
             print(f"wrote {written}")
         return 0
-    return _run(run, argv)
+    return run_job(run, argv)
 
 
 def show_lr_schedule_main(argv=None):
@@ -126,8 +126,8 @@ def show_lr_schedule_main(argv=None):
     min(step^-0.5, step * warmup^-1.5), drawn for every step (lr_schedule.png)."""
     import torch
 
-    from .Transformers import TransformerFG
-    from .visualize import plot_lr_schedule
+    from ..Transformers import TransformerFG
+    from ..visualize import plot_lr_schedule
 
     p = argparse.ArgumentParser(description="TransformerFG's warm-up schedule: the learning "
                                             "rate at every step.")
@@ -153,8 +153,8 @@ def show_lr_schedule_main(argv=None):
 def show_positional_encoding_main(argv=None):
     """``show_positional_encoding.py``: the sinusoidal code (positions x dimensions) and the
     cosine similarity of every pair of positions (positional_encoding.png)."""
-    from .Transformers import TransformerFG
-    from .visualize import plot_positional_encoding
+    from ..Transformers import TransformerFG
+    from ..visualize import plot_positional_encoding
 
     p = argparse.ArgumentParser(description="The sinusoidal positional encoding as a picture, "
                                             "and how alike the positions are.")
@@ -207,10 +207,10 @@ def compare_fg_preln_main(argv=None):
     """``compare_fg_preln.py``: FG with and without warm-up and PreLN (and design switches)
     trained for the same budget on the same data; loss and held-out BLEU against steps and
     minutes (compare_fg_preln.png, .csv)."""
-    from .DLStudio import DLStudio
+    from ..DLStudio import DLStudio
+    from ..Transformers import TransformerFG, TransformerPreLN
+    from ..visualize import plot_runs
     from .experiments import budget_run
-    from .Transformers import TransformerFG, TransformerPreLN
-    from .visualize import plot_runs
 
     p = argparse.ArgumentParser(description="Is PreLN more stable but slower to converge? "
                                             "Does FG need its warm-up? What does each "
@@ -251,7 +251,7 @@ def compare_fg_preln_main(argv=None):
     except ValueError as e:
         p.error(str(e))
     budget, unit = (args.steps, "steps") if args.steps else (args.minutes, "minutes")
-    corpus = load_archive(_resolve_archive(args.archive), max_seq_length=10)
+    corpus = load_archive(resolve_archive(args.archive), max_seq_length=10)
     peak = TransformerFG.ScheduledOptim(None, args.lr_mul, args.embedding_size,
                                         args.num_warmup_steps).lr_at(args.num_warmup_steps)
     setups = {"FG": (TransformerFG, args.num_warmup_steps, None),

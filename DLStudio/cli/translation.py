@@ -1,0 +1,370 @@
+"""The translation scripts: train (seq2seq_with_transformerFG.py / PreLN), test a checkpoint,
+translate your own English, the homework runner and the demo (``make demo``)."""
+
+import argparse
+import os
+import sys
+
+from ..checkpoints import (
+    find_checkpoint,
+    init_from_gpt,
+    load_checkpoint,
+)
+from ..datasets import BUNDLED_ARCHIVE
+from ..distributed import single_process_only
+from ..DLStudio import DLStudio
+from ..Transformers import TransformerBase, TransformerFG, TransformerPreLN
+from .common import (
+    LECTURE,
+    UserError,
+    add_checkpoint_arguments,
+    add_decoding_precision,
+    add_run_arguments,
+    checkpoint_arguments,
+    existing_file,
+    how_to_run,
+    load_translation,
+    log,
+    model_class_flag,
+    nonnegative_float,
+    positive_float,
+    positive_int,
+    resolve_archive,
+    run_job,
+    say_how_to_test,
+    subclass_of,
+)
+
+_VARIANTS = {"FG": TransformerFG, "PreLN": TransformerPreLN}
+
+
+def training_parser(variant):
+    p = argparse.ArgumentParser(
+        description=f"Train Transformer{variant} for English-to-Spanish translation. With no "
+                    "arguments: the lecture's configuration.")
+    L = LECTURE
+    data = p.add_mutually_exclusive_group()
+    data.add_argument("--archive", default=L["archive"],
+                      help="DLStudio archive (default: %(default)s; 'bundled': the corpus "
+                           "that comes with the package)")
+    data.add_argument("--pairs", metavar="FILE.tsv", type=existing_file,
+                      help="your own sentence pairs instead of an archive: one "
+                           "'English<TAB>Spanish' line each (Tatoeba/Anki files as they are), "
+                           "curated as build-archive does")
+    p.add_argument("--max-words", type=positive_int, default=None,
+                   help="--pairs: keep pairs of at most this many words a side (default: "
+                        "--max-seq-length minus 2)")
+    p.add_argument("--epochs", type=positive_int, default=L["epochs"])
+    p.add_argument("--batch-size", type=positive_int, default=L["batch_size"])
+    p.add_argument("--embedding-size", type=positive_int, default=L["embedding_size"])
+    p.add_argument("--num-layers", type=positive_int, default=L["num_layers"],
+                   help="basic encoders and basic decoders (each)")
+    p.add_argument("--num-atten-heads", type=positive_int, default=L["num_atten_heads"])
+    p.add_argument("--max-seq-length", type=positive_int, default=L["max_seq_length"],
+                   help="tokens per sentence, SOS and EOS included (with BPE: pieces; it "
+                        "grows to fit the longest training sentence)")
+    p.add_argument("--tokenizer", choices=("word", "bpe"), default="word",
+                   help="word: DLStudio's word vocabularies; bpe: byte-level subword pieces "
+                        "learnt from the training split (any English sentence translates)")
+    p.add_argument("--vocab-size", type=positive_int, default=8000,
+                   help="BPE: pieces per language (default: %(default)s)")
+    p.add_argument("--vocab-from", choices=("archive", "training"), default="archive",
+                   help="word level: the archive's vocabularies (DLStudio's) or the words of "
+                        "the training split only")
+    p.add_argument("--num-warmup-steps", type=positive_int, default=L["num_warmup_steps"],
+                   help="FG's warm-up")
+    p.add_argument("--lr-mul", type=positive_float, default=L["lr_mul"],
+                   help="FG: scales the warm-up schedule")
+    p.add_argument("--learning-rate", type=positive_float, default=L["learning_rate"],
+                   help="PreLN: Adam's constant rate")
+    p.add_argument("--dropout", type=nonnegative_float, default=0.0)
+    p.add_argument("--label-smoothing", type=nonnegative_float, default=0.0)
+    add_run_arguments(p, f"checkpoints_with_masking_{variant}", "bleu",
+                      "BLEU on the held-out split")
+    p.add_argument("--full-width-heads", action="store_true",
+                   help="heads read the whole embedding, with an output projection W^O")
+    p.add_argument("--tie-embeddings", action="store_true",
+                   help="the output layer shares the Spanish embedding matrix")
+    p.add_argument("--learned-positions", action="store_true",
+                   help="trained position vectors instead of sinusoids")
+    p.add_argument("--init-decoder-from", nargs="+", metavar=("DIR", "N"),
+                   help="start the decoder from a GPT checkpoint (train_gpt.py; N: an "
+                        "epoch or 'last', the default): its Spanish tokenizer, embeddings, "
+                        "self-attention and feed-forward layers, output layer")
+    p.add_argument("--init-encoder-from", nargs="+", metavar=("DIR", "N"),
+                   help="start the encoder from a GPT checkpoint trained on English")
+    p.add_argument("--no-eval", action="store_true", help="skip the held-out evaluation")
+    model_class_flag(p, f"train this subclass of Transformer{variant} (homework)")
+    return p
+
+
+def _longest(vocab):
+    n = getattr(vocab, "longest_training_sentence", None)
+    return "" if n is None or vocab.kind == "word" else \
+        f" (the longest training sentence is {n}; twice that, for words never seen)"
+
+
+def _gpt_checkpoints(args):
+    """``--init-decoder-from`` / ``--init-encoder-from DIR [N]``: side -> (path, payload)."""
+    found = {}
+    for side, given in (("decoder", args.init_decoder_from),
+                        ("encoder", args.init_encoder_from)):
+        if given:
+            if len(given) > 2:
+                raise UserError(f"--init-{side}-from takes DIR and at most one N, not "
+                                f"{' '.join(given)}")
+            path = find_checkpoint(given[0], given[1] if len(given) > 1 else None,
+                                   how_to_run("train_gpt"))
+            found[side] = (path, load_checkpoint(path))
+    return found
+
+
+def _data_for_gpts(gpts, archive, args, pairs_options=None):
+    """When a GPT starts a stack: the corpus, read once as the container reads it, its
+    pairs file's settings, and the translation vocabulary: the GPT's tokenizer for its
+    language (its embeddings are of those tokens), the other language's as --tokenizer
+    says, learnt from the training split the container makes. Without a GPT: (None,
+    pairs_options, None), and the container reads the data itself."""
+    if not gpts:
+        return None, pairs_options, None
+    from ..datasets import split_pairs
+    from ..vocabulary import build_vocabulary, read_corpus, tokenizer_from_state
+    given = {}
+    for side, (path, payload) in gpts.items():
+        if payload.get("variant") != "GPT":
+            raise UserError(f"{path} holds a {payload.get('variant')} model, not a GPT "
+                            "(train one with train_gpt.py)")
+        given["es" if side == "decoder" else "en"] = tokenizer_from_state(
+            payload["tokenizer_state"])
+    corpus, pairs_options = read_corpus(archive, args.max_seq_length, args.tokenizer,
+                                        pairs_options)
+    vocab = build_vocabulary(corpus, split_pairs(corpus.pairs)[0], args.tokenizer,
+                             args.vocab_size, args.vocab_from, args.max_seq_length, given)
+    return corpus, pairs_options, vocab
+
+
+def train_main(variant, argv=None):
+    """``seq2seq_with_transformer{FG,PreLN}.py``: train, checkpoint, evaluate."""
+    def run(argv):
+        args = training_parser(variant).parse_args(argv)
+        if args.max_words and not args.pairs:
+            raise UserError("--max-words goes with --pairs (an archive is curated already)")
+        archive = args.pairs or resolve_archive(args.archive)
+        pairs_options = None
+        if args.pairs:
+            pairs_options = {"max_words": args.max_words or args.max_seq_length - 2}
+        cls = _VARIANTS[variant]
+        if args.model_class:
+            cls = subclass_of(args.model_class, cls)
+        dls = DLStudio(dataroot=os.path.dirname(archive) or ".",
+                       path_saved_model=os.path.join(args.checkpoints_dir, f"saved_{variant}.pt"),
+                       learning_rate=args.learning_rate, batch_size=args.batch_size,
+                       epochs=args.epochs, use_gpu=not args.cpu, seed=args.seed)
+        gpts = _gpt_checkpoints(args)
+        corpus, pairs_options, vocab = _data_for_gpts(gpts, archive, args, pairs_options)
+        xformer = cls(dl_studio=dls, data_archive=archive, corpus=corpus,
+                      max_seq_length=args.max_seq_length,
+                      embedding_size=args.embedding_size, num_warmup_steps=args.num_warmup_steps,
+                      lr_mul=args.lr_mul, checkpoint_freq=args.checkpoint_freq,
+                      dropout=args.dropout, label_smoothing=args.label_smoothing,
+                      full_width_heads=args.full_width_heads,
+                      tie_embeddings=args.tie_embeddings,
+                      learned_positions=args.learned_positions, tokenizer=args.tokenizer,
+                      vocab_size=args.vocab_size if args.tokenizer == "bpe" else None,
+                      vocab_from=args.vocab_from, pairs_options=pairs_options, vocab=vocab)
+        encoder = cls.MasterEncoder(dls, xformer, num_basic_encoders=args.num_layers,
+                                    num_atten_heads=args.num_atten_heads)
+        decoder = cls.MasterDecoderWithMasking(dls, xformer, num_basic_decoders=args.num_layers,
+                                               num_atten_heads=args.num_atten_heads)
+        for side, (path, payload) in gpts.items():
+            stack = decoder if side == "decoder" else encoder
+            n = init_from_gpt(xformer, stack, payload, side)
+            print(f"the {side} starts from the GPT {path}: {n:,} of its numbers copied")
+        n_params = sum(p.numel() for p in xformer.EncoderDecoder(xformer, encoder, decoder)
+                       .parameters())
+        print(f"{cls.__name__} on {archive}: {len(xformer.training_corpus)} training "
+              f"pairs, {len(xformer.held_out_corpus)} held out; vocabularies "
+              f"{xformer.vocab_en_size} / {xformer.vocab_es_size} "
+              f"{'words' if args.tokenizer == 'word' else 'BPE pieces'}; max_seq_length "
+              f"{xformer.max_seq_length} {xformer.vocab.unit}{_longest(xformer.vocab)}; "
+              f"{n_params:,} parameters; "
+              f"device {dls.device}")
+        trainer = xformer.run_code_for_training(
+            dls, encoder, decoder, display_train_loss=True, checkpoints_dir=args.checkpoints_dir,
+            max_minutes=args.max_minutes, max_steps=args.max_steps, overwrite=args.overwrite,
+            resume=args.resume, track_bleu=args.track_bleu,
+            precision=args.precision, compile=args.compile)
+        if not dls.world.is_main:           # torchrun: rank 0 evaluates
+            return 0
+        if not args.no_eval:
+            xformer.run_code_for_evaluating(encoder, decoder, show=10,
+                                            result_file=os.path.join(args.checkpoints_dir,
+                                                                     "held_out_translations.txt"))
+        say_how_to_test(f"test_checkpoint{variant}", trainer, args.model_class)
+        return 0
+    return run_job(run, argv)
+
+
+def test_checkpoint_main(variant, argv=None):
+    """``test_checkpoint{FG,PreLN}.py DIR N`` (or ``DIR last``, ``FILE.pt``): held-out
+    translations and BLEU."""
+    def run(argv):
+        p = argparse.ArgumentParser(description="Translate held-out sentences with a "
+                                                "checkpoint and score it with BLEU.")
+        add_checkpoint_arguments(p)
+        p.add_argument("--archive", help="the archive (or --pairs file) it was trained on, "
+                                         "if it has moved")
+        p.add_argument("--beam", type=positive_int, default=1, help="beam width (1: greedy)")
+        p.add_argument("--show", type=int, default=20, help="translations to print")
+        p.add_argument("--result-file", help="write every held-out translation here")
+        add_decoding_precision(p)
+        model_class_flag(p, "the container class the checkpoint was trained with, when it "
+                             "is a subclass of your own")
+        args = p.parse_args(argv)
+        path = checkpoint_arguments(p, args)
+        xformer, model = load_translation(path, args.archive, args.model_class)
+        if variant and xformer.variant != variant:
+            log.warning("note: this is a Transformer%s checkpoint", xformer.variant)
+        if not xformer.held_out_corpus:
+            raise UserError("the archive this checkpoint was trained on is not where it was: "
+                            "give it with --archive")
+        print(f"Transformer{xformer.variant} checkpoint {path} "
+              f"({len(xformer.held_out_corpus)} held-out pairs, beam {args.beam}):\n")
+        xformer.run_code_for_evaluating(model.encoder, model.decoder,
+                                        result_file=args.result_file, beam_width=args.beam,
+                                        checkpoint=None, show=args.show, model=model,
+                                        precision=args.precision)
+        return 0
+    return run_job(run, argv)
+
+
+def translate_main(argv=None):
+    """``translate_sentence.py DIR N "sentence"`` (or ``FILE.pt "sentence"``; ``-`` reads
+    standard input)."""
+    def run(argv):
+        p = argparse.ArgumentParser(description="Translate English with any checkpoint.")
+        add_checkpoint_arguments(p, sentence=True)
+        p.add_argument("--beam", type=positive_int, default=1)
+        add_decoding_precision(p)
+        model_class_flag(p, "the container class the checkpoint was trained with, when it "
+                             "is a subclass of your own")
+        args = p.parse_args(argv)
+        path, sentence = checkpoint_arguments(p, args, sentence=True)
+        xformer, model = load_translation(path, model_class=args.model_class)
+        if sentence != "-":
+            print(xformer.translate(model, [sentence], args.beam, args.precision)[0])
+            return 0
+        lines = [line.rstrip("\n") for line in sys.stdin]
+        status, prepared = 0, []
+        for line in lines:      # check every line first; a bad one gets its message
+            try:
+                prepared.append(xformer.vocab.prepare(line) if line.strip() else None)
+            except ValueError as e:
+                print(f"error: {e}", file=sys.stderr)
+                prepared.append(None)
+                status = 1
+        todo = [words for words in prepared if words]
+        done = iter(xformer.translate(model, todo, args.beam, args.precision)) if todo \
+            else iter(())
+        for words in prepared:  # one translation per input line, in order
+            print(next(done) if words else "")
+        return status
+    return run_job(run, argv)
+
+
+# ---------------------------------------------------------------------------------------
+# Homework: a subclass that changes one nested class, trained beside the unmodified model.
+#: The homework scripts' sizes: small enough for a few minutes on a laptop CPU.
+HOMEWORK = {"epochs": 3, "batch_size": 64, "embedding_size": 128, "num_layers": 2,
+            "num_atten_heads": 4, "num_warmup_steps": 400}
+
+
+def homework_main(homework_class, argv=None, report=None):
+    """``homework_*.py``: train the standard container and ``homework_class`` the same way
+    on the same data, print what each measured, then ``report(row)`` of the homework's.
+    (``homework_class`` subclasses TransformerFG or TransformerPreLN.)"""
+    from ..overrides import class_path
+    from .experiments import compare_containers, format_comparison
+
+    def run(argv):
+        single_process_only(f"homework script for {homework_class.__name__}")
+        h = HOMEWORK
+        p = argparse.ArgumentParser(description=f"Train {homework_class.__name__} beside "
+                                                "the unmodified model and compare them.")
+        p.add_argument("--archive", default=BUNDLED_ARCHIVE)
+        p.add_argument("--epochs", type=positive_int, default=h["epochs"])
+        p.add_argument("--max-steps", type=positive_int, default=None)
+        for name in ("batch_size", "embedding_size", "num_layers", "num_atten_heads",
+                     "num_warmup_steps"):
+            p.add_argument("--" + name.replace("_", "-"), type=positive_int, default=h[name])
+        p.add_argument("--seed", type=int, default=0)
+        p.add_argument("--out", default="homework_run", help="folder for the checkpoints")
+        p.add_argument("--cpu", action="store_true")
+        args = p.parse_args(argv)
+        base = TransformerPreLN if issubclass(homework_class, TransformerPreLN) else TransformerFG
+        settings = {k: v for k, v in vars(args).items() if k not in ("archive", "out", "cpu")}
+        rows = compare_containers([base, homework_class], resolve_archive(args.archive),
+                                  args.out, use_gpu=not args.cpu, **settings)
+        print(f"\nThe same data, seed, sizes and {rows[0]['steps']} steps for each; held-out "
+              "BLEU with greedy decoding:\n" + format_comparison(rows))
+        if report:
+            report(rows[1])
+        if args.max_steps is None:         # whole epochs: checkpoint_<last epoch>.pt exists
+            print(f"\nScore its checkpoint again (or translate_sentence with the same "
+                  f"flag):\n  {how_to_run(f'test_checkpoint{base.variant}')} "
+                  f"{rows[1]['checkpoints_dir']} {rows[1]['last_epoch']} "
+                  f"--model-class {class_path(homework_class)}")
+        return 0
+    return run_job(run, argv)
+
+
+# ---------------------------------------------------------------------------------------
+# make demo: a few minutes of training on the bundled corpus, then translation and BLEU.
+DEMO_SENTENCES = ["I will visit my grandmother tomorrow.", "Did the boys eat the red apples?",
+                  "She is not tired today.", "We went to the beach last week."]
+
+
+def demo_main(argv=None):
+    """``demo.py`` (``make demo``): train TransformerFG on the bundled corpus, score it on the
+    held-out split and translate sentences of our own."""
+    import time
+
+    from ..checkpoints import checkpoint_path, list_checkpoints
+
+    p = argparse.ArgumentParser(description="Train TransformerFG on the bundled corpus for a "
+                                            "few minutes, then translate sentences it has "
+                                            "never seen and score them with BLEU.")
+    p.add_argument("--epochs", type=positive_int, default=10)
+    p.add_argument("--out", default="demo_run")
+    p.add_argument("--archive", default=BUNDLED_ARCHIVE)
+    p.add_argument("--embedding-size", type=positive_int, default=128)
+    p.add_argument("--num-layers", type=positive_int, default=2)
+    args = p.parse_args(argv)
+    ckpt_dir = os.path.join(args.out, "checkpoints_FG")
+    start = time.time()
+    print(f"== Training TransformerFG on the bundled corpus ({args.archive})")
+    status = train_main("FG", ["--archive", args.archive, "--epochs", str(args.epochs),
+                               "--embedding-size", str(args.embedding_size),
+                               "--num-layers", str(args.num_layers),
+                               "--batch-size", "64", "--num-warmup-steps", "400",
+                               "--checkpoints-dir", ckpt_dir, "--overwrite", "--no-eval"])
+    if status:
+        return status
+    last = list_checkpoints(ckpt_dir)[-1]
+    print(f"\n== Training took {time.time() - start:.0f} s. Checkpoints: "
+          f"{list_checkpoints(ckpt_dir)}; loss curve: {ckpt_dir}/train_loss.png")
+    print(f"\n== {how_to_run('test_checkpointFG')} {ckpt_dir} {last}")
+    status = test_checkpoint_main("FG", [ckpt_dir, str(last), "--show", "12"])
+    if status:
+        return status
+    print(f"\n== Sentences of our own ({how_to_run('translate_sentence')} {ckpt_dir} {last} "
+          '"..."):')
+    xformer, model = TransformerBase.from_checkpoint(checkpoint_path(ckpt_dir, last))
+    for english in DEMO_SENTENCES:
+        try:
+            spanish = xformer.translate(model, [english])[0]
+        except ValueError as e:      # another archive may not know every word of ours
+            spanish = f"(not translated: {e})"
+        print(f"  {english:40s} -> {spanish}")
+    print(f"\n== Demo finished in {time.time() - start:.0f} s")
+    return 0
