@@ -67,10 +67,6 @@ class Corpus:
     vocab_es: list
     name: str = "<corpus>"
 
-    def longest_sentence(self):
-        """Number of tokens, SOS and EOS included, of the longest sentence on either side."""
-        return max(len(s.split()) for pair in self.pairs for s in pair)
-
 
 def _fail(source, message):
     raise ArchiveError(f"{source}: {message}")
