@@ -89,8 +89,9 @@ class Container:
 
 
 class TransformerBase(Container, EncoderDecoderParts):
-    """What TransformerFG and TransformerPreLN share: the decoder's classes, the whole model,
-    the vocabularies and DLStudio's methods (delegates at the end).
+    """What TransformerFG and TransformerPreLN share: the translation model's parts
+    (architecture.EncoderDecoderParts), built from the sizes its archive gives, with the
+    vocabularies and DLStudio's methods.
 
     Args (keyword-only):
         dl_studio: a ``DLStudio`` (batch size, epochs, learning rate, device, paths).

@@ -17,8 +17,8 @@ __all__ = ["KeyValueCache", "NO_CACHE", "attached", "attached_if_valid", "attach
 
 class KeyValueCache:
     """What one attention module keeps while a translation is decoded word by word, so that
-    each step computes the newest word only. Attached by `TransformerBase.EncoderDecoder.
-    decoding`; during training the attention modules hold `NO_CACHE`, which keeps nothing.
+    each step computes the newest word only. Attached by `EncoderDecoder.decoding`
+    (architecture.py); during training the attention modules hold `NO_CACHE`, which keeps nothing.
 
         extend(K, V)    self-attention: the earlier words' keys and values, then the newest's
         once(compute)   cross-attention: the memory's keys and values, computed at step one
