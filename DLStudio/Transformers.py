@@ -17,6 +17,7 @@ that overrides one gets it used everywhere (the parts are built through the cont
 Constructors take DLStudio's signatures (../shared/DLSTUDIO_API.md).
 """
 
+import inspect
 import os
 
 from .architecture import (
@@ -29,26 +30,33 @@ from .architecture import (
 )
 from .checkpoints import (
     CheckpointError,
+    Restored,
     container_class,
-    container_spec,
     corpus_fits,
     corpus_of,
     find_checkpoint,
-    gpt_spec,
     load_checkpoint,
     load_into,
-    vit_spec,
 )
+from .datasets import load_corpus
 from .datasets.images import dataset_of, use_datasets
 from .DLStudio import DLStudio
 from .evaluation import classify, evaluate_container, evaluate_images, translate_sentences
 from .generation import generate_text, perplexity
 from .kv_cache import KeyValueCache
 from .overrides import class_path
-from .schedule import ADAM_DEFAULTS, ScheduledOptim, adam
+from .schedule import ScheduledOptim, adam
+from .settings import GPTSettings, TranslationSettings, VisionSettings
 from .tokens import causal_mask, padding_mask
 from .training import train_images, train_language_model, train_translation
-from .vocabulary import Vocabulary, tokenizer_from_state, use_corpus, use_text
+from .vocabulary import (
+    DataView,
+    TranslationData,
+    Vocabulary,
+    archive_path,
+    read_text,
+    tokenizer_from_state,
+)
 
 __all__ = ["TransformerFG", "TransformerPreLN", "TransformerGPT", "visTransformer",
            "TransformerBase", "TransformerParts", "KeyValueCache", "scaled_dot_product",
@@ -56,10 +64,28 @@ __all__ = ["TransformerFG", "TransformerPreLN", "TransformerGPT", "visTransforme
 
 
 class Container:
-    """What every DLStudio container adds to its parts: the optimiser DLStudio's scripts
-    train with, and the warm-up as DLStudio names it (``TransformerFG.ScheduledOptim``)."""
+    """What every DLStudio container adds to its parts: its settings (``settings_class``,
+    DLStudio.settings: the constructor's keywords, what a checkpoint records and what
+    --resume compares), the optimiser DLStudio's scripts train with, and the warm-up as
+    DLStudio names it (``TransformerFG.ScheduledOptim``)."""
 
     ScheduledOptim = ScheduledOptim       # the warm-up of Vaswani et al. 2017, eq. 3
+    settings_class = None
+
+    def take_settings(self, dl_studio, settings):
+        """Check the keywords against ``settings_class`` and set each setting here."""
+        self.dl_studio, self.class_path = dl_studio, class_path(type(self))
+        checked = self.settings_class.checked(type(self).__name__, settings)
+        checked.apply_to(self)
+        return checked
+
+    def described(self, **more):
+        """What a checkpoint records of this container: its class, its settings as they
+        are now, which of them shape the weights and which identify a run."""
+        settings = self.settings_class
+        return {"variant": self.variant, "container_class": self.class_path,
+                "container_args": settings.record(self), "shape_args": settings.shape_names(),
+                "identity_args": settings.names("identity"), **more}
 
     def make_optimizer(self, params):
         """Adam (``optimizer_params``): post-LN (FG) with ``num_warmup_steps`` > 0 driven by
@@ -72,7 +98,7 @@ class Container:
 
     @classmethod
     def rebuilt(cls, path, dl_studio, model_class, base, expected):
-        """``(model, payload)`` of a checkpoint of a container that is itself the model
+        """The `Restored` of a checkpoint of a container that is itself the model
         (visTransformer, TransformerGPT: ``base``), in eval mode on the device. ``expected``
         says what the file should have held."""
         payload = load_checkpoint(path)
@@ -83,9 +109,11 @@ class Container:
         dls = dl_studio or DLStudio(seed=None)
         extra = ({"vocab": tokenizer_from_state(payload["tokenizer_state"])}
                  if "tokenizer_state" in payload else {})
-        model = cls(dl_studio=dls, **extra, **payload["container_args"])
+        model = cls(dl_studio=dls, **extra,
+                    **cls.settings_class.from_record(payload["container_args"]))
         load_into(model, payload)
-        return model.to(dls.device).eval(), payload
+        model = model.to(dls.device).eval()
+        return Restored(model, model, payload)
 
 
 class TransformerBase(Container, EncoderDecoderParts):
@@ -96,7 +124,8 @@ class TransformerBase(Container, EncoderDecoderParts):
     Args (keyword-only):
         dl_studio: a ``DLStudio`` (batch size, epochs, learning rate, device, paths).
         dataroot, data_archive: the DLStudio archive, or a .tsv of pairs curated as
-            ``pairs_options`` says (datasets.load_pairs_file); or ``corpus``: a Corpus.
+            ``pairs_options`` says (datasets.load_pairs_file); or ``corpus``: a Corpus; or
+            ``data``: a TranslationData (corpus, split, vocabulary) read already.
         max_seq_length: tokens per sentence, SOS and EOS included (10 for 8-word sentences).
         embedding_size: M.  save_checkpoints, checkpoint_freq: every 5 epochs by default.
         num_warmup_steps, lr_mul, optimizer_params ({"beta1", "beta2", "epsilon"}): FG's
@@ -110,38 +139,59 @@ class TransformerBase(Container, EncoderDecoderParts):
         Other designs than the lecture's, as switches: dropout (Vaswani 5.4), label_smoothing
         (5.4), full_width_heads (heads read all of M, then W^O: 3.2.2), tie_embeddings (the
         output layer shares the Spanish embeddings: Press and Wolf 2017), learned_positions.
+        The settings, their defaults and what a checkpoint keeps of each are described
+        once, in DLStudio.settings.TranslationSettings; an unknown keyword is refused.
     Attributes read by DLStudio scripts: ``vocab_en_size``, ``vocab_es_size``,
-    ``en_vocab_dict``, ``es_vocab_dict``, ``es_index_2_word``, ``training_corpus``.
+    ``en_vocab_dict``, ``es_vocab_dict``, ``es_index_2_word``, ``training_corpus``: read-only
+    views of ``data``, the TranslationData the archive was read into.
     """
 
     variant = None        # "FG" or "PreLN"
+    settings_class = TranslationSettings
 
-    def __init__(self, *, dl_studio, dataroot=None, data_archive=None, max_seq_length=10,
-                 embedding_size=256, save_checkpoints=True, num_warmup_steps=4000,
-                 optimizer_params=None, lr_mul=1.0, masking=True, checkpoint_freq=5,
-                 held_out_fraction=0.05, split_seed=0, dropout=0.0, label_smoothing=0.0,
-                 full_width_heads=False, tie_embeddings=False, learned_positions=False,
-                 corpus=None, tokenizer="word", vocab_size=None, vocab_from="archive",
-                 vocab=None, pairs_options=None):
-        if embedding_size % 2:
-            raise ValueError(f"embedding_size must be even (sin/cos pairs), got {embedding_size}")
-        self.dl_studio, self.masking, self.save_checkpoints = dl_studio, masking, save_checkpoints
-        self.dataroot = dataroot if dataroot is not None else dl_studio.dataroot
-        self.data_archive, self.max_seq_length = data_archive, max_seq_length
-        self.embedding_size, self.num_warmup_steps = embedding_size, num_warmup_steps
-        self.optimizer_params = dict(optimizer_params or ADAM_DEFAULTS)
-        self.lr_mul, self.checkpoint_freq = lr_mul, checkpoint_freq
-        self.held_out_fraction, self.split_seed = held_out_fraction, split_seed
-        self.label_smoothing = label_smoothing
-        self.tokenizer, self.vocab_size, self.vocab_from = tokenizer, vocab_size, vocab_from
-        self.pairs_options = pairs_options
-        self.class_path = class_path(type(self))
-        self.use_corpus(corpus, vocab)
+    def __init__(self, *, dl_studio, corpus=None, vocab=None, data=None, **settings):
+        self.take_settings(dl_studio, settings)
+        if self.dataroot is None:
+            self.dataroot = dl_studio.dataroot
+        self.data = data if data is not None else self.read_data(corpus, vocab)
+        self.max_seq_length = self.vocab.max_seq_length     # BPE: grown to fit, with room
+        self.tokenizer = self.vocab.kind    # a GPT's BPE may come with word-level English
         EncoderDecoderParts.__init__(
             self, vocab_en_size=self.vocab_en_size, vocab_es_size=self.vocab_es_size,
-            max_seq_length=self.max_seq_length, embedding_size=embedding_size, dropout=dropout,
-            full_width_heads=full_width_heads, learned_positions=learned_positions,
-            tie_embeddings=tie_embeddings)
+            max_seq_length=self.max_seq_length, embedding_size=self.embedding_size,
+            dropout=self.dropout, full_width_heads=self.full_width_heads,
+            learned_positions=self.learned_positions, tie_embeddings=self.tie_embeddings)
+
+    __init__.__signature__ = TranslationSettings.signature(
+        dl_studio=inspect.Parameter.empty, corpus=None, vocab=None, data=None)
+
+    # DLStudio's names for the data: read-only views of ``self.data`` (a TranslationData).
+    corpus = DataView("corpus")
+    training_corpus = DataView("training_pairs")
+    held_out_corpus = DataView("held_out_pairs")
+    vocab = DataView("vocab")
+    vocab_en = DataView("vocab", "vocab_en")
+    vocab_es = DataView("vocab", "vocab_es")
+    vocab_en_size = DataView("vocab", "vocab_en_size")
+    vocab_es_size = DataView("vocab", "vocab_es_size")
+    en_vocab_dict = DataView("vocab", "en_vocab_dict")
+    es_vocab_dict = DataView("vocab", "es_vocab_dict")
+    en_index_2_word = DataView("vocab", "en_index_2_word")
+    es_index_2_word = DataView("vocab", "es_index_2_word")
+    vocab_fingerprint = DataView("vocab", "fingerprint")
+
+    def read_data(self, corpus=None, vocab=None):
+        """The data this container trains on (a TranslationData): ``corpus``, or its
+        archive (or pairs file) read once."""
+        options = {"held_out_fraction": self.held_out_fraction, "split_seed": self.split_seed,
+                   "tokenizer": self.tokenizer, "vocab_size": self.vocab_size,
+                   "vocab_from": self.vocab_from, "max_seq_length": self.max_seq_length}
+        if corpus is not None or self.data_archive is None:
+            return TranslationData(corpus, vocab, **options)
+        data, self.pairs_options = TranslationData.read(
+            archive_path(self.dataroot, self.data_archive), pairs_options=self.pairs_options,
+            vocab=vocab, **options)
+        return data
 
     def model_of(self, master_encoder, master_decoder):
         """The EncoderDecoder of these stacks and this container's embedding generators,
@@ -152,12 +202,18 @@ class TransformerBase(Container, EncoderDecoderParts):
 
     # DLStudio's API beyond the model. ---------------------------------------------------
     def spec(self):
-        """The container's part of a checkpoint (DLStudio.checkpoints)."""
-        return container_spec(self)
-
-    def use_corpus(self, corpus=None, vocab=None):
-        """Read the archive (or take ``corpus``): training/held-out split, vocabularies."""
-        use_corpus(self, corpus, vocab)
+        """The container's part of a checkpoint: its settings (the archive as an absolute
+        path) and its vocabularies (BPE: the merges too), so the file alone rebuilds it."""
+        spec = self.described(vocab_en=list(self.vocab_en), vocab_es=list(self.vocab_es),
+                              vocab_fingerprint=self.vocab_fingerprint)
+        args = spec["container_args"]
+        args["dataroot"] = os.path.abspath(self.dataroot)
+        if self.data_archive:
+            archive = archive_path(self.dataroot, self.data_archive)
+            args["dataroot"], args["data_archive"] = os.path.split(os.path.abspath(archive))
+        if self.vocab.kind == "bpe":
+            spec["tokenizers"] = self.vocab.state()
+        return spec
 
     def sentence_with_words_to_ints(self, sentences, lang):
         """Token ids (B, max_seq_length), EOS-padded (``Vocabulary.encode``)."""
@@ -217,26 +273,37 @@ class TransformerBase(Container, EncoderDecoderParts):
         return out if many else out[0]
 
     @classmethod
-    def from_checkpoint(cls, path, dl_studio=None, corpus=None, model_class=None):
-        """``(xformer, model)`` from a checkpoint file alone: its container class (see
-        checkpoints.container_class; a student's: ``model_class="module:Class"``, or
-        ``MyFG.from_checkpoint``), stacks built through it, weights loaded, eval mode."""
+    def from_checkpoint(cls, path, dl_studio=None, corpus=None, model_class=None,
+                        archive=None):
+        """A `Restored` (container, model, checkpoint) from a checkpoint file alone, read
+        once: its container class (see checkpoints.container_class; a student's:
+        ``model_class="module:Class"``, or ``MyFG.from_checkpoint``), the vocabulary it
+        recorded, stacks built through it, weights loaded, eval mode. Its archive is read
+        only when its pairs are asked for (``held_out_corpus``, to score it); ``archive``
+        (a path) or ``corpus``: score on that instead, if it is the one it was trained on."""
         ours = {"FG": TransformerFG, "PreLN": TransformerPreLN}
         payload = load_checkpoint(path)
         if payload.get("variant") not in ours:
             raise CheckpointError(f"{path} holds a {payload.get('variant')} model, not a "
                                   f"translation model ({' or '.join(ours)})")
         cls = container_class(payload, path, cls, model_class, ours)
+        settings = cls.settings_class.from_record(payload["container_args"])
+        if archive is not None:     # a pairs file is curated again as it was recorded
+            corpus = load_corpus(archive, pairs_options=settings.get("pairs_options"))
         if corpus is not None and not corpus_fits(payload, corpus):
             raise CheckpointError(f"{path} was not trained on {corpus.name}: its vocabularies"
                                   " (or training split) differ; give the archive it was "
                                   "trained on")
+        split = cls.settings_class(**settings)
+        data = TranslationData(corpus, Vocabulary.from_payload(payload),
+                               reader=lambda: corpus_of(payload),
+                               held_out_fraction=split.held_out_fraction,
+                               split_seed=split.split_seed)
         dls = dl_studio or DLStudio(seed=None)
-        xformer = cls(dl_studio=dls, corpus=corpus or corpus_of(payload),
-                      vocab=Vocabulary.from_payload(payload), **payload["container_args"])
+        xformer = cls(dl_studio=dls, data=data, **settings)
         encoder = cls.MasterEncoder(dls, xformer, **payload["encoder_config"])
         decoder = cls.MasterDecoderWithMasking(dls, xformer, **payload["decoder_config"])
-        return xformer, xformer.model_from(encoder, decoder, payload)
+        return Restored(xformer, xformer.model_from(encoder, decoder, payload), payload)
 
 
 class TransformerFG(TransformerBase):
@@ -298,41 +365,36 @@ class TransformerGPT(Container, GPTParts):
 
     variant = "GPT"
 
-    def __init__(self, *, dl_studio, sentences=None, lang="es", tokenizer="bpe",
-                 vocab_size=8000, vocab=None, max_seq_length=None, embedding_size=256,
-                 num_basic_decoders=4, num_atten_heads=4, layout="PreLN", num_warmup_steps=0,
-                 lr_mul=1.0, optimizer_params=None, dropout=0.0, label_smoothing=0.0,
-                 full_width_heads=False, learned_positions=False, tie_embeddings=False,
-                 held_out_fraction=0.05, split_seed=0, save_checkpoints=True,
-                 checkpoint_freq=5, archive_text=False):
-        if layout not in ("FG", "PreLN"):
-            raise ValueError(f"layout must be 'FG' or 'PreLN', got {layout!r}")
-        self.dl_studio, self.layout = dl_studio, layout
-        self.tokenizer, self.vocab_size = tokenizer, vocab_size
-        self.max_seq_length = max_seq_length
-        self.num_warmup_steps, self.lr_mul = num_warmup_steps, lr_mul
-        self.optimizer_params = dict(optimizer_params or ADAM_DEFAULTS)
-        self.label_smoothing = label_smoothing
-        self.held_out_fraction, self.split_seed = held_out_fraction, split_seed
-        self.save_checkpoints, self.checkpoint_freq = save_checkpoints, checkpoint_freq
-        self.class_path = class_path(type(self))
-        self.archive_text = archive_text   # prompts are then normalised like the archive
-        self.use_text(sentences or [], vocab)
+    settings_class = GPTSettings
+
+    def __init__(self, *, dl_studio, sentences=None, vocab=None, **settings):
+        self.take_settings(dl_studio, settings)
+        self.data = read_text(sentences or [], held_out_fraction=self.held_out_fraction,
+                              split_seed=self.split_seed, tokenizer=self.tokenizer,
+                              vocab_size=self.vocab_size, vocab=vocab,
+                              max_seq_length=self.max_seq_length)
+        self.max_seq_length, self.tokenizer = self.data.max_seq_length, self.vocab.kind
         GPTParts.__init__(
-            self, vocab_size=self.vocab.size, lang=lang, num_basic_decoders=num_basic_decoders,
-            num_atten_heads=num_atten_heads, norm_first=layout == "PreLN",
-            max_seq_length=self.max_seq_length, embedding_size=embedding_size, dropout=dropout,
-            full_width_heads=full_width_heads, learned_positions=learned_positions,
-            tie_embeddings=tie_embeddings)
+            self, vocab_size=self.vocab.size, lang=self.lang,
+            num_basic_decoders=self.num_basic_decoders, num_atten_heads=self.num_atten_heads,
+            norm_first=self.layout == "PreLN", max_seq_length=self.max_seq_length,
+            embedding_size=self.embedding_size, dropout=self.dropout,
+            full_width_heads=self.full_width_heads, learned_positions=self.learned_positions,
+            tie_embeddings=self.tie_embeddings)
 
-    # The text, training, scoring and generation. -----------------------------------------
-    def use_text(self, sentences, vocab=None):
-        """Split ``sentences`` into training and held-out, learn (or take) the tokenizer."""
-        use_text(self, sentences, vocab)
+    __init__.__signature__ = GPTSettings.signature(
+        dl_studio=inspect.Parameter.empty, sentences=None, vocab=None)
 
+    # Its text: read-only views of ``self.data`` (a TextData, see vocabulary.read_text).
+    training_sentences = DataView("training_sentences")
+    held_out_sentences = DataView("held_out_sentences")
+    vocab = DataView("vocab")
+
+    # Training, scoring and generation. ----------------------------------------------------
     def description(self):
-        """What rebuilds this model (see DLStudio.checkpoints)."""
-        return gpt_spec(self)
+        """What rebuilds this model: its settings and its tokenizer (DLStudio.checkpoints)."""
+        return self.described(tokenizer_state=self.vocab.state(),
+                              vocab_fingerprint=self.vocab.fingerprint)
 
     def run_code_for_training(self, checkpoints_dir="checkpoints_GPT", **options):
         """Train on the training sentences (see training.train_language_model)."""
@@ -351,7 +413,8 @@ class TransformerGPT(Container, GPTParts):
 
     @classmethod
     def from_checkpoint(cls, path, dl_studio=None, model_class=None):
-        """``(gpt, payload)`` from a checkpoint file alone, in eval mode on the device."""
+        """A `Restored` (gpt, gpt, checkpoint) from a checkpoint file alone, in eval mode on
+        the device."""
         return cls.rebuilt(path, dl_studio, model_class, TransformerGPT,
                               "a language model (TransformerGPT): train one with train_gpt.py")
 
@@ -387,40 +450,35 @@ class visTransformer(Container, VisionParts):
 
     variant = "visTransformer"
 
-    def __init__(self, *, dl_studio, patch_size=(8, 8), embedding_size=128,
-                 num_basic_encoders=4, num_atten_heads=4, image_size=None, classes=None,
-                 in_channels=3, layout="PreLN", num_warmup_steps=0, lr_mul=1.0,
-                 optimizer_params=None, dropout=0.0, label_smoothing=0.0,
-                 full_width_heads=False, augment=False, save_checkpoints=True,
-                 checkpoint_freq=5, max_seq_length=None):
-        if layout not in ("FG", "PreLN"):
-            raise ValueError(f"layout must be 'FG' or 'PreLN', got {layout!r}")
-        classes = classes if classes is not None else dl_studio.classes
+    settings_class = VisionSettings
+
+    def __init__(self, *, dl_studio, **settings):
+        given = self.take_settings(dl_studio, settings)
+        classes = given.classes if given.classes is not None else dl_studio.classes
         if not classes:
             raise ValueError("visTransformer needs the class names: classes=(...) here or in "
                              "DLStudio(classes=...), e.g. SHAPE_CLASSES or CIFAR10_CLASSES")
-        self.dl_studio, self.classes, self.layout = dl_studio, tuple(classes), layout
-        self.num_warmup_steps, self.lr_mul = num_warmup_steps, lr_mul
-        self.optimizer_params = dict(optimizer_params or ADAM_DEFAULTS)
-        self.label_smoothing, self.augment = label_smoothing, augment
-        self.save_checkpoints, self.checkpoint_freq = save_checkpoints, checkpoint_freq
+        self.classes = tuple(classes)
         VisionParts.__init__(
-            self, num_classes=len(self.classes), patch_size=patch_size,
-            image_size=tuple(image_size or dl_studio.image_size or (32, 32)),
-            in_channels=in_channels, num_basic_encoders=num_basic_encoders,
-            num_atten_heads=num_atten_heads, norm_first=layout == "PreLN",
-            embedding_size=embedding_size, dropout=dropout, full_width_heads=full_width_heads)
-        if max_seq_length not in (None, self.max_seq_length):
-            raise ValueError(f"max_seq_length {max_seq_length} does not fit: {self.image_size} "
-                             f"images in {self.patch_size} patches give {self.max_seq_length}"
-                             " tokens with the class token; leave max_seq_length out")
+            self, num_classes=len(self.classes), patch_size=self.patch_size,
+            image_size=tuple(self.image_size or dl_studio.image_size or (32, 32)),
+            in_channels=self.in_channels, num_basic_encoders=self.num_basic_encoders,
+            num_atten_heads=self.num_atten_heads, norm_first=self.layout == "PreLN",
+            embedding_size=self.embedding_size, dropout=self.dropout,
+            full_width_heads=self.full_width_heads)
+        if given.max_seq_length not in (None, self.max_seq_length):
+            raise ValueError(f"max_seq_length {given.max_seq_length} does not fit: "
+                             f"{self.image_size} images in {self.patch_size} patches give "
+                             f"{self.max_seq_length} tokens with the class token; leave "
+                             "max_seq_length out")
         self.training_set = self.test_set = self.dataset_spec = None
-        self.class_path = class_path(type(self))
+
+    __init__.__signature__ = VisionSettings.signature(dl_studio=inspect.Parameter.empty)
 
     # DLStudio's API beyond the model: delegates to the modules that do the work. -------
     def description(self):
-        """What rebuilds this model (see DLStudio.checkpoints)."""
-        return vit_spec(self)
+        """What rebuilds this model: its settings and its data set (DLStudio.checkpoints)."""
+        return self.described(dataset=self.dataset_spec)
 
     def use_datasets(self, training_set, test_set, spec=None):
         """Train on ``training_set`` (its pixel statistics too), test on ``test_set``: two
@@ -459,8 +517,8 @@ class visTransformer(Container, VisionParts):
 
     @classmethod
     def from_checkpoint(cls, path, dl_studio=None, model_class=None):
-        """Rebuild a visTransformer with its weights from a checkpoint file alone.
-        Returns ``(vit, payload)``; the model is in eval mode on the device."""
+        """Rebuild a visTransformer with its weights from a checkpoint file alone: a
+        `Restored` (vit, vit, checkpoint), the model in eval mode on the device."""
         return cls.rebuilt(path, dl_studio, model_class, visTransformer,
                               "a visTransformer")
 

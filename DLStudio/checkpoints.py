@@ -4,10 +4,12 @@ one place where their contents are built (`make_payload`) and checked (`check_fi
 A checkpoint is a dict of plain data and tensors (so ``torch.load(weights_only=True)``
 reads it and a crafted file cannot run code; no class is ever unpickled from it):
 
-    format, variant ("FG" | "PreLN" | "visTransformer"),
+    format, variant ("FG" | "PreLN" | "GPT" | "visTransformer"),
     container_class ("module:Class", e.g. "DLStudio.Transformers:TransformerFG" or a
                      student's "homework_my_attention_head:TransformerFGWithTemperature"),
-    container_args, shape_args,                         # everything needed to rebuild
+    container_args, shape_args, identity_args,          # the settings (DLStudio.settings):
+                                                        # all of them, those that shape the
+                                                        # weights, those --resume compares
     run_id, training_config,                            # which run; what --resume checks
     epoch, step, epoch_complete, batches_done, optimizer, rng, train_losses,
     held_out_bleu | held_out_accuracy,
@@ -21,7 +23,8 @@ reads it and a crafted file cannot run code; no class is ever unpickled from it)
   GPT:
     model (its state_dict), tokenizer_state (the word list or the BPE merges)
 
-The model describes itself (``model.description()``); this module never imports it.
+The model describes itself (``model.description()``, from its settings' description,
+DLStudio.settings); this module never imports it.
 """
 
 import glob
@@ -31,18 +34,17 @@ import logging
 import os
 import re
 import tempfile
+from typing import NamedTuple
 
 import torch
 
 from .overrides import class_path, import_class
-from .vocabulary import archive_path
 
 log = logging.getLogger("DLStudio")
 
 __all__ = ["CheckpointError", "FORMAT", "checkpoint_path", "checkpoint_files",
            "list_checkpoints", "find_checkpoint", "save_checkpoint", "load_checkpoint",
-           "make_payload", "check_fits", "load_into", "save_final", "container_spec", "vit_spec",
-           "gpt_spec", "init_from_gpt",
+           "make_payload", "check_fits", "load_into", "save_final", "Restored", "init_from_gpt",
            "MANIFEST", "mark_written", "written_here", "refuse_theirs", "free_name",
            "saved_model_paths", "refuse_saved_model_of_theirs"]
 
@@ -232,45 +234,6 @@ def load_checkpoint(path, map_location="cpu"):
 
 # ---------------------------------------------------------------------------------------
 # What goes into a checkpoint, and whether one fits a model.
-#: The translation containers' constructor arguments kept in a checkpoint, and those that
-#: shape the weights (a checkpoint fits a model only when these agree).
-TRANSLATION_ARGS = ("data_archive", "max_seq_length", "embedding_size", "num_warmup_steps",
-                    "optimizer_params", "lr_mul", "checkpoint_freq", "held_out_fraction",
-                    "split_seed", "dropout", "label_smoothing", "full_width_heads",
-                    "tie_embeddings", "learned_positions", "tokenizer", "vocab_size",
-                    "vocab_from", "pairs_options")
-TRANSLATION_SHAPE_ARGS = ("embedding_size", "max_seq_length", "full_width_heads",
-                          "tie_embeddings", "learned_positions")
-VIT_SHAPE_ARGS = ("patch_size", "embedding_size", "num_basic_encoders", "num_atten_heads",
-                  "image_size", "classes", "in_channels", "layout", "full_width_heads")
-VIT_ARGS = VIT_SHAPE_ARGS + ("num_warmup_steps", "lr_mul", "optimizer_params", "dropout",
-                             "label_smoothing", "augment", "checkpoint_freq")
-
-
-def container_spec(xformer):
-    """A translation container's part of a checkpoint: class, variant, constructor
-    arguments (the archive as an absolute path) and vocabularies."""
-    args = {name: getattr(xformer, name) for name in TRANSLATION_ARGS}
-    args["dataroot"] = os.path.abspath(xformer.dataroot)
-    if xformer.data_archive:
-        archive = archive_path(xformer.dataroot, xformer.data_archive)
-        args["dataroot"], args["data_archive"] = os.path.split(os.path.abspath(archive))
-    spec = {"variant": xformer.variant, "container_class": xformer.class_path,
-            "container_args": args, "shape_args": list(TRANSLATION_SHAPE_ARGS),
-            "vocab_en": list(xformer.vocab.vocab_en), "vocab_es": list(xformer.vocab.vocab_es),
-            "vocab_fingerprint": xformer.vocab.fingerprint}
-    if xformer.vocab.kind == "bpe":          # the merges: the file stays self-describing
-        spec["tokenizers"] = xformer.vocab.state()
-    return spec
-
-
-def vit_spec(vit):
-    """A visTransformer's description: class, constructor arguments, data set."""
-    return {"variant": vit.variant, "container_class": vit.class_path,
-            "container_args": {name: getattr(vit, name) for name in VIT_ARGS},
-            "shape_args": list(VIT_SHAPE_ARGS), "dataset": vit.dataset_spec}
-
-
 def _weights(model):
     if hasattr(model, "parts"):     # translation: each part under its DLStudio name
         return {name: part.state_dict() for name, part in model.parts().items()}
@@ -356,6 +319,20 @@ def save_final(payload, path_saved_model):
 
 # ---------------------------------------------------------------------------------------
 # Rebuilding a model from a checkpoint file alone.
+class Restored(NamedTuple):
+    """What every ``from_checkpoint`` returns: the container (DLStudio's object, with its
+    vocabulary and settings), the model ready to use (for a GPT or a visTransformer, the
+    container itself) and the checkpoint's contents.
+
+        xformer, model, checkpoint = TransformerFG.from_checkpoint("ck/checkpoint_39.pt")
+        gpt = TransformerGPT.from_checkpoint("ck_gpt/checkpoint_9.pt").model
+    """
+
+    container: object
+    model: object
+    checkpoint: dict
+
+
 def container_class(payload, path, called_on, model_class, ours):
     """The class a checkpoint was trained with: ``model_class`` (a class or "module:Class",
     refused when it is not the recorded one), the class ``from_checkpoint`` was called on,
@@ -412,23 +389,7 @@ def corpus_of(payload):
 
 
 # ---------------------------------------------------------------------------------------
-# The GPT: its description, rebuilding it, and its weights as a translation model's start.
-GPT_SHAPE_ARGS = ("max_seq_length", "embedding_size", "num_basic_decoders", "num_atten_heads",
-                  "layout", "full_width_heads", "learned_positions", "tie_embeddings")
-GPT_ARGS = GPT_SHAPE_ARGS + ("lang", "tokenizer", "vocab_size", "num_warmup_steps", "lr_mul",
-                             "optimizer_params", "dropout", "label_smoothing",
-                             "held_out_fraction", "split_seed", "checkpoint_freq",
-                             "archive_text")
-
-
-def gpt_spec(gpt):
-    """A TransformerGPT's description: class, constructor arguments, tokenizer."""
-    return {"variant": gpt.variant, "container_class": gpt.class_path,
-            "container_args": {name: getattr(gpt, name) for name in GPT_ARGS},
-            "shape_args": list(GPT_SHAPE_ARGS), "tokenizer_state": gpt.vocab.state(),
-            "vocab_fingerprint": gpt.vocab.fingerprint}
-
-
+# The GPT's weights as a translation model's start.
 #: A GPT layer's parts and the translation layer's parts they become: the GPT layer is the
 #: encoder layer, so an encoder takes it whole; a decoder layer has cross-attention (and
 #: its LayerNorm, norm2) between the two, which stay as they were.

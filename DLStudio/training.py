@@ -265,12 +265,13 @@ class Trainer:
     # What identifies a run: everything that changes the weights or the order of batches.
     def training_config(self):
         """The configuration a resumed run must share with its checkpoint: the model's
-        class and constructor arguments (not where its data lies, nor how often it saves),
+        class and the settings that identify a run (``identity_args``: not where its data
+        lies, nor how often it saves; see DLStudio.settings),
         batch size, seed, learning rate, clipping, precision (it changes the arithmetic) and
         the training data's fingerprint. (--compile does not: a change is only reported.)"""
         description = self.model.description()
-        config = {name: value for name, value in description["container_args"].items()
-                  if name not in ("data_archive", "dataroot", "checkpoint_freq")}
+        args = description["container_args"]
+        config = {name: args[name] for name in description["identity_args"]}
         config.update(container_class=description["container_class"],
                       encoder_config=description.get("encoder_config"),
                       decoder_config=description.get("decoder_config"),
@@ -733,7 +734,7 @@ class LanguageModelTrainer(Trainer):
     (teacher forcing, one pass per batch, as the translation decoder is trained), loss on
     the real tokens up to each sentence's EOS, length-bucketed batches.
 
-    Args: gpt (with its text, see TransformerGPT.use_text), optimizer, dls,
+    Args: gpt (with its text, see vocabulary.read_text), optimizer, dls,
         checkpoints_dir and the options of `Trainer`; track_perplexity: score the held-out
         sentences at every checkpoint. ``for_model`` builds it from the model alone.
     """

@@ -35,8 +35,8 @@ from .datasets import (
 from .tokens import EOS_INDEX, SOS_INDEX
 
 __all__ = ["WordTokenizer", "BPETokenizer", "tokenizer_from_state", "Vocabulary",
-           "build_vocabulary", "read_corpus", "use_corpus", "archive_path", "plain_words",
-           "split_sentences", "use_text"]
+           "build_vocabulary", "read_corpus", "TranslationData", "DataView", "archive_path",
+           "plain_words", "split_sentences", "TextData", "read_text"]
 
 SPECIALS = ("SOS", "EOS")       # ids 0 and 1 in every tokenizer
 #: Their names inside a BPE tokenizer: characters that no byte-level piece holds, so that no
@@ -343,32 +343,98 @@ def read_corpus(path, max_seq_length, tokenizer="word", pairs_options=None):
     return load_corpus(path, word_limit, pairs_options), pairs_options
 
 
-def use_corpus(xformer, corpus=None, vocab=None):
-    """What a DLStudio container does with its archive in its constructor: read it (unless
-    a Corpus is given), split its pairs into training and held-out sentences, build (or
-    take) the vocabulary as ``xformer.vocab`` and under DLStudio's attribute names."""
-    if corpus is None:
-        if xformer.data_archive is None:
-            raise ValueError("give data_archive= (a DLStudio archive) or corpus=")
-        corpus, xformer.pairs_options = read_corpus(
-            archive_path(xformer.dataroot, xformer.data_archive), xformer.max_seq_length,
-            xformer.tokenizer, xformer.pairs_options)
-    xformer.corpus = corpus
-    xformer.training_corpus, xformer.held_out_corpus = [], []
-    if corpus.pairs:
-        xformer.training_corpus, xformer.held_out_corpus = split_pairs(
-            corpus.pairs, xformer.held_out_fraction, xformer.split_seed)
-    if vocab is None:
-        vocab = build_vocabulary(corpus, xformer.training_corpus, xformer.tokenizer,
-                                 xformer.vocab_size, xformer.vocab_from, xformer.max_seq_length)
-    xformer.vocab, xformer.max_seq_length = vocab, vocab.max_seq_length
-    xformer.tokenizer = vocab.kind          # a GPT's BPE may come with word-level English
-    xformer.vocab_en, xformer.vocab_es = vocab.vocab_en, vocab.vocab_es
-    xformer.vocab_en_size, xformer.vocab_es_size = vocab.vocab_en_size, vocab.vocab_es_size
-    xformer.en_vocab_dict, xformer.es_vocab_dict = vocab.en_vocab_dict, vocab.es_vocab_dict
-    xformer.en_index_2_word, xformer.es_index_2_word = vocab.en_index_2_word, vocab.es_index_2_word
-    xformer.vocab_fingerprint = vocab.fingerprint
+class TranslationData:
+    """What a translation model trains and is scored on, read once and kept by its
+    container: the corpus (its pairs and the archive's word lists), the training and
+    held-out pairs (split by English sentence, `split_pairs`) and the vocabulary.
 
+    Args:
+        corpus: a Corpus; or ``reader``, a function that reads it when it is first needed
+            (a model rebuilt from a checkpoint reads its archive only to be scored on it).
+        vocab: a ready Vocabulary (a checkpoint's); else built as ``build_vocabulary``
+            says from ``tokenizer``, ``vocab_size``, ``vocab_from``, ``max_seq_length``.
+        held_out_fraction, split_seed: the split. ``split``: a ready (training, held-out).
+
+    The split is made when it is first asked for (DLStudio's word lists need none).
+    DLStudio's names for all this (``training_corpus``, ``en_vocab_dict``, ...) are
+    read-only views of it on the container.
+    """
+
+    def __init__(self, corpus=None, vocab=None, *, reader=None, held_out_fraction=0.05,
+                 split_seed=0, split=None, tokenizer="word", vocab_size=None,
+                 vocab_from="archive", max_seq_length=10):
+        if corpus is None and reader is None:
+            raise ValueError("give data_archive= (a DLStudio archive) or corpus=")
+        self._corpus, self._reader, self._split = corpus, reader, split
+        self.held_out_fraction, self.split_seed = held_out_fraction, split_seed
+        if vocab is None:
+            from_split = tokenizer != "word" or vocab_from != "archive"
+            vocab = build_vocabulary(self.corpus, self.training_pairs if from_split else None,
+                                     tokenizer, vocab_size, vocab_from, max_seq_length)
+        self.vocab = vocab
+
+    @classmethod
+    def read(cls, path, *, max_seq_length=10, tokenizer="word", pairs_options=None,
+             **options):
+        """The data of an archive or a pairs file (`read_corpus`), and the pairs file's
+        settings as recorded (None for an archive)."""
+        corpus, pairs_options = read_corpus(path, max_seq_length, tokenizer, pairs_options)
+        return cls(corpus, max_seq_length=max_seq_length, tokenizer=tokenizer,
+                   **options), pairs_options
+
+    @property
+    def corpus(self):
+        if self._corpus is None:
+            self._corpus = self._reader()
+        return self._corpus
+
+    @property
+    def split(self):
+        """(training pairs, held-out pairs), made when first asked for."""
+        if self._split is None:
+            pairs = self.corpus.pairs
+            self._split = (split_pairs(pairs, self.held_out_fraction, self.split_seed)
+                           if pairs else ([], []))
+        return self._split
+
+    @property
+    def training_pairs(self):
+        return self.split[0]
+
+    @property
+    def held_out_pairs(self):
+        return self.split[1]
+
+    def with_split(self, training, held_out):
+        """The same corpus and vocabulary with another split (an experiment's own)."""
+        return TranslationData(self._corpus, self.vocab, reader=self._reader,
+                               held_out_fraction=self.held_out_fraction,
+                               split_seed=self.split_seed, split=(training, held_out))
+
+
+class DataView:
+    """A read-only attribute of a container that shows part of its data under DLStudio's
+    name: ``vocab_en = DataView("vocab", "vocab_en")`` reads ``self.data.vocab.vocab_en``."""
+
+    def __init__(self, *path):
+        self.path = path
+
+    def __set_name__(self, owner, name):
+        self.name = name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        value = obj.data
+        for step in self.path:
+            value = getattr(value, step)
+        return value
+
+    def __set__(self, obj, value):
+        raise AttributeError(
+            f"{self.name} is a view of the data the container read ({'.'.join(self.path)} of "
+            f"its .data); to train or score on other data, give the container data= "
+            "(a TranslationData, e.g. data.with_split(training, held_out)) or corpus=")
 
 
 def split_sentences(sentences, held_out_fraction=0.05, seed=0):
@@ -383,32 +449,42 @@ def split_sentences(sentences, held_out_fraction=0.05, seed=0):
     return ([s for s in sentences if s not in held], [s for s in sentences if s in held])
 
 
-def use_text(gpt, sentences, vocab=None):
-    """What TransformerGPT does with its text: normalise blank space and drop the archive's
-    SOS/EOS markers, split it into training and held-out sentences, learn the tokenizer from
-    the training ones (or take ``vocab``) and fit ``max_seq_length`` to the longest training
+class TextData:
+    """What a language model trains and is scored on: its training and held-out sentences
+    (split by distinct sentence, `split_sentences`), the tokenizer and the sequence length
+    fitted to the training sentences. Built by `read_text`."""
+
+    def __init__(self, training_sentences, held_out_sentences, vocab, max_seq_length):
+        self.training_sentences, self.held_out_sentences = training_sentences, held_out_sentences
+        self.vocab, self.max_seq_length = vocab, max_seq_length
+
+
+def read_text(sentences, *, held_out_fraction=0.05, split_seed=0, tokenizer="bpe",
+              vocab_size=None, vocab=None, max_seq_length=None):
+    """A TransformerGPT's TextData: normalise blank space and drop the archive's SOS/EOS
+    markers, split the sentences into training and held-out, learn the tokenizer from the
+    training ones (or take ``vocab``) and fit ``max_seq_length`` to the longest training
     sentence (with BPE's room: `with_room`): a longer held-out sentence is left out of
     perplexity and counted as skipped."""
     sentences = [" ".join(plain_words(s)) for s in sentences]
     sentences = [s for s in sentences if s]
-    gpt.training_sentences, gpt.held_out_sentences = list(sentences), []
+    training, held_out = list(sentences), []
     if len(set(sentences)) >= 2:         # (one distinct sentence: nothing can be held out)
-        gpt.training_sentences, gpt.held_out_sentences = split_sentences(
-            sentences, gpt.held_out_fraction, gpt.split_seed)
+        training, held_out = split_sentences(sentences, held_out_fraction, split_seed)
     if vocab is None:
-        if not gpt.training_sentences:
+        if not training:
             raise ValueError("a language model needs text to learn its tokenizer from: give "
                              "sentences= (at least two), or vocab= (a tokenizer)")
-        kind = {"bpe": BPETokenizer, "word": WordTokenizer}.get(gpt.tokenizer)
+        kind = {"bpe": BPETokenizer, "word": WordTokenizer}.get(tokenizer)
         if kind is None:
-            raise ValueError(f"tokenizer must be 'bpe' or 'word', not {gpt.tokenizer!r}")
-        vocab = kind.train(gpt.training_sentences, gpt.vocab_size)
-    gpt.vocab, gpt.tokenizer = vocab, vocab.kind
-    unknown = sorted({w for s in gpt.training_sentences for w in vocab.unknown(s.split())})
+            raise ValueError(f"tokenizer must be 'bpe' or 'word', not {tokenizer!r}")
+        vocab = kind.train(training, vocab_size)
+    unknown = sorted({w for s in training for w in vocab.unknown(s.split())})
     if unknown:                          # (held-out ones are left out of perplexity)
         raise ValueError(f"the training text holds words the word-level tokenizer lacks "
                          f"({', '.join(map(repr, unknown[:10]))}): use tokenizer='bpe'")
-    fitted_to = [s for s in gpt.training_sentences or sentences     # never the held-out ones
+    fitted_to = [s for s in training or sentences     # never the held-out ones
                  if not vocab.unknown(s.split())]
     longest = max((len(ids) + 2 for ids in vocab.ids(fitted_to)), default=2)  # SOS, EOS
-    gpt.max_seq_length = max(gpt.max_seq_length or 0, with_room(longest, vocab.kind))
+    return TextData(training, held_out, vocab,
+                    max(max_seq_length or 0, with_room(longest, vocab.kind)))

@@ -124,7 +124,8 @@ def main():
     dls = DLStudio(use_gpu=False, seed=0)
     if args.checkpoint:
         try:
-            x, ours = TransformerFG.from_checkpoint(args.checkpoint, dl_studio=dls, corpus=corpus)
+            x, ours, _ = TransformerFG.from_checkpoint(args.checkpoint, dl_studio=dls,
+                                                       corpus=corpus)
         except CheckpointError as e:
             p.error(str(e))
         M, L = x.embedding_size, ours.encoder.num_basic_encoders

@@ -163,7 +163,7 @@ def translation(folder, precision="fp32"):
     """What translate_sentence.py must print for "she is not tired": the checkpoint's own
     translation, made here (a callable: the table is built before the models are read)."""
     def expected():
-        x, model = TransformerFG.from_checkpoint(checkpoint_path(folder, 0))
+        x, model, _ = TransformerFG.from_checkpoint(checkpoint_path(folder, 0))
         return x.translate(model, ["she is not tired"], precision=precision)[0] + "\n"
     return expected
 

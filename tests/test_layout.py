@@ -17,7 +17,7 @@ ARCHITECTURE = os.path.join(PACKAGE, "architecture.py")
 FLOORS = {
     1: {"architecture", "tokens", "kv_cache", "overrides", "recorder", "install_check"},
     2: {"datasets", "vocabulary", "checkpoints"},
-    3: {"DLStudio", "distributed", "precision", "schedule", "training", "evaluation",
+    3: {"DLStudio", "distributed", "precision", "schedule", "settings", "training", "evaluation",
         "generation", "visualize"},
     4: {"Transformers"},
     5: {"cli", "museum", "experiments", "examples", "__main__"},

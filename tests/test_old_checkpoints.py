@@ -29,7 +29,7 @@ def test_the_fixture_was_written_before_the_move():
 
 @pytest.mark.parametrize("called_on", [TransformerBase, TransformerFG])
 def test_an_old_checkpoint_loads_and_translates_as_it_did(called_on):
-    xformer, model = called_on.from_checkpoint(OLD)
+    xformer, model, _ = called_on.from_checkpoint(OLD)
     assert type(xformer) is TransformerFG
     assert xformer.translate(model, THEN["english"]) == THEN["greedy"]
     assert xformer.translate(model, THEN["english"], beam_width=3) == THEN["beam"]
@@ -39,7 +39,7 @@ def test_dlstudio_s_run_code_for_evaluating_checkpoint_scores_an_old_checkpoint(
     folder = tmp_path / "checkpoints_FG"
     folder.mkdir()
     shutil.copyfile(OLD, checkpoint_path(str(folder), 4))
-    xformer, _ = TransformerFG.from_checkpoint(OLD)          # its archive: the bundled one
+    xformer = TransformerFG.from_checkpoint(OLD).container          # its archive: the bundled one
     dls = DLStudio(use_gpu=False, seed=0)
     enc = TransformerFG.MasterEncoder(dls, xformer, num_basic_encoders=1, num_atten_heads=2)
     dec = TransformerFG.MasterDecoderWithMasking(dls, xformer, num_basic_decoders=1,

@@ -79,7 +79,7 @@ def test_an_override_runs_everywhere_and_survives_a_reload(name, tmp_path, tiny_
                str(tmp_path / "b")]))
     assert status == 0, capsys.readouterr().err
     assert (tmp_path / "b").read_text() == (tmp_path / "a").read_text()
-    ran["from_checkpoint"], (x2, model2) = calls(lambda: TransformerBase.from_checkpoint(
+    ran["from_checkpoint"], (x2, model2, _) = calls(lambda: TransformerBase.from_checkpoint(
         checkpoint_path(ck, 1), model_class=cls))
     assert type(x2) is cls
     again = counting(key)(lambda: (x2.translate(model2, english),
@@ -220,7 +220,7 @@ def test_a_checkpoint_of_a_students_class_is_not_loaded_as_the_standard_one(tmp_
     with pytest.raises(CheckpointError, match="was trained with"):
         TransformerFG.from_checkpoint(checkpoint_path(str(tmp_path / "ck"), 0),
                                       model_class=CONTAINERS["BasicEncoder"])
-    x2, _ = cls.from_checkpoint(checkpoint_path(str(tmp_path / "ck"), 0))
+    x2, _, _ = cls.from_checkpoint(checkpoint_path(str(tmp_path / "ck"), 0))
     assert type(x2) is cls
 
 

@@ -74,7 +74,7 @@ def test_bpe_translates_words_no_vocabulary_holds(bpe_model, corpus):
     folder, x, trainer = bpe_model
     assert all(w not in corpus.vocab_en for w in UNSEEN.split())
     assert x.tokenizer == "bpe" and x.max_seq_length > 10        # pieces, grown to fit
-    xformer, model = TransformerFG.from_checkpoint(trainer.last_checkpoint)
+    xformer, model, _ = TransformerFG.from_checkpoint(trainer.last_checkpoint)
     src = xformer.vocab.encode([UNSEEN], "en")                  # read as pieces, none lost
     assert xformer.vocab.tokenizers["en"].text(src[0, 1:int((src[0] != 1).sum())]) == UNSEEN
     out = xformer.translate(model, [UNSEEN, "I'm hungry!"])
@@ -92,11 +92,11 @@ def test_a_bpe_checkpoint_keeps_its_tokenizer_when_the_archive_is_gone(bpe_model
     shutil.copy(trainer.last_checkpoint, moved)
     os.rename(folder / "corpus.tar.gz", folder / "gone.tar.gz")
     try:
-        xformer, model = TransformerFG.from_checkpoint(str(moved))
+        xformer, model, _ = TransformerFG.from_checkpoint(str(moved))
+        assert xformer.held_out_corpus == []      # nothing to score on: the archive is gone
     finally:
         os.rename(folder / "gone.tar.gz", folder / "corpus.tar.gz")
-    assert xformer.vocab.fingerprint == x.vocab.fingerprint
-    assert xformer.held_out_corpus == []                 # the vocabulary needed no archive
+    assert xformer.vocab.fingerprint == x.vocab.fingerprint   # it needed no archive
     ids = xformer.vocab.encode([UNSEEN], "en")
     assert torch.equal(ids, x.vocab.encode([UNSEEN], "en"))
 

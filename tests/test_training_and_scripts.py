@@ -69,12 +69,12 @@ def test_checkpoint_round_trip_gives_identical_translations(trained):
     folder, x, enc, dec, trainer, _ = trained
     english = [en for en, _ in x.held_out_corpus[:40]]
     before = x.translate(trainer.model, english)
-    x2, model2 = TransformerBase.from_checkpoint(str(folder / "ck" / "checkpoint_1.pt"))
+    x2, model2, _ = TransformerBase.from_checkpoint(str(folder / "ck" / "checkpoint_1.pt"))
     assert isinstance(x2, TransformerFG)
     assert x2.translate(model2, english) == before
     assert x2.held_out_corpus == x.held_out_corpus   # the archive was found again
     # the final model, at path_saved_model, is the same model
-    x3, model3 = TransformerBase.from_checkpoint(str(folder / "saved_FG.pt"))
+    x3, model3, _ = TransformerBase.from_checkpoint(str(folder / "saved_FG.pt"))
     assert x3.translate(model3, english[:5]) == before[:5]
 
 
@@ -106,14 +106,14 @@ def test_translating_user_input(trained):
     folder, x, enc, dec, trainer, _ = trained
     out = x.run_code_for_translating_user_input(enc, dec, str(folder / "ck"), 1,
                                                 "She is NOT tired, today!")
-    x1, model1 = TransformerBase.from_checkpoint(str(folder / "ck" / "checkpoint_1.pt"))
+    x1, model1, _ = TransformerBase.from_checkpoint(str(folder / "ck" / "checkpoint_1.pt"))
     assert out == x1.translate(model1, ["she is not tired today"])[0]      # normalised
     english = [en for en, _ in x.held_out_corpus[:40]]
     by_checkpoint = [TransformerBase.from_checkpoint(str(folder / "ck" / f"checkpoint_{i}.pt"))
                      for i in (0, 1)]
     said = [x.run_code_for_translating_user_input(enc, dec, str(folder / "ck"), i, english)
             for i in (0, 1)]
-    assert said == [xi.translate(model, english) for xi, model in by_checkpoint]
+    assert said == [xi.translate(model, english) for xi, model, _ in by_checkpoint]
     assert said[0] != said[1]                    # so the index named is the one translating
     with pytest.raises(ValueError, match="'xylophone'"):
         x.run_code_for_translating_user_input(enc, dec, str(folder / "ck"), 1, "i xylophone")
@@ -166,7 +166,7 @@ def test_dlstudio_258_script_runs_unchanged(tmp_path, variant):
     checkpoints = tmp_path / f"checkpoints_with_masking_{variant}"
     assert list_checkpoints(checkpoints) == [0]
     # myoutput.txt: every held-out sentence, translated by the trained model
-    x, model = TransformerBase.from_checkpoint(str(checkpoints / "checkpoint_0.pt"))
+    x, model, _ = TransformerBase.from_checkpoint(str(checkpoints / "checkpoint_0.pt"))
     english = sorted({en for en, _ in split_pairs(corpus.pairs)[1]})
     rows = [line.split("\t") for line in
             (tmp_path / "myoutput.txt").read_text(encoding="utf-8").splitlines()]

@@ -96,7 +96,7 @@ def test_checkpoint_round_trip_gives_identical_predictions(tmp_path):
     vit.eval()
     with torch.no_grad():
         expected = vit(images)
-    again, payload = visTransformer.from_checkpoint(str(tmp_path / "checkpoint_0.pt"))
+    again, _, payload = visTransformer.from_checkpoint(str(tmp_path / "checkpoint_0.pt"))
     assert payload["dataset"]["name"] == "shapes"
     with torch.no_grad():
         assert torch.equal(again(images), expected)

@@ -12,8 +12,8 @@ import logging
 import os
 import sys
 
-from ..checkpoints import CheckpointError, find_checkpoint, load_checkpoint
-from ..datasets import BUNDLED_ARCHIVE, ArchiveError, ImageDataError, load_archive, load_corpus
+from ..checkpoints import CheckpointError, find_checkpoint
+from ..datasets import BUNDLED_ARCHIVE, ArchiveError, ImageDataError, load_archive
 from ..distributed import DistributedError, launched_by_torchrun, lost_a_peer, rank_from_env
 from ..distributed import leave as leave_process_group
 from ..overrides import OverrideError, import_class
@@ -228,11 +228,11 @@ def checkpoint_arguments(parser, args, sentence=False):
 
 
 def load_translation(path, archive=None, model_class=None):
-    corpus = None
-    if archive:     # a pairs file is curated again with the settings the checkpoint keeps
-        options = load_checkpoint(path).get("container_args", {}).get("pairs_options")
-        corpus = load_corpus(archive_named(archive), pairs_options=options)
-    return TransformerBase.from_checkpoint(path, corpus=corpus, model_class=model_class)
+    """``(xformer, model)`` of a translation checkpoint, read once; ``archive``: score on
+    that one (a name or a path) instead of the one it records."""
+    xformer, model, _ = TransformerBase.from_checkpoint(
+        path, archive=archive_named(archive) if archive else None, model_class=model_class)
+    return xformer, model
 
 
 def load_checkpoint_or_exit(checkpoints_dir, index=None, archive=None, model_class=None):

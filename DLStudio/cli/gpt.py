@@ -186,7 +186,7 @@ def prompts_main(argv=None):
                        help="the TransformerGPT subclass the checkpoint was trained with")
         args = p.parse_args(argv)
         path, prompt = _prompt_arguments(p, args)
-        gpt, _ = TransformerGPT.from_checkpoint(path, model_class=args.model_class)
+        gpt = TransformerGPT.from_checkpoint(path, model_class=args.model_class).model
         options = {"num_samples": args.samples, "temperature": args.temperature,
                    "top_k": args.top_k or None, "max_new_tokens": args.max_new_tokens,
                    "seed": args.seed}
@@ -250,7 +250,7 @@ def pretraining_main(argv=None):
     held-out BLEU."""
     from ..datasets import Corpus
     from ..Transformers import TransformerFG, TransformerPreLN
-    from ..vocabulary import build_vocabulary
+    from ..vocabulary import TranslationData, build_vocabulary
     from .experiments import machine, pretraining_run, scarce_labels
 
     def run(argv):
@@ -277,11 +277,11 @@ def pretraining_main(argv=None):
             def make_container(vocab=vocab):
                 dls = DLStudio(use_gpu=not args.cpu, batch_size=args.batch_size, epochs=10_000,
                                seed=args.seed, learning_rate=args.learning_rate)
-                x = cls(dl_studio=dls, corpus=Corpus(labelled + held_out, [], []),
-                        vocab=vocab, embedding_size=args.embedding_size,
+                data = TranslationData(Corpus(labelled + held_out, [], []), vocab,
+                                       split=(labelled, held_out))        # this split
+                x = cls(dl_studio=dls, data=data, embedding_size=args.embedding_size,
                         num_warmup_steps=args.num_warmup_steps, dropout=args.dropout,
                         label_smoothing=args.label_smoothing, save_checkpoints=False)
-                x.training_corpus, x.held_out_corpus = labelled, held_out  # this split
                 return (x, x.MasterEncoder(dls, x, args.num_layers, args.num_atten_heads),
                         x.MasterDecoderWithMasking(dls, x, args.num_layers,
                                                    args.num_atten_heads))

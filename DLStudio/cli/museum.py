@@ -104,10 +104,11 @@ class TeacherForcing(Correct):
 class TrainingSentences(Correct):
     """DLStudio 2.5.8 scores translation on sentences it trained on."""
 
-    def use_corpus(self, corpus=None, vocab=None):
-        super().use_corpus(corpus, vocab)
-        self.honest_held_out = self.held_out_corpus
-        self.held_out_corpus = self.training_corpus[:len(self.held_out_corpus)]   # the bug
+    def read_data(self, corpus=None, vocab=None):
+        data = super().read_data(corpus, vocab)
+        self.honest_held_out = data.held_out_pairs
+        return data.with_split(data.training_pairs,
+                               data.training_pairs[:len(data.held_out_pairs)])   # the bug
 
     def honest_score(self, model):
         return evaluate_bleu(model, self.vocab, self.honest_held_out)["bleu"]

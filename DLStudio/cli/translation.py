@@ -359,7 +359,7 @@ def demo_main(argv=None):
         return status
     print(f"\n== Sentences of our own ({how_to_run('translate_sentence')} {ckpt_dir} {last} "
           '"..."):')
-    xformer, model = TransformerBase.from_checkpoint(checkpoint_path(ckpt_dir, last))
+    xformer, model, _ = TransformerBase.from_checkpoint(checkpoint_path(ckpt_dir, last))
     for english in DEMO_SENTENCES:
         try:
             spanish = xformer.translate(model, [english])[0]

@@ -138,7 +138,7 @@ def vit_test_checkpoint_main(argv=None):
         args = p.parse_args(argv)
         path = checkpoint_arguments(p, args)
         label = os.path.basename(path)[len("checkpoint_"):-len(".pt")]     # "9", "9_partial"
-        vit, payload = visTransformer.from_checkpoint(path, model_class=args.model_class)
+        vit, _, payload = visTransformer.from_checkpoint(path, model_class=args.model_class)
         spec = dict(payload.get("dataset") or {})
         if args.dataroot:
             spec["dataroot"] = args.dataroot

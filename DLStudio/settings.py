@@ -1,0 +1,190 @@
+"""A model's settings, described once per model kind.
+
+Each dataclass below lists a container's keyword settings with their defaults, and says of
+each what it is to a checkpoint:
+
+    shapes     it shapes the weights: a checkpoint fits a model only when they agree
+    recorded   the checkpoint keeps it (``container_args``), so the file alone rebuilds
+               the model (False: how this session runs, e.g. ``save_checkpoints``)
+    identity   ``--resume`` refuses a checkpoint whose run had another value (False: where
+               the data lies or how often the run saves; these may change)
+
+From that one description come the containers' keywords (``TransformerFG(dl_studio=...,
+**settings)``: an unknown one is refused by name), what a checkpoint records, which of its
+arguments must fit the model, and what ``--resume`` compares.
+
+    >>> TranslationSettings.names()[:3]
+    ['dataroot', 'data_archive', 'max_seq_length']
+    >>> TranslationSettings.shape_names()
+    ['max_seq_length', 'embedding_size', 'full_width_heads', 'tie_embeddings', 'learned_positions']
+"""
+
+import dataclasses
+import difflib
+import inspect
+from dataclasses import dataclass, field
+
+from .schedule import ADAM_DEFAULTS
+
+__all__ = ["Settings", "TranslationSettings", "LayoutSettings", "GPTSettings", "VisionSettings",
+           "SettingError", "setting"]
+
+
+class SettingError(TypeError):
+    """A keyword that is no setting of the model, with the nearest one."""
+
+
+def setting(default=None, *, shapes=False, recorded=True, identity=True):
+    """One setting: its default and what it is to a checkpoint (see the module docstring)."""
+    return field(default=default, metadata={"shapes": shapes, "recorded": recorded,
+                                            "identity": identity and recorded})
+
+
+@dataclass
+class Settings:
+    """What every model kind's settings share, and what is derived from them."""
+
+    @classmethod
+    def names(cls, what=None):
+        """The settings' names, in order; ``what``: only those that are "shapes",
+        "recorded" or "identity"."""
+        return [f.name for f in dataclasses.fields(cls) if what is None or f.metadata[what]]
+
+    @classmethod
+    def shape_names(cls):
+        return cls.names("shapes")
+
+    @classmethod
+    def checked(cls, owner, given):
+        """The settings ``given`` (a dict of keywords) with the defaults for the rest; an
+        unknown keyword raises SettingError naming ``owner`` and the nearest setting."""
+        unknown = sorted(set(given) - set(cls.names()))
+        if unknown:
+            near = difflib.get_close_matches(unknown[0], cls.names(), n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            raise SettingError(f"{owner} has no setting {unknown[0]!r}{hint}; its settings "
+                               f"are {', '.join(cls.names())}")
+        return cls(**given)
+
+    @classmethod
+    def from_record(cls, container_args):
+        """The settings a checkpoint recorded (one from before a setting existed gets its
+        default; a name that is no longer a setting is left out)."""
+        return {k: v for k, v in container_args.items() if k in cls.names()}
+
+    @classmethod
+    def record(cls, model):
+        """What a checkpoint keeps of ``model``'s settings: their current values (a setting
+        the data changed, such as a BPE model's ``max_seq_length``, as it is now)."""
+        return {name: getattr(model, name) for name in cls.names("recorded")}
+
+    @classmethod
+    def identity(cls, container_args):
+        """The part of a checkpoint's ``container_args`` that ``--resume`` compares."""
+        keep = set(cls.names("identity"))
+        return {k: v for k, v in container_args.items() if k in keep}
+
+    def apply_to(self, model):
+        """Set every setting as an attribute of ``model`` (DLStudio's scripts read them
+        there: ``xformer.max_seq_length``, ``xformer.embedding_size``, ...)."""
+        for name in self.names():
+            setattr(model, name, getattr(self, name))
+
+    @classmethod
+    def signature(cls, **before):
+        """The keyword-only signature of a constructor that takes ``before`` (name: default,
+        ``inspect.Parameter.empty`` for none) and then these settings: what ``help()``
+        shows for ``TransformerFG``."""
+        params = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default)
+                  for name, default in before.items()]
+        params += [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY,
+                                     default=(f.default if f.default is not dataclasses.MISSING
+                                              else f.default_factory()))
+                   for f in dataclasses.fields(cls)]
+        return inspect.Signature([inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY),
+                                  *params])
+
+    def __post_init__(self):
+        self.optimizer_params = dict(self.optimizer_params or ADAM_DEFAULTS)  # Adam's betas, eps
+        if self.embedding_size % 2:
+            raise ValueError(f"embedding_size must be even (sin/cos pairs), got "
+                             f"{self.embedding_size}")
+        if getattr(self, "layout", "FG") not in ("FG", "PreLN"):
+            raise ValueError(f"layout must be 'FG' or 'PreLN', got {self.layout!r}")
+
+
+@dataclass
+class TranslationSettings(Settings):
+    """TransformerFG's and TransformerPreLN's settings (see TransformerBase for each one's
+    meaning). DLStudio's own are ``dataroot`` to ``masking``."""
+
+    dataroot: str = setting(None, identity=False)     # None: dl_studio.dataroot
+    data_archive: str = setting(None, identity=False)
+    max_seq_length: int = setting(10, shapes=True)
+    embedding_size: int = setting(256, shapes=True)
+    save_checkpoints: bool = setting(True, recorded=False)
+    num_warmup_steps: int = setting(4000)
+    optimizer_params: dict = setting(None)
+    lr_mul: float = setting(1.0)
+    masking: bool = setting(True, recorded=False)
+    checkpoint_freq: int = setting(5, identity=False)
+    held_out_fraction: float = setting(0.05)
+    split_seed: int = setting(0)
+    dropout: float = setting(0.0)
+    label_smoothing: float = setting(0.0)
+    full_width_heads: bool = setting(False, shapes=True)
+    tie_embeddings: bool = setting(False, shapes=True)
+    learned_positions: bool = setting(False, shapes=True)
+    tokenizer: str = setting("word")
+    vocab_size: int = setting(None)
+    vocab_from: str = setting("archive")
+    pairs_options: dict = setting(None)
+
+
+@dataclass
+class LayoutSettings(Settings):
+    """What a GPT and a visTransformer share: a layout of either kind ("PreLN", GPT-2's and
+    ViT's, or "FG"), no warm-up by default, and the switches of the translation models."""
+
+    layout: str = setting("PreLN", shapes=True)
+    num_warmup_steps: int = setting(0)
+    lr_mul: float = setting(1.0)
+    optimizer_params: dict = setting(None)
+    dropout: float = setting(0.0)
+    label_smoothing: float = setting(0.0)
+    full_width_heads: bool = setting(False, shapes=True)
+    save_checkpoints: bool = setting(True, recorded=False)
+    checkpoint_freq: int = setting(5, identity=False)
+
+
+@dataclass
+class GPTSettings(LayoutSettings):
+    """TransformerGPT's settings (see TransformerGPT)."""
+
+    lang: str = setting("es")
+    tokenizer: str = setting("bpe")
+    vocab_size: int = setting(8000)
+    max_seq_length: int = setting(None, shapes=True)   # None: fitted to the training text
+    embedding_size: int = setting(256, shapes=True)
+    num_basic_decoders: int = setting(4, shapes=True)
+    num_atten_heads: int = setting(4, shapes=True)
+    learned_positions: bool = setting(False, shapes=True)
+    tie_embeddings: bool = setting(False, shapes=True)
+    held_out_fraction: float = setting(0.05)
+    split_seed: int = setting(0)
+    archive_text: bool = setting(False)   # prompts are then normalised like the archive
+
+
+@dataclass
+class VisionSettings(LayoutSettings):
+    """visTransformer's settings (see visTransformer)."""
+
+    patch_size: tuple = setting((8, 8), shapes=True)
+    embedding_size: int = setting(128, shapes=True)
+    num_basic_encoders: int = setting(4, shapes=True)
+    num_atten_heads: int = setting(4, shapes=True)
+    image_size: tuple = setting(None, shapes=True)     # None: dl_studio.image_size, (32, 32)
+    classes: tuple = setting(None, shapes=True)        # None: dl_studio.classes
+    in_channels: int = setting(3, shapes=True)
+    augment: bool = setting(False)
+    max_seq_length: int = setting(None, recorded=False)  # DLStudio's; must be N_p + 1
