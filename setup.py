@@ -7,16 +7,16 @@ from setuptools.command.build_py import build_py
 
 
 def bundled_corpus():
-    """The bundled corpus's file name and SHA-256, as DLStudio/datasets/__init__.py states
+    """The bundled corpus's file name and SHA-256, as DLStudio/data/__init__.py states
     them (read, not imported: importing it needs torch)."""
-    text = open(os.path.join("DLStudio", "datasets", "__init__.py"), encoding="utf-8").read()
+    text = open(os.path.join("DLStudio", "data", "__init__.py"), encoding="utf-8").read()
     return (re.search(r'BUNDLED_NAME = "([^"]+)"', text).group(1),
             re.search(r'BUNDLED_SHA256 = "([0-9a-f]{64})"', text).group(1))
 
 
 class BuildPyWithExamples(build_py):
     """Packs what a clone keeps beside the package: the bundled corpus (its checksum checked)
-    into DLStudio/datasets/, and the scripts of ExamplesTransformers/ as DLStudio/examples/."""
+    into DLStudio/data/, and the scripts of ExamplesTransformers/ as DLStudio/examples/."""
 
     def run(self):
         super().run()
@@ -28,9 +28,9 @@ class BuildPyWithExamples(build_py):
             found = hashlib.sha256(f.read()).hexdigest()
         if found != expected:
             raise SystemExit(f"{source} is not the bundled corpus (SHA-256 {found}, expected "
-                             f"{expected}); write it again with: python -m DLStudio.datasets "
+                             f"{expected}); write it again with: python -m DLStudio.data "
                              f"synth -o {source}")
-        self.copy_file(source, os.path.join(self.build_lib, "DLStudio", "datasets", name))
+        self.copy_file(source, os.path.join(self.build_lib, "DLStudio", "data", name))
         for script in sorted(os.listdir("ExamplesTransformers")):
             if script.endswith(".py") or script == "README.md":
                 self.copy_file(os.path.join("ExamplesTransformers", script),

@@ -20,15 +20,8 @@ Constructors take DLStudio's signatures (../shared/DLSTUDIO_API.md).
 import inspect
 import os
 
-from .architecture import (
-    EncoderDecoderParts,
-    GPTParts,
-    TransformerParts,
-    VisionParts,
-    residual,
-    scaled_dot_product,
-)
-from .checkpoints import (
+from .data import load_corpus
+from .data.checkpoints import (
     CheckpointError,
     Restored,
     container_class,
@@ -38,18 +31,8 @@ from .checkpoints import (
     load_checkpoint,
     load_into,
 )
-from .datasets import load_corpus
-from .datasets.images import dataset_of, use_datasets
-from .DLStudio import DLStudio
-from .evaluation import classify, evaluate_container, evaluate_images, translate_sentences
-from .generation import generate_text, perplexity
-from .kv_cache import KeyValueCache
-from .overrides import class_path
-from .schedule import ScheduledOptim, adam
-from .settings import GPTSettings, TranslationSettings, VisionSettings
-from .tokens import causal_mask, padding_mask
-from .training import train_images, train_language_model, train_translation
-from .vocabulary import (
+from .data.images import dataset_of, use_datasets
+from .data.vocabulary import (
     DataView,
     TranslationData,
     Vocabulary,
@@ -57,6 +40,28 @@ from .vocabulary import (
     read_text,
     tokenizer_from_state,
 )
+from .DLStudio import DLStudio
+from .evaluation.decode_and_score import (
+    classify,
+    evaluate_container,
+    evaluate_images,
+    translate_sentences,
+)
+from .evaluation.generation import generate_text, perplexity
+from .model.architecture import (
+    EncoderDecoderParts,
+    GPTParts,
+    TransformerParts,
+    VisionParts,
+    residual,
+    scaled_dot_product,
+)
+from .model.kv_cache import KeyValueCache
+from .model.overrides import class_path
+from .model.tokens import causal_mask, padding_mask
+from .training.schedule import ScheduledOptim, adam
+from .training.settings import GPTSettings, TranslationSettings, VisionSettings
+from .training.trainer import train_images, train_language_model, train_translation
 
 __all__ = ["TransformerFG", "TransformerPreLN", "TransformerGPT", "visTransformer",
            "TransformerBase", "TransformerParts", "KeyValueCache", "scaled_dot_product",
@@ -65,7 +70,7 @@ __all__ = ["TransformerFG", "TransformerPreLN", "TransformerGPT", "visTransforme
 
 class Container:
     """What every DLStudio container adds to its parts: its settings (``settings_class``,
-    DLStudio.settings: the constructor's keywords, what a checkpoint records and what
+    DLStudio.training.settings: the constructor's keywords, what a checkpoint records and what
     --resume compares), the optimiser DLStudio's scripts train with, and the warm-up as
     DLStudio names it (``TransformerFG.ScheduledOptim``)."""
 
@@ -135,12 +140,12 @@ class TransformerBase(Container, EncoderDecoderParts):
             learnt from the training split; max_seq_length then counts pieces and grows to
             fit the longest training sentence, with room); vocab_from: "archive" or
             "training" (word level); vocab: a ready Vocabulary (a checkpoint's). See
-            DLStudio.vocabulary.
+            DLStudio.data.vocabulary.
         Other designs than the lecture's, as switches: dropout (Vaswani 5.4), label_smoothing
         (5.4), full_width_heads (heads read all of M, then W^O: 3.2.2), tie_embeddings (the
         output layer shares the Spanish embeddings: Press and Wolf 2017), learned_positions.
         The settings, their defaults and what a checkpoint keeps of each are described
-        once, in DLStudio.settings.TranslationSettings; an unknown keyword is refused.
+        once, in DLStudio.training.settings.TranslationSettings; an unknown keyword is refused.
     Attributes read by DLStudio scripts: ``vocab_en_size``, ``vocab_es_size``,
     ``en_vocab_dict``, ``es_vocab_dict``, ``es_index_2_word``, ``training_corpus``: read-only
     views of ``data``, the TranslationData the archive was read into.
@@ -348,7 +353,7 @@ class TransformerGPT(Container, GPTParts):
     With no encoder there is no memory and no cross-attention, so a GPT layer is the encoder
     layer (BasicEncoder) given the causal mask, and the stack with its output layer is the
     translation decoder's MasterDecoderWithMasking called without memory. Pre-trained on
-    Spanish, its weights initialise a translation decoder (DLStudio.checkpoints.init_from_gpt).
+    Spanish, its weights initialise a translation decoder (DLStudio.data.checkpoints.init_from_gpt).
 
     Args (keyword-only): dl_studio; sentences: the text, one sentence per string (split into
         training and held-out by held_out_fraction, split_seed); lang: what language they
@@ -392,7 +397,7 @@ class TransformerGPT(Container, GPTParts):
 
     # Training, scoring and generation. ----------------------------------------------------
     def description(self):
-        """What rebuilds this model: its settings and its tokenizer (DLStudio.checkpoints)."""
+        """What rebuilds this model: its settings and its tokenizer (DLStudio.data.checkpoints)."""
         return self.described(tokenizer_state=self.vocab.state(),
                               vocab_fingerprint=self.vocab.fingerprint)
 
@@ -477,7 +482,7 @@ class visTransformer(Container, VisionParts):
 
     # DLStudio's API beyond the model: delegates to the modules that do the work. -------
     def description(self):
-        """What rebuilds this model: its settings and its data set (DLStudio.checkpoints)."""
+        """What rebuilds this model: its settings and its data set (DLStudio.data.checkpoints)."""
         return self.described(dataset=self.dataset_spec)
 
     def use_datasets(self, training_set, test_set, spec=None):

@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from DLStudio import TransformerFG  # noqa: E402
 from DLStudio.cli import positive_int  # noqa: E402
 from DLStudio.cli.experiments import machine  # noqa: E402
-from DLStudio.precision import native_bf16  # noqa: E402
+from DLStudio.training.precision import native_bf16  # noqa: E402
 from DLStudio.Transformers import scaled_dot_product  # noqa: E402
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}

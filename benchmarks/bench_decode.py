@@ -39,16 +39,16 @@ from DLStudio import (  # noqa: E402
     TransformerFG,
     evaluation,  # noqa: E402
 )
-from DLStudio.checkpoints import CheckpointError  # noqa: E402
 from DLStudio.cli import (  # noqa: E402
     archive_or_usage,
     existing_file,
     positive_int,
 )
 from DLStudio.cli.experiments import machine  # noqa: E402
-from DLStudio.datasets import BUNDLED_ARCHIVE  # noqa: E402
-from DLStudio.precision import Precision, native_bf16  # noqa: E402
-from DLStudio.tokens import padding_mask  # noqa: E402
+from DLStudio.data import BUNDLED_ARCHIVE  # noqa: E402
+from DLStudio.data.checkpoints import CheckpointError  # noqa: E402
+from DLStudio.model.tokens import padding_mask  # noqa: E402
+from DLStudio.training.precision import Precision, native_bf16  # noqa: E402
 
 
 class NaiveBaseline(torch.nn.Module):

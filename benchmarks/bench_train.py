@@ -52,11 +52,11 @@ from DLStudio.cli import (  # noqa: E402
     positive_int,
 )
 from DLStudio.cli.experiments import machine  # noqa: E402
-from DLStudio.datasets import BUNDLED_ARCHIVE  # noqa: E402
-from DLStudio.precision import Precision, native_bf16  # noqa: E402
-from DLStudio.schedule import adam, clip_gradient_norm  # noqa: E402
-from DLStudio.tokens import padding_mask  # noqa: E402
+from DLStudio.data import BUNDLED_ARCHIVE  # noqa: E402
+from DLStudio.model.tokens import padding_mask  # noqa: E402
 from DLStudio.training import TranslationTrainer  # noqa: E402
+from DLStudio.training.precision import Precision, native_bf16  # noqa: E402
+from DLStudio.training.schedule import adam, clip_gradient_norm  # noqa: E402
 
 aten = torch.ops.aten
 

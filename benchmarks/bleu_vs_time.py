@@ -30,7 +30,7 @@ from DLStudio.cli import (  # noqa: E402
     positive_int,
 )
 from DLStudio.cli.experiments import budget_run, machine  # noqa: E402
-from DLStudio.datasets import BUNDLED_ARCHIVE  # noqa: E402
+from DLStudio.data import BUNDLED_ARCHIVE  # noqa: E402
 
 
 def main():

@@ -25,15 +25,23 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
-from DLStudio.datasets import BUNDLED_ARCHIVE as ARCHIVE  # noqa: E402  (this tree's corpus)
+from DLStudio.data import BUNDLED_ARCHIVE as ARCHIVE  # noqa: E402  (this tree's corpus)
 
 # What runs in each version: only names that every version since DLStudio's API has had.
 CHILD = r"""
 import json, os, sys
+# This version's package only: not an editable install's finder, which would fill in a
+# module this version lacks from another tree.
+sys.meta_path[:] = [f for f in sys.meta_path if "Editable" not in getattr(
+    f, "__name__", type(f).__name__)]
 import torch
 torch.set_num_threads(1)
+import DLStudio as package
 from DLStudio import DLStudio, TransformerFG, TransformerPreLN, TransformerGPT, visTransformer
-from DLStudio.datasets import BUNDLED_ARCHIVE, SHAPE_CLASSES
+try:
+    from DLStudio.data import BUNDLED_ARCHIVE, SHAPE_CLASSES
+except ImportError:                      # (before the package's folders were its floors)
+    from DLStudio.datasets import BUNDLED_ARCHIVE, SHAPE_CLASSES
 steps, n, out = int(sys.argv[1]), int(sys.argv[2]), {}
 archive = sys.argv[3] if os.path.isfile(sys.argv[3]) else BUNDLED_ARCHIVE
 def dls(name):
@@ -66,6 +74,7 @@ trainer = vit.run_code_for_training_visTransformer(checkpoint_dir="vit_ck",
                                                    max_steps=max(1, steps // 3))
 out["visTransformer"] = {"losses": [float(v).hex() for v in trainer.train_losses],
                          "predicted": vit.predict(vit.test_set.images[:n]).tolist()}
+print("PACKAGE " + os.path.dirname(os.path.abspath(package.__file__)))
 print("RESULT " + json.dumps(out))
 """
 
@@ -92,6 +101,9 @@ def run(version, steps, sentences):
         line = next((s for s in done.stdout.splitlines() if s.startswith("RESULT ")), None)
         if done.returncode or line is None:
             sys.exit(f"version {version} failed:\n{done.stderr[-3000:]}")
+        ran = next(s for s in done.stdout.splitlines() if s.startswith("PACKAGE "))[8:]
+        if os.path.realpath(ran) != os.path.realpath(os.path.join(src, "DLStudio")):
+            sys.exit(f"version {version} ran the package in {ran}, not its own")
         return json.loads(line[len("RESULT "):])
 
 

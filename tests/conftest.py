@@ -12,7 +12,7 @@ REAL_ARCHIVE = os.path.join(ROOT, "..", "shared", "data", "en_es_xformer_8_90000
 
 @pytest.fixture
 def tiny_corpus():
-    from DLStudio.datasets import build_corpus
+    from DLStudio.data import build_corpus
     return build_corpus([("i eat", "yo como"), ("you eat", "tú comes"), ("i run", "yo corro"),
                          ("we run", "nosotros corremos"), ("i eat", "como yo")])
 
@@ -21,7 +21,7 @@ def tiny_corpus():
 def trained(tmp_path_factory):
     """A small FG trained briefly on the bundled corpus, with its checkpoints."""
     from DLStudio import DLStudio, TransformerFG
-    from DLStudio.datasets import BUNDLED_ARCHIVE
+    from DLStudio.data import BUNDLED_ARCHIVE
     folder = tmp_path_factory.mktemp("trained")
     dls = DLStudio(use_gpu=False, batch_size=64, epochs=2, seed=0,
                    path_saved_model=str(folder / "saved_FG.pt"))

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from DLStudio.datasets import ArchiveError, archive_bytes, generate_corpus, load_archive  # noqa: E402
+from DLStudio.data import ArchiveError, archive_bytes, generate_corpus, load_archive  # noqa: E402
 
 VALID = gzip.decompress(archive_bytes(generate_corpus(40, seed=1)))
 #: Opcodes that build containers, reuse memo entries and push scalars: random sequences of

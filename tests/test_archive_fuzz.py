@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from hypothesis import given, settings
 
-from DLStudio.datasets import ArchiveError, Corpus, load_archive
+from DLStudio.data import ArchiveError, Corpus, load_archive
 
 from .conftest import ROOT
 from .fuzz_archive import VALID, hostile, try_load
@@ -55,7 +55,7 @@ def test_each_cap_says_what_it_is_and_what_to_do(tmp_path):
 
 def test_the_command_line_prints_a_refusal_in_one_line(tmp_path):
     path = write(tmp_path, b"\x80\x04}" + b")" + b"\x85" * 200_000 + b"K\x01s.")
-    out = subprocess.run([sys.executable, "-m", "DLStudio.datasets", "inspect", path],
+    out = subprocess.run([sys.executable, "-m", "DLStudio.data", "inspect", path],
                          capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 1 and "nest more than 32 deep" in out.stderr
     assert "Traceback" not in out.stderr

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from DLStudio.datasets import (
+from DLStudio.data import (
     BUNDLED_ARCHIVE,
     ArchiveError,
     archive_bytes,
@@ -18,7 +18,7 @@ from DLStudio.datasets import (
     save_archive,
     split_pairs,
 )
-from DLStudio.datasets.synth import NOUNS, adjective_form, conjugate, noun_phrase
+from DLStudio.data.synth import NOUNS, adjective_form, conjugate, noun_phrase
 
 from .conftest import REAL_ARCHIVE, ROOT
 
@@ -59,7 +59,7 @@ def test_crafted_archive_is_refused_and_its_code_never_runs(tmp_path):
         load_archive(path)
     assert not marker.exists()
     # the CLI too: exit code 1, a message, no traceback, no payload
-    out = subprocess.run([sys.executable, "-m", "DLStudio.datasets", "inspect", path],
+    out = subprocess.run([sys.executable, "-m", "DLStudio.data", "inspect", path],
                          capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 1
     assert "run code" in out.stderr and "Traceback" not in out.stderr
@@ -144,14 +144,14 @@ def test_converter_on_a_small_tsv(tmp_path, caplog):
                    "Don't go.\tNo te vayas.\tCC-BY\n"
                    "This sentence has far too many words to be kept here.\tNo.\tCC-BY\n"
                    "I'm hungry!\t¡Tengo hambre!\tCC-BY\n", encoding="utf-8")
-    from DLStudio.datasets import read_tsv_pairs
+    from DLStudio.data import read_tsv_pairs
     corpus = curate_pairs(read_tsv_pairs(tsv), max_words=8, num_pairs=10, seed=0)
     assert sorted(corpus.pairs) == sorted([("SOS go EOS", "SOS ve EOS"),
                                            ("SOS i am hungry EOS", "SOS tengo hambre EOS"),
                                            ("SOS do not go EOS", "SOS no te vayas EOS")])
     assert "only 3 pairs" in caplog.text
     out = tmp_path / "out.tar.gz"
-    res = subprocess.run([sys.executable, "-m", "DLStudio.datasets", "build-archive", str(tsv),
+    res = subprocess.run([sys.executable, "-m", "DLStudio.data", "build-archive", str(tsv),
                           "-o", str(out), "--pairs", "2"], capture_output=True, text=True,
                          cwd=ROOT)
     assert res.returncode == 0, res.stderr
@@ -206,7 +206,7 @@ def test_bundled_corpus_is_ours_and_regenerates_byte_for_byte():
 
 
 def test_cli_inspect_bundled():
-    out = subprocess.run([sys.executable, "-m", "DLStudio.datasets", "inspect", BUNDLED_ARCHIVE],
+    out = subprocess.run([sys.executable, "-m", "DLStudio.data", "inspect", BUNDLED_ARCHIVE],
                          capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert "sentence pairs:    20000" in out.stdout
@@ -214,14 +214,14 @@ def test_cli_inspect_bundled():
 
 @pytest.mark.skipif(not os.path.exists(REAL_ARCHIVE), reason="real archive not present")
 def test_cli_inspect_real_archive():
-    out = subprocess.run([sys.executable, "-m", "DLStudio.datasets", "inspect", REAL_ARCHIVE],
+    out = subprocess.run([sys.executable, "-m", "DLStudio.data", "inspect", REAL_ARCHIVE],
                          capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert "sentence pairs:    90000" in out.stdout and "English 11063" in out.stdout
 
 
 def test_cli_bad_arguments_give_usage_not_traceback(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "DLStudio.datasets", "synth", "-o",
+    out = subprocess.run([sys.executable, "-m", "DLStudio.data", "synth", "-o",
                           str(tmp_path / "x"), "--pairs", "zero"],
                          capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 2 and "usage" in out.stderr and "Traceback" not in out.stderr

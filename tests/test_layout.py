@@ -10,21 +10,22 @@ import sys
 from .conftest import ROOT
 
 PACKAGE = os.path.join(ROOT, "DLStudio")
-ARCHITECTURE = os.path.join(PACKAGE, "architecture.py")
+MODEL = os.path.join(PACKAGE, "model")
+ARCHITECTURE = os.path.join(MODEL, "architecture.py")
 
-#: The floors of ../shared/ARCHITECTURE.md, by the name of each room (a module, or a package
-#: such as datasets/) directly under DLStudio/. The package's door (__init__) is above them.
+#: The floors of ../shared/ARCHITECTURE.md, by the name of each room (a folder such as data/,
+#: or a module) directly under DLStudio/. The package's door (__init__) is above them.
 FLOORS = {
-    1: {"architecture", "tokens", "kv_cache", "overrides", "recorder", "install_check"},
-    2: {"datasets", "vocabulary", "checkpoints"},
-    3: {"DLStudio", "distributed", "precision", "schedule", "settings", "training", "evaluation",
-        "generation", "visualize"},
-    4: {"Transformers"},
-    5: {"cli", "museum", "experiments", "examples", "__main__"},
+    1: {"model"},                                   # the architecture and its torch helpers
+    2: {"data"},                                    # datasets, vocabularies, checkpoints
+    3: {"DLStudio", "training", "evaluation"},      # the trainer, decoding and scoring
+    4: {"Transformers"},                            # DLStudio's containers
+    5: {"cli", "museum", "examples", "__main__"},   # the scripts' package
 }
 FLOOR = {room: floor for floor, rooms in FLOORS.items() for room in rooms}
-#: What the architecture may import besides torch and the standard library.
-ARCHITECTURE_HELPERS = {"tokens", "kv_cache", "overrides", "recorder"}
+#: The modules directly in DLStudio/: the doors students know by name (DLStudio.museum is
+#: an alias of DLStudio.cli.museum); everything else is in the folder of its floor.
+DOORS = {"__init__.py", "__main__.py", "DLStudio.py", "Transformers.py", "museum.py"}
 
 
 def room_of(path):
@@ -58,8 +59,9 @@ def imports(source, path, modules=None):
             if names[0] == "DLStudio" and len(names) > 1:
                 rooms.add(names[1])
                 if modules is not None:        # (from . import x: x may be a name, not a module)
-                    modules.add(".".join(names[:-1] if isinstance(node, ast.ImportFrom)
-                                         and not node.module else names))
+                    is_name = (isinstance(node, ast.ImportFrom) and not node.module
+                               and not exists(".".join(names)))
+                    modules.add(".".join(names[:-1] if is_name else names))
             elif names[0] != "DLStudio":
                 others.add(names[0])
     return rooms, others
@@ -96,6 +98,14 @@ def test_every_module_has_a_floor():
     assert rooms - set(FLOOR) == set(), "give each new module its floor in FLOORS"
 
 
+def test_the_folder_listing_is_the_floors():
+    listing = [n for n in os.listdir(PACKAGE) if not n.startswith((".", "__pycache__"))]
+    files = {n for n in listing if os.path.isfile(os.path.join(PACKAGE, n))}
+    folders = {n for n in listing if os.path.isdir(os.path.join(PACKAGE, n))}
+    assert {f for f in files if f.endswith(".py")} == DOORS
+    assert folders == {"model", "data", "training", "evaluation", "cli", "examples"}
+
+
 def test_no_module_imports_a_floor_above_its_own_counting_imports_inside_functions():
     assert upward_imports((p, read(p)) for p in package_files()) == []
 
@@ -117,37 +127,46 @@ def exists(module):
 
 
 def test_the_layout_check_sees_an_import_hidden_inside_a_function():
-    source = read(ARCHITECTURE) + "\n\ndef later():\n    from .training import Trainer\n"
+    source = read(ARCHITECTURE) + "\n\ndef later():\n    from ..training import Trainer\n"
     assert upward_imports([(ARCHITECTURE, source)]) == [
-        ("DLStudio/architecture.py", "training", 3)]
-    trainer = os.path.join(PACKAGE, "training.py")
+        ("DLStudio/model/architecture.py", "training", 3)]
+    trainer = os.path.join(PACKAGE, "training", "trainer.py")
     source = read(trainer) + "\n\nclass X:\n    def f(self):\n        import DLStudio.cli\n"
-    assert ("DLStudio/training.py", "cli", 5) in upward_imports([(trainer, source)])
+    assert ("DLStudio/training/trainer.py", "cli", 5) in upward_imports([(trainer, source)])
 
 
-def test_the_rooms_import_one_another_without_a_cycle():
+def module_of(path):
+    names = os.path.relpath(path, ROOT)[:-3].split(os.sep)
+    return ".".join(names[:-1] if names[-1] == "__init__" else names)
+
+
+def test_the_modules_import_one_another_without_a_cycle():
     graph = {}
     for path in package_files():
-        room = room_of(path)
-        graph.setdefault(room, set()).update(imports(read(path), path)[0] - {room})
+        if path == os.path.join(PACKAGE, "__init__.py"):
+            continue
+        named = set()
+        imports(read(path), path, named)
+        graph[module_of(path)] = named - {module_of(path), "DLStudio"}
 
     def reaches(start, target, seen=()):
         return any(n == target or (n not in seen and reaches(n, target, seen + (n,)))
                    for n in graph.get(start, ()))
-    assert [room for room in graph if room != "__init__" and reaches(room, room)] == []
+    assert [module for module in graph if reaches(module, module)] == []
 
 
 def test_the_architecture_reads_in_one_sitting_and_needs_only_torch():
     source = read(ARCHITECTURE)
     assert len(source.splitlines()) <= 750
     rooms, others = imports(source, ARCHITECTURE)
-    assert rooms <= ARCHITECTURE_HELPERS
+    assert rooms <= {"model"}                # its own folder's helpers, no other floor
     assert {m for m in others if m not in sys.stdlib_module_names} == {"torch"}
-    for helper in ARCHITECTURE_HELPERS:      # and the helpers need only torch too
-        path = os.path.join(PACKAGE, f"{helper}.py")
-        helper_rooms, helper_others = imports(read(path), path)
-        assert helper_rooms <= ARCHITECTURE_HELPERS, helper
-        assert {m for m in helper_others if m not in sys.stdlib_module_names} <= {"torch"}
+    for helper in os.listdir(MODEL):         # and the helpers need only torch too
+        if helper.endswith(".py"):
+            path = os.path.join(MODEL, helper)
+            helper_rooms, helper_others = imports(read(path), path)
+            assert helper_rooms <= {"model"}, helper
+            assert {m for m in helper_others if m not in sys.stdlib_module_names} <= {"torch"}
     long_functions = [f"{n.name} ({n.end_lineno - n.lineno + 1} lines)"
                       for n in ast.walk(ast.parse(source))
                       if isinstance(n, ast.FunctionDef) and n.end_lineno - n.lineno + 1 > 40]

@@ -8,8 +8,8 @@ import torch
 
 from DLStudio import DLStudio
 from DLStudio.cli import museum as m
-from DLStudio.datasets import generate_corpus
-from DLStudio.datasets.images import SHAPE_CLASSES
+from DLStudio.data import generate_corpus
+from DLStudio.data.images import SHAPE_CLASSES
 from DLStudio.training import ImageTrainer, TranslationTrainer
 
 
@@ -168,7 +168,7 @@ def test_a_museum_run_compares_the_same_budget(tmp_path, capsys):
 
 
 def _archive(tmp_path):
-    from DLStudio.datasets import save_archive
+    from DLStudio.data import save_archive
     path = tmp_path / "tiny.tar.gz"
     save_archive(generate_corpus(300, seed=5), path)
     return path
@@ -179,7 +179,7 @@ def test_a_decoder_without_its_causal_mask_is_decoded_by_re_reading_the_prefix(c
     """Word-by-word decoding with cached keys and values assumes the causal mask; without it
     every earlier position sees the newest word, so each step must read the whole prefix."""
     from DLStudio.evaluation import greedy_decode
-    from DLStudio.tokens import SOS_INDEX
+    from DLStudio.model.tokens import SOS_INDEX
     torch.manual_seed(0)
     dls = DLStudio(use_gpu=False, batch_size=32, epochs=1, seed=0)
     x = m.NoCausalMask(dl_studio=dls, corpus=corpus, embedding_size=32, num_warmup_steps=20)

@@ -1,4 +1,4 @@
-"""Checkpoints written before the architecture moved into DLStudio/architecture.py still load
+"""Checkpoints written before the architecture moved into DLStudio/model/architecture.py still load
 and translate as they did. The fixture is a TransformerFG (M = 32, one layer of two heads)
 trained for 250 steps on the bundled corpus by commit 3dfdafd, its optimiser state left out
 to keep the file small; old_fg_translations.json holds the translations that commit gave."""
@@ -10,8 +10,8 @@ import shutil
 import pytest
 
 from DLStudio import DLStudio, TransformerFG
-from DLStudio.checkpoints import checkpoint_path, load_checkpoint
-from DLStudio.datasets import BUNDLED_NAME
+from DLStudio.data import BUNDLED_NAME
+from DLStudio.data.checkpoints import checkpoint_path, load_checkpoint
 from DLStudio.Transformers import TransformerBase
 
 from .conftest import ROOT

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from DLStudio import cli
-from DLStudio.checkpoints import checkpoint_path, load_checkpoint
 from DLStudio.cli import gpt as cli_gpt
-from DLStudio.datasets import ArchiveError, generate_pairs, load_pairs_file
+from DLStudio.data import ArchiveError, generate_pairs, load_pairs_file
+from DLStudio.data.checkpoints import checkpoint_path, load_checkpoint
 
 TINY = ["--embedding-size", "16", "--num-layers", "1", "--num-atten-heads", "2",
         "--batch-size", "32", "--num-warmup-steps", "20", "--cpu"]
@@ -124,7 +124,7 @@ def write_pictures(root, per_class=10, split=False):
 
 
 def test_a_picture_folder_becomes_resized_images_with_the_folders_as_classes(tmp_path):
-    from DLStudio.datasets.images import folder_classes, load_image_folder
+    from DLStudio.data.images import folder_classes, load_image_folder
     root = write_pictures(str(tmp_path / "pictures"))
     assert folder_classes(root) == ("sea", "sun")
     train, test = load_image_folder(root, (16, 16), test_fraction=0.2, seed=1)

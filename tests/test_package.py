@@ -17,7 +17,7 @@ import zipfile
 import pytest
 
 from DLStudio.cli import COMMANDS
-from DLStudio.datasets import BUNDLED_NAME, BUNDLED_SHA256
+from DLStudio.data import BUNDLED_NAME, BUNDLED_SHA256
 
 from .conftest import ROOT
 
@@ -86,7 +86,7 @@ def test_the_sdist_holds_what_the_clone_holds(built):
 def test_the_wheel_carries_the_corpus_and_the_scripts(built):
     with zipfile.ZipFile(built[1]) as wheel:
         names = set(wheel.namelist())
-        corpus = wheel.read(f"DLStudio/datasets/{BUNDLED_NAME}")
+        corpus = wheel.read(f"DLStudio/data/{BUNDLED_NAME}")
         entry_points = wheel.read(next(n for n in names if n.endswith("entry_points.txt")))
     assert hashlib.sha256(corpus).hexdigest() == BUNDLED_SHA256
     assert {f"DLStudio/examples/{s}.py" for s in EXAMPLES} <= names
@@ -104,7 +104,7 @@ def test_the_sdist_installs(built, tmp_path):
     site = tmp_path / "site"
     install(built[0], site)
     code = ("import DLStudio, DLStudio.examples.demo, os\n"
-            "from DLStudio.datasets import BUNDLED_ARCHIVE\n"
+            "from DLStudio.data import BUNDLED_ARCHIVE\n"
             "print(DLStudio.__file__, DLStudio.examples.demo.__file__, BUNDLED_ARCHIVE, "
             "os.path.isfile(BUNDLED_ARCHIVE))")
     status, stdout, stderr = run([sys.executable, "-c", code], tmp_path,
@@ -153,7 +153,7 @@ def test_a_homework_subclass_trains_and_is_scored_from_the_installed_copy(instal
     """The homework's class lives in the installed DLStudio.examples: its checkpoint records
     that module, and the command the run prints rebuilds the class from it."""
     site, student, env = installed
-    status, _, stderr = run([sys.executable, "-m", "DLStudio.datasets", "synth", "-o",
+    status, _, stderr = run([sys.executable, "-m", "DLStudio.data", "synth", "-o",
                              "tiny.tar.gz", "--pairs", "300", "--seed", "5"], student, env)
     assert status == 0, stderr
     status, stdout, stderr = run(["dlstudio", "homework_my_attention_head", "--archive",

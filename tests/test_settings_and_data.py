@@ -1,4 +1,4 @@
-"""Settings are described once per model kind (DLStudio.settings), and data flows one way:
+"""Settings are described once per model kind (DLStudio.training.settings), and data flows one way:
 an archive is read once into the object the container keeps, DLStudio's names are
 read-only views of it, and a checkpoint is read once and needs no archive to rebuild."""
 
@@ -10,20 +10,20 @@ import os
 import pytest
 import torch
 
-import DLStudio.checkpoints as checkpoints
-import DLStudio.datasets as datasets
-import DLStudio.vocabulary as vocabulary
+import DLStudio.data as data
+import DLStudio.data.checkpoints as checkpoints
+import DLStudio.data.vocabulary as vocabulary
 from DLStudio import DLStudio, TransformerFG, TransformerGPT, visTransformer
-from DLStudio.checkpoints import Restored, make_payload, save_checkpoint
-from DLStudio.datasets import BUNDLED_ARCHIVE, SHAPE_CLASSES
-from DLStudio.settings import (
+from DLStudio.data import BUNDLED_ARCHIVE, SHAPE_CLASSES
+from DLStudio.data.checkpoints import Restored, make_payload, save_checkpoint
+from DLStudio.data.vocabulary import TranslationData
+from DLStudio.training.settings import (
     GPTSettings,
     SettingError,
     TranslationSettings,
     VisionSettings,
     setting,
 )
-from DLStudio.vocabulary import TranslationData
 
 from .conftest import ROOT
 
@@ -143,7 +143,7 @@ def test_dlstudio_s_names_are_read_only_views_of_the_data():
 
 def test_a_checkpoint_is_read_once_and_its_archive_only_to_be_scored_on(monkeypatch):
     loads = counting(monkeypatch, torch, "load")
-    reads = counting(monkeypatch, datasets, "load_corpus")
+    reads = counting(monkeypatch, data, "load_corpus")
     xformer, model, payload = TransformerFG.from_checkpoint(OLD)
     assert (len(loads), len(reads)) == (1, 0)
     assert xformer.translate(model, THEN["english"][:2])    # no archive needed to translate

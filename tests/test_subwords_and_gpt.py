@@ -16,12 +16,12 @@ from hypothesis import strategies as st
 from nltk.translate.bleu_score import SmoothingFunction, corpus_bleu
 
 from DLStudio import DLStudio, TransformerFG, TransformerGPT, TransformerPreLN
-from DLStudio.checkpoints import CheckpointError, init_from_gpt, make_payload
-from DLStudio.datasets import BUNDLED_ARCHIVE, build_corpus, load_archive
+from DLStudio.data import BUNDLED_ARCHIVE, build_corpus, load_archive
+from DLStudio.data.checkpoints import CheckpointError, init_from_gpt, make_payload
+from DLStudio.data.vocabulary import BPETokenizer, Vocabulary, WordTokenizer, with_room
 from DLStudio.evaluation import evaluate_bleu, greedy_decode
-from DLStudio.generation import encode_sentences, generate, prompt_ids
-from DLStudio.tokens import EOS_INDEX, SOS_INDEX
-from DLStudio.vocabulary import BPETokenizer, Vocabulary, WordTokenizer, with_room
+from DLStudio.evaluation.generation import encode_sentences, generate, prompt_ids
+from DLStudio.model.tokens import EOS_INDEX, SOS_INDEX
 
 from .homework_classes import WithAttentionHead
 

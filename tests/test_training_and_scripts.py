@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from DLStudio import TransformerFG, TransformerPreLN
-from DLStudio.checkpoints import CheckpointError, list_checkpoints, load_checkpoint
-from DLStudio.datasets import BUNDLED_ARCHIVE, generate_corpus, save_archive, split_pairs
+from DLStudio.data import BUNDLED_ARCHIVE, generate_corpus, save_archive, split_pairs
+from DLStudio.data.checkpoints import CheckpointError, list_checkpoints, load_checkpoint
 from DLStudio.Transformers import TransformerBase
 
 from .conftest import ROOT
@@ -37,7 +37,7 @@ def test_short_training_raises_held_out_bleu(trained):
 
 def test_finished_sentences_leave_the_batch_without_changing_translations(trained):
     from DLStudio.evaluation import greedy_decode
-    from DLStudio.tokens import EOS_INDEX
+    from DLStudio.model.tokens import EOS_INDEX
     _, x, enc, dec, trainer, _ = trained
     model = trainer.model.eval()
     src = x.sentence_with_words_to_ints([en for en, _ in x.held_out_corpus[:200]], "en")
@@ -185,7 +185,7 @@ def test_beam_search_drops_finished_sentences_without_changing_a_translation(tra
     """A sentence whose every hypothesis has emitted EOS leaves the batch; the translations
     are those of the search that keeps every sentence to the last step."""
     from DLStudio.evaluation import beam_search
-    from DLStudio.tokens import EOS_INDEX
+    from DLStudio.model.tokens import EOS_INDEX
     folder, x, enc, dec, trainer, untrained = trained
     model = trainer.model.eval()
     src = x.vocab.encode([en for en, _ in x.held_out_corpus[:40]], "en")

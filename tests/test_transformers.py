@@ -8,10 +8,10 @@ import torch
 import torch.nn as nn
 
 from DLStudio import DLStudio, TransformerFG, TransformerPreLN
-from DLStudio.architecture import EncoderDecoderParts, GPTParts, VisionParts
-from DLStudio.datasets import generate_corpus
+from DLStudio.data import generate_corpus
 from DLStudio.evaluation import beam_search, greedy_decode
-from DLStudio.tokens import causal_mask, padding_mask
+from DLStudio.model.architecture import EncoderDecoderParts, GPTParts, VisionParts
+from DLStudio.model.tokens import causal_mask, padding_mask
 
 VARIANTS = [TransformerFG, TransformerPreLN]
 
@@ -335,8 +335,8 @@ def test_incremental_decoding_equals_rerunning_the_prefix(cls):
                for d in dec.basic_decoder_arr for a in (d.self_attention, d.cross_attention))
     cached = greedy_decode(model, src, 10)
     beam = beam_search(model, src, 10, beam_width=3)
-    import DLStudio.architecture as architecture
-    from DLStudio.kv_cache import attached
+    import DLStudio.model.architecture as architecture
+    from DLStudio.model.kv_cache import attached
     original = architecture.attached_to_decoder
     try:
         architecture.attached_to_decoder = lambda *args: attached([])          # no cache

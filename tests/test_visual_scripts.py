@@ -9,9 +9,9 @@ import pytest
 import torch
 from matplotlib.image import imread
 
-from DLStudio.checkpoints import load_checkpoint
-from DLStudio.tokens import padding_mask
-from DLStudio.visualize import find_divergence
+from DLStudio.data.checkpoints import load_checkpoint
+from DLStudio.evaluation.visualize import find_divergence
+from DLStudio.model.tokens import padding_mask
 
 from .conftest import ROOT
 
@@ -100,7 +100,7 @@ def test_divergence_flag():
                                         "--learned-positions", "--dropout", "0.1",
                                         "--label-smoothing", "0.1"]])
 def test_compare_fg_preln_runs_and_plots(tmp_path, extra):
-    from DLStudio.datasets import generate_corpus, save_archive
+    from DLStudio.data import generate_corpus, save_archive
     save_archive(generate_corpus(400, seed=6), tmp_path / "tiny.tar.gz")
     out = run("compare_fg_preln.py", "--archive", tmp_path / "tiny.tar.gz", "--minutes", 0.05,
               "--every", 0.025, "--embedding-size", 32, "--num-layers", 1, *extra,
@@ -112,7 +112,7 @@ def test_compare_fg_preln_runs_and_plots(tmp_path, extra):
 
 
 def test_compare_runs_a_switch_each_for_the_same_number_of_steps(tmp_path):
-    from DLStudio.datasets import generate_corpus, save_archive
+    from DLStudio.data import generate_corpus, save_archive
     save_archive(generate_corpus(400, seed=6), tmp_path / "tiny.tar.gz")
     runs = "FG,FG:tie_embeddings,PreLN:dropout=0.1:learned_positions"
     out = run("compare_fg_preln.py", "--archive", tmp_path / "tiny.tar.gz", "--steps", 6,

@@ -8,14 +8,14 @@ import pytest
 import torch
 
 from DLStudio import DLStudio, TransformerFG, visTransformer
-from DLStudio.checkpoints import CheckpointError
-from DLStudio.datasets import (
+from DLStudio.data import (
     SHAPE_CLASSES,
     ImageDataError,
     generate_shapes,
     load_cifar10,
     random_crops_and_flips,
 )
+from DLStudio.data.checkpoints import CheckpointError
 from DLStudio.training import ImageTrainer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -12,13 +12,18 @@ import logging
 import os
 import sys
 
-from ..checkpoints import CheckpointError, find_checkpoint
-from ..datasets import BUNDLED_ARCHIVE, ArchiveError, ImageDataError, load_archive
-from ..distributed import DistributedError, launched_by_torchrun, lost_a_peer, rank_from_env
-from ..distributed import leave as leave_process_group
-from ..overrides import OverrideError, import_class
-from ..precision import PRECISIONS
-from ..training import TrainingDiverged, TrainingInterrupted
+from ..data import BUNDLED_ARCHIVE, ArchiveError, ImageDataError, load_archive
+from ..data.checkpoints import CheckpointError, find_checkpoint
+from ..model.overrides import OverrideError, import_class
+from ..training.distributed import (
+    DistributedError,
+    launched_by_torchrun,
+    lost_a_peer,
+    rank_from_env,
+)
+from ..training.distributed import leave as leave_process_group
+from ..training.precision import PRECISIONS
+from ..training.trainer import TrainingDiverged, TrainingInterrupted
 from ..Transformers import TransformerBase
 
 log = logging.getLogger("DLStudio")
@@ -124,7 +129,7 @@ def missing_archive_message(path):
     return (f"no archive at {path}.\n"
             "  - The lecture's archive en_es_xformer_8_90000.tar.gz comes with DLStudio's data "
             "(put it in ./data/), or build one from Tatoeba's spa-eng file:\n"
-            "      python -m DLStudio.datasets build-archive spa.txt -o "
+            "      python -m DLStudio.data build-archive spa.txt -o "
             "data/en_es_xformer_8_90000.tar.gz\n"
             f"  - or train on the bundled corpus: --archive bundled ({BUNDLED_ARCHIVE})")
 

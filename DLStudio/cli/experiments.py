@@ -9,8 +9,8 @@ import time
 import torch
 
 from ..DLStudio import DLStudio
-from ..evaluation import evaluate_bleu
-from ..training import TranslationTrainer
+from ..evaluation.decode_and_score import evaluate_bleu
+from ..training.trainer import TranslationTrainer
 
 __all__ = ["budget_run", "compare_containers", "format_comparison", "machine"]
 
@@ -35,7 +35,7 @@ def budget_run(xformer, master_encoder, master_decoder, budget, every, report=pr
     optimiser steps (``unit="steps"``), scoring the held-out split (greedy) every ``every``
     units; evaluation time is not counted as training time. A budget in steps gives the
     same training to every run even when the machine is busy with something else.
-    ``precision``: of training (see DLStudio.precision); evaluation runs in fp32.
+    ``precision``: of training (see DLStudio.training.precision); evaluation runs in fp32.
 
     Returns:
         list of rows: minutes, steps, epoch, loss (mean of the last 100 steps), bleu,
@@ -134,7 +134,7 @@ def scarce_labels(corpus, num_pairs, seed=0, held_out_fraction=0.05, split_seed=
     """
     import random
 
-    from ..datasets import split_pairs
+    from ..data import split_pairs
     train, held_out = split_pairs(corpus.pairs, held_out_fraction, split_seed)
     order = list(range(len(train)))
     random.Random(seed).shuffle(order)
@@ -157,8 +157,8 @@ def pretrain_gpt(xformer, sentences, lang, steps, num_layers, num_atten_heads, s
     """A GPT of the translation model's sizes, layout and tokenizer for ``lang``, trained
     ``steps`` steps on ``sentences``. Returns (payload for init_from_gpt, minutes,
     held-out perplexity dict)."""
-    from ..checkpoints import make_payload
-    from ..training import LanguageModelTrainer
+    from ..data.checkpoints import make_payload
+    from ..training.trainer import LanguageModelTrainer
     from ..Transformers import TransformerGPT
     dls = DLStudio(use_gpu=xformer.dl_studio.device.type != "cpu", seed=seed, epochs=10_000,
                    batch_size=xformer.dl_studio.batch_size,
@@ -183,7 +183,7 @@ def pretraining_run(make_container, run, steps, pretrain_steps, text, sizes, rep
 
     Returns: a row (run, steps, minutes, BLEU, sacreBLEU, translatable, perplexities).
     """
-    from ..checkpoints import init_from_gpt
+    from ..data.checkpoints import init_from_gpt
     xformer, encoder, decoder = make_container()
     sides = {"a": [], "b": ["decoder"], "c": ["decoder", "encoder"]}[run]
     row = {"run": run, "pretrain_steps": 0, "pretrain_minutes": 0.0}

@@ -7,10 +7,10 @@ import argparse
 import os
 import sys
 
-from ..checkpoints import find_checkpoint
-from ..datasets import BUNDLED_ARCHIVE, load_archive, split_pairs
-from ..distributed import single_process_only
+from ..data import BUNDLED_ARCHIVE, load_archive, split_pairs
+from ..data.checkpoints import find_checkpoint
 from ..DLStudio import DLStudio
+from ..training.distributed import single_process_only
 from ..Transformers import TransformerGPT
 from .common import (
     UserError,
@@ -87,7 +87,7 @@ def _text_of(args):
     corpus, sentences = archive_side(archive, args.side)
     words = None
     if args.tokenizer == "word":         # the translation models' own word list
-        from ..vocabulary import WordTokenizer
+        from ..data.vocabulary import WordTokenizer
         words = WordTokenizer(corpus.vocab_es if args.side == "es" else corpus.vocab_en)
     return sentences, f"{archive} ({args.side})", words, True
 
@@ -248,9 +248,9 @@ def _experiment_setup(p, args):
 def pretraining_main(argv=None):
     """``pretraining_experiment.py``: the runs of each tokenizer, and a table of their
     held-out BLEU."""
-    from ..datasets import Corpus
+    from ..data import Corpus
+    from ..data.vocabulary import TranslationData, build_vocabulary
     from ..Transformers import TransformerFG, TransformerPreLN
-    from ..vocabulary import TranslationData, build_vocabulary
     from .experiments import machine, pretraining_run, scarce_labels
 
     def run(argv):

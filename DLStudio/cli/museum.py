@@ -25,12 +25,12 @@ import warnings
 
 import torch
 
-from ..datasets import BUNDLED_ARCHIVE
-from ..datasets.images import SHAPE_CLASSES
+from ..data import BUNDLED_ARCHIVE
+from ..data.images import SHAPE_CLASSES
 from ..DLStudio import DLStudio
-from ..evaluation import bleu_scores, evaluate_bleu, held_out_references
-from ..tokens import padding_mask
-from ..training import ImageTrainer, TranslationTrainer
+from ..evaluation.decode_and_score import bleu_scores, evaluate_bleu, held_out_references
+from ..model.tokens import padding_mask
+from ..training.trainer import ImageTrainer, TranslationTrainer
 from ..Transformers import TransformerFG, visTransformer
 
 __all__ = ["Correct", "CorrectViT", "EXHIBITS", "run_exhibit", "teacher_forced_bleu",

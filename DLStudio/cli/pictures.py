@@ -10,9 +10,9 @@ import argparse
 import csv
 import os
 
-from ..checkpoints import checkpoint_path, list_checkpoints
-from ..datasets import BUNDLED_ARCHIVE, load_archive
-from ..distributed import DistributedError, single_process_only
+from ..data import BUNDLED_ARCHIVE, load_archive
+from ..data.checkpoints import checkpoint_path, list_checkpoints
+from ..training.distributed import DistributedError, single_process_only
 from .common import (
     UserError,
     add_checkpoint_arguments,
@@ -32,8 +32,8 @@ def score_checkpoints_main(argv=None):
     """``score_checkpoints.py DIR``: held-out BLEU of every checkpoint in a directory, the
     curve as bleu_by_epoch.png, and a divergence flagged (BLEU collapsing below a quarter of
     its best after it had risen)."""
-    from ..evaluation import evaluate_bleu
-    from ..visualize import find_divergence, plot_bleu_by_epoch
+    from ..evaluation.decode_and_score import evaluate_bleu
+    from ..evaluation.visualize import find_divergence, plot_bleu_by_epoch
 
     def run(argv):
         p = argparse.ArgumentParser(description="Held-out BLEU of every checkpoint in a "
@@ -83,9 +83,9 @@ def show_attention_main(argv=None):
     words on the axes (encoder, masked decoder self-attention, cross-attention)."""
     import torch
 
-    from ..evaluation import translate_ids
-    from ..tokens import SOS_INDEX
-    from ..visualize import plot_attention
+    from ..evaluation.decode_and_score import translate_ids
+    from ..evaluation.visualize import plot_attention
+    from ..model.tokens import SOS_INDEX
 
     def run(argv):
         p = argparse.ArgumentParser(description="What does each head look at? Attention maps "
@@ -126,8 +126,8 @@ def show_lr_schedule_main(argv=None):
     min(step^-0.5, step * warmup^-1.5), drawn for every step (lr_schedule.png)."""
     import torch
 
+    from ..evaluation.visualize import plot_lr_schedule
     from ..Transformers import TransformerFG
-    from ..visualize import plot_lr_schedule
 
     p = argparse.ArgumentParser(description="TransformerFG's warm-up schedule: the learning "
                                             "rate at every step.")
@@ -153,8 +153,8 @@ def show_lr_schedule_main(argv=None):
 def show_positional_encoding_main(argv=None):
     """``show_positional_encoding.py``: the sinusoidal code (positions x dimensions) and the
     cosine similarity of every pair of positions (positional_encoding.png)."""
+    from ..evaluation.visualize import plot_positional_encoding
     from ..Transformers import TransformerFG
-    from ..visualize import plot_positional_encoding
 
     p = argparse.ArgumentParser(description="The sinusoidal positional encoding as a picture, "
                                             "and how alike the positions are.")
@@ -208,8 +208,8 @@ def compare_fg_preln_main(argv=None):
     trained for the same budget on the same data; loss and held-out BLEU against steps and
     minutes (compare_fg_preln.png, .csv)."""
     from ..DLStudio import DLStudio
+    from ..evaluation.visualize import plot_runs
     from ..Transformers import TransformerFG, TransformerPreLN
-    from ..visualize import plot_runs
     from .experiments import budget_run
 
     p = argparse.ArgumentParser(description="Is PreLN more stable but slower to converge? "

@@ -5,14 +5,14 @@ import argparse
 import os
 import sys
 
-from ..checkpoints import (
+from ..data import BUNDLED_ARCHIVE
+from ..data.checkpoints import (
     find_checkpoint,
     init_from_gpt,
     load_checkpoint,
 )
-from ..datasets import BUNDLED_ARCHIVE
-from ..distributed import single_process_only
 from ..DLStudio import DLStudio
+from ..training.distributed import single_process_only
 from ..Transformers import TransformerBase, TransformerFG, TransformerPreLN
 from .common import (
     LECTURE,
@@ -127,8 +127,8 @@ def _data_for_gpts(gpts, archive, args, pairs_options=None):
     pairs_options, None), and the container reads the data itself."""
     if not gpts:
         return None, pairs_options, None
-    from ..datasets import split_pairs
-    from ..vocabulary import build_vocabulary, read_corpus, tokenizer_from_state
+    from ..data import split_pairs
+    from ..data.vocabulary import build_vocabulary, read_corpus, tokenizer_from_state
     given = {}
     for side, (path, payload) in gpts.items():
         if payload.get("variant") != "GPT":
@@ -283,7 +283,7 @@ def homework_main(homework_class, argv=None, report=None):
     """``homework_*.py``: train the standard container and ``homework_class`` the same way
     on the same data, print what each measured, then ``report(row)`` of the homework's.
     (``homework_class`` subclasses TransformerFG or TransformerPreLN.)"""
-    from ..overrides import class_path
+    from ..model.overrides import class_path
     from .experiments import compare_containers, format_comparison
 
     def run(argv):
@@ -329,7 +329,7 @@ def demo_main(argv=None):
     held-out split and translate sentences of our own."""
     import time
 
-    from ..checkpoints import checkpoint_path, list_checkpoints
+    from ..data.checkpoints import checkpoint_path, list_checkpoints
 
     p = argparse.ArgumentParser(description="Train TransformerFG on the bundled corpus for a "
                                             "few minutes, then translate sentences it has "

@@ -69,7 +69,7 @@ def _load_images(vit, dataset, args):
 
 def vit_train_main(argv=None):
     """``image_recog_with_visTransformer.py``: train, checkpoint, evaluate."""
-    from ..datasets.images import CIFAR10_CLASSES, SHAPE_CLASSES, folder_classes
+    from ..data.images import CIFAR10_CLASSES, SHAPE_CLASSES, folder_classes
     from ..Transformers import visTransformer
 
     def run(argv):
@@ -121,8 +121,8 @@ def vit_train_main(argv=None):
 def vit_test_checkpoint_main(argv=None):
     """``test_checkpoint_for_visTransformer.py DIR N``: accuracy, confusion matrix, a grid
     of labelled test images and the class token's attention."""
+    from ..evaluation.visualize import plot_class_token_attention, plot_image_grid
     from ..Transformers import visTransformer
-    from ..visualize import plot_class_token_attention, plot_image_grid
 
     def run(argv):
         p = argparse.ArgumentParser(description="Score a visTransformer checkpoint on its "

@@ -22,7 +22,7 @@ everywhere. Here models are built from their sizes alone; DLStudio's containers
     ...     embedding_size=64).encoder_decoder(num_basic_encoders=2, num_basic_decoders=2)
 
 Post-LN (FG) and pre-LN differ only in ``norm_first`` (see `residual`). Each ``forward``'s
-docstring is its contract (checked when a model is built: DLStudio.overrides).
+docstring is its contract (checked when a model is built: DLStudio.model.overrides).
 
 Shapes (one alphabet for the whole package):
     B       batch size                  T_src, T_tgt  source / target sequence lengths

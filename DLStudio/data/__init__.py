@@ -2,7 +2,7 @@
 converter, the generator of the bundled synthetic corpus, and images (CIFAR-10 and our own
 shapes) for the visTransformer.
 
-Command line: ``python -m DLStudio.datasets {inspect,build-archive,synth} ...``.
+Command line: ``python -m DLStudio.data {inspect,build-archive,synth} ...``.
 """
 
 from .anki import (
@@ -46,7 +46,7 @@ __all__ = ["ArchiveError", "Corpus", "archive_bytes", "build_corpus", "load_arch
 
 import os as _os
 
-#: The bundled corpus's name and SHA-256: ``python -m DLStudio.datasets synth`` writes exactly
+#: The bundled corpus's name and SHA-256: ``python -m DLStudio.data synth`` writes exactly
 #: these bytes (a test checks it), and setup.py checks the copy it packs.
 BUNDLED_NAME = "en_es_synthetic_8_20000.tar.gz"
 BUNDLED_SHA256 = "cb5f8a996738ca7ee7f77dee535b5cc23b10b945fd795a46336b2299bd18dbcc"

@@ -7,7 +7,7 @@ reads it and a crafted file cannot run code; no class is ever unpickled from it)
     format, variant ("FG" | "PreLN" | "GPT" | "visTransformer"),
     container_class ("module:Class", e.g. "DLStudio.Transformers:TransformerFG" or a
                      student's "homework_my_attention_head:TransformerFGWithTemperature"),
-    container_args, shape_args, identity_args,          # the settings (DLStudio.settings):
+    container_args, shape_args, identity_args,          # the settings (DLStudio.training.settings):
                                                         # all of them, those that shape the
                                                         # weights, those --resume compares
     run_id, training_config,                            # which run; what --resume checks
@@ -24,7 +24,7 @@ reads it and a crafted file cannot run code; no class is ever unpickled from it)
     model (its state_dict), tokenizer_state (the word list or the BPE merges)
 
 The model describes itself (``model.description()``, from its settings' description,
-DLStudio.settings); this module never imports it.
+DLStudio.training.settings); this module never imports it.
 """
 
 import glob
@@ -38,7 +38,7 @@ from typing import NamedTuple
 
 import torch
 
-from .overrides import class_path, import_class
+from ..model.overrides import class_path, import_class
 
 log = logging.getLogger("DLStudio")
 
@@ -357,7 +357,7 @@ def container_class(payload, path, called_on, model_class, ours):
 def corpus_fits(payload, corpus):
     """Whether ``corpus`` is the archive a translation checkpoint was trained on: the same
     vocabularies (DLStudio's, from the archive), or else the same training split."""
-    from .datasets import pairs_fingerprint, split_pairs, vocab_fingerprint
+    from . import pairs_fingerprint, split_pairs, vocab_fingerprint
     args = payload["container_args"]
     if "tokenizers" not in payload and args.get("vocab_from", "archive") == "archive":
         return vocab_fingerprint(corpus.vocab_en, corpus.vocab_es) == payload["vocab_fingerprint"]
@@ -373,7 +373,7 @@ def corpus_of(payload):
     (`corpus_fits`); else a corpus with no pairs. The vocabulary always comes from the
     checkpoint. The bundled corpus is found in this copy of the package when the one the
     checkpoint names (a clone's, another installation's) is not there."""
-    from .datasets import BUNDLED_ARCHIVE, BUNDLED_NAME, ArchiveError, Corpus, load_corpus
+    from . import BUNDLED_ARCHIVE, BUNDLED_NAME, ArchiveError, Corpus, load_corpus
     args = payload["container_args"]
     path = os.path.join(args.get("dataroot") or ".", args.get("data_archive") or "")
     if args.get("data_archive") == BUNDLED_NAME and not os.path.isfile(path):

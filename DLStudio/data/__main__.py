@@ -1,9 +1,9 @@
-"""``python -m DLStudio.datasets``: inspect, build and generate DLStudio archives.
+"""``python -m DLStudio.data``: inspect, build and generate DLStudio archives.
 
-    python -m DLStudio.datasets inspect ARCHIVE
-    python -m DLStudio.datasets build-archive spa.txt -o OUT.tar.gz
+    python -m DLStudio.data inspect ARCHIVE
+    python -m DLStudio.data build-archive spa.txt -o OUT.tar.gz
         [--max-words 8] [--pairs 90000] [--seed 0]
-    python -m DLStudio.datasets synth -o OUT.tar.gz [--pairs 20000] [--seed 0]
+    python -m DLStudio.data synth -o OUT.tar.gz [--pairs 20000] [--seed 0]
 """
 
 import argparse
@@ -67,7 +67,7 @@ def _positive(text):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m DLStudio.datasets",
+    parser = argparse.ArgumentParser(prog="python -m DLStudio.data",
                                      description="Inspect, build and generate DLStudio "
                                                  "English-Spanish archives.")
     sub = parser.add_subparsers(dest="command", required=True)

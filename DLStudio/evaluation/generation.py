@@ -10,7 +10,7 @@ for a word-level model both are the same number.
 Generation feeds the model its own output, one token at a time, as translation does:
 greedy (temperature 0: the most likely token), or sampled from softmax(logits / T),
 optionally from the ``top_k`` most likely tokens only. Inside ``gpt.decoding()`` each layer
-keeps the keys and values of the tokens already read (DLStudio.kv_cache): the prompt is
+keeps the keys and values of the tokens already read (DLStudio.model.kv_cache): the prompt is
 read once, then each step computes one new position.
 """
 
@@ -20,9 +20,9 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .datasets import normalize
-from .tokens import EOS_INDEX, SOS_INDEX, padding_mask
-from .vocabulary import plain_words
+from ..data import normalize
+from ..data.vocabulary import plain_words
+from ..model.tokens import EOS_INDEX, SOS_INDEX, padding_mask
 
 __all__ = ["encode_sentences", "perplexity", "next_token", "generate", "generate_text",
            "prompt_ids"]

@@ -50,7 +50,7 @@ class _NoGlobalsUnpickler(pickle.Unpickler):
         raise ArchiveError(
             f"the archive asks to load '{module}.{name}', which a DLStudio archive never "
             "contains; it may be crafted to run code and was not loaded. Rebuild it with "
-            "'python -m DLStudio.datasets build-archive' or 'synth'.")
+            "'python -m DLStudio.data build-archive' or 'synth'.")
 
 
 @dataclass
@@ -88,7 +88,7 @@ def _read_bytes(path, max_bytes):
         head = f.read(2)
     if head != b"\x1f\x8b":
         _fail(path, "not a gzip file. A DLStudio archive is a gzip-compressed pickle; build "
-                    "one with 'python -m DLStudio.datasets build-archive TSV -o OUT'.")
+                    "one with 'python -m DLStudio.data build-archive TSV -o OUT'.")
     try:
         with gzip.open(path, "rb") as f:
             raw = f.read(max_bytes + 1)
@@ -247,7 +247,7 @@ def load_archive(path, max_seq_length=None, max_bytes=MAX_BYTES, max_objects=MAX
     if not os.path.isfile(path):
         raise FileNotFoundError(
             f"no archive at {path}. Build one from a Tatoeba/Anki file with "
-            "'python -m DLStudio.datasets build-archive spa.txt -o OUT', or use the bundled "
+            "'python -m DLStudio.data build-archive spa.txt -o OUT', or use the bundled "
             "corpus datasets/en_es_synthetic_8_20000.tar.gz.")
     obj = _read_pickle(path, max_bytes, max_objects, max_depth)
     if not (isinstance(obj, tuple) and len(obj) == 3):

@@ -4,7 +4,7 @@ Translation is autoregressive: the decoder starts from SOS, predicts one word, a
 is fed back as input for the next, until EOS (or max_seq_length). Sentences are translated
 in batches; in greedy decoding a finished sentence leaves the batch. Inside
 ``model.decoding()`` every attention of the decoder keeps the keys and values of the words
-already read (DLStudio.kv_cache), so each step computes one new position instead of the
+already read (DLStudio.model.kv_cache), so each step computes one new position instead of the
 whole prefix again; a student's decoder class that would not read them is run on the whole
 prefix instead.
 
@@ -23,9 +23,9 @@ from collections import OrderedDict
 
 import torch
 
-from .checkpoints import free_name, mark_written
-from .precision import Precision
-from .tokens import EOS_INDEX, SOS_INDEX
+from ..data.checkpoints import free_name, mark_written
+from ..model.tokens import EOS_INDEX, SOS_INDEX
+from ..training.precision import Precision
 
 __all__ = ["greedy_decode", "beam_search", "translate_ids", "translate_sentences",
            "held_out_references", "bleu_scores", "evaluate_bleu", "evaluate_container",
@@ -156,7 +156,7 @@ def beam_search(model, src, max_len, beam_width=4, length_penalty=0.6, stop_at_e
 @torch.no_grad()
 def translate_ids(model, src, max_len, beam_width=1, batch_size=256, precision="fp32"):
     """Translate many sentences in batches. Shape: src (N, T_src) -> list of N id lists.
-    ``precision``: of decoding, as training's ``--precision`` (DLStudio.precision)."""
+    ``precision``: of decoding, as training's ``--precision`` (DLStudio.training.precision)."""
     model.eval()
     out = []
     with Precision(precision, src.device).autocast():

@@ -13,7 +13,7 @@ Batches are tensors built once: every pair is turned into token ids before train
 each batch is a set of rows cut to its longest sentence. Pairs of similar length are batched
 together (length bucketing), so little time goes into padding.
 
-Under torchrun (DLStudio.distributed) the same loop trains with DistributedDataParallel:
+Under torchrun (DLStudio.training.distributed) the same loop trains with DistributedDataParallel:
 each rank takes its share of every global batch, the loss is normalised by the global
 count of loss terms, and rank 0 alone writes checkpoints and logs.
 """
@@ -33,7 +33,8 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from .checkpoints import (
+from ..data import pairs_fingerprint
+from ..data.checkpoints import (
     CheckpointError,
     checkpoint_files,
     checkpoint_path,
@@ -46,14 +47,13 @@ from .checkpoints import (
     save_checkpoint,
     save_final,
 )
-from .datasets import pairs_fingerprint
-from .datasets.images import random_crops_and_flips
+from ..data.images import random_crops_and_flips
+from ..evaluation.decode_and_score import evaluate_bleu
+from ..evaluation.generation import encode_sentences, perplexity
+from ..model.tokens import padding_mask
 from .distributed import ONE_PROCESS
-from .evaluation import evaluate_bleu
-from .generation import encode_sentences, perplexity
 from .precision import Precision
 from .schedule import clip_gradient_norm
-from .tokens import padding_mask
 
 __all__ = ["Trainer", "TranslationTrainer", "ImageTrainer", "TrainingDiverged",
            "TrainingInterrupted", "encode_pairs", "bucketed_batches", "train_translation",
@@ -112,7 +112,7 @@ class Trainer:
 
     Args:
         model:            the nn.Module to train (moved to ``dls.device``); it describes
-                          itself for checkpoints (``description()``, see DLStudio.checkpoints).
+                          itself for checkpoints (``description()``, see DLStudio.data.checkpoints).
         optimizer:        its optimiser (``make_optimizer`` of the container: FG's warm-up).
         dls:              the DLStudio (batch_size, epochs, seed, device).
         checkpoints_dir:  where ``checkpoint_<epoch>.pt`` files go.
@@ -121,7 +121,7 @@ class Trainer:
                           optimiser steps in all (a checkpoint is written).
         clip_grad_norm:   clip the gradient norm to this value (None: no clipping).
         precision:        "fp32" (default), "bf16", "fp16" (CUDA) or "auto": the number
-                          format of the forward pass (autocast; see DLStudio.precision).
+                          format of the forward pass (autocast; see DLStudio.training.precision).
         compile:          train through ``torch.compile`` of the model (the first steps of
                           each batch shape compile; see the README for what it gains).
         overwrite:        start a new run in a directory that holds another run's
@@ -143,7 +143,7 @@ class Trainer:
     each global batch: see ``share``), ``loss_and_count(*batch)``, ``data_fingerprint()``
     and ``held_out_score()`` (with its ``score_name`` and checkpoint key ``score_key``).
 
-    Under torchrun (``dls.world``, see DLStudio.distributed) the model trains wrapped in
+    Under torchrun (``dls.world``, see DLStudio.training.distributed) the model trains wrapped in
     DistributedDataParallel (``self.net``; ``self.model`` stays the plain module).
     """
 
@@ -266,7 +266,7 @@ class Trainer:
     def training_config(self):
         """The configuration a resumed run must share with its checkpoint: the model's
         class and the settings that identify a run (``identity_args``: not where its data
-        lies, nor how often it saves; see DLStudio.settings),
+        lies, nor how often it saves; see DLStudio.training.settings),
         batch size, seed, learning rate, clipping, precision (it changes the arithmetic) and
         the training data's fingerprint. (--compile does not: a change is only reported.)"""
         description = self.model.description()
@@ -445,7 +445,7 @@ class Trainer:
 
     # -----------------------------------------------------------------------------------
     def payload(self, epoch, complete=True):
-        """Everything a later script needs, in one dict (built by DLStudio.checkpoints)."""
+        """Everything a later script needs, in one dict (built by DLStudio.data.checkpoints)."""
         return make_payload(self.model, {
             "run_id": self.run_id, "training_config": self.training_config(),
             "epoch": epoch, "step": self.step, "epoch_complete": complete,

@@ -24,7 +24,8 @@ import unicodedata
 
 import torch
 
-from .datasets import (
+from ..model.tokens import EOS_INDEX, SOS_INDEX
+from . import (
     PAIRS_DEFAULTS,
     is_pairs_file,
     load_corpus,
@@ -32,7 +33,6 @@ from .datasets import (
     split_pairs,
     vocab_fingerprint,
 )
-from .tokens import EOS_INDEX, SOS_INDEX
 
 __all__ = ["WordTokenizer", "BPETokenizer", "tokenizer_from_state", "Vocabulary",
            "build_vocabulary", "read_corpus", "TranslationData", "DataView", "archive_path",
