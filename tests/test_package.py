@@ -128,7 +128,7 @@ def test_the_installed_copy_trains_checkpoints_and_translates(installed):
                                   "bundled", *TINY, "--checkpoints-dir", "ck", "--no-eval"],
                                  student, env)
     assert status == 0, stdout[-2000:] + stderr[-3000:]
-    assert os.path.join(str(site), "DLStudio", "datasets", BUNDLED_NAME) in stdout
+    assert os.path.join(str(site), "DLStudio", "data", BUNDLED_NAME) in stdout
     hint = stdout.rstrip().splitlines()[-1].split()          # the command it says to run
     assert hint[:2] == ["dlstudio", "test_checkpointFG"], stdout[-500:]
     assert os.path.isfile(student / hint[2])
