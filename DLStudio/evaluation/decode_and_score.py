@@ -27,9 +27,10 @@ from ..data.checkpoints import free_name, mark_written
 from ..model.tokens import EOS_INDEX, SOS_INDEX
 from ..training.precision import Precision
 
-__all__ = ["greedy_decode", "beam_search", "translate_ids", "translate_sentences",
-           "held_out_references", "bleu_scores", "evaluate_bleu", "evaluate_container",
-           "classify", "confusion_matrix", "format_confusion", "evaluate_images"]
+__all__ = ["greedy_decode", "beam_step", "length_normalised", "beam_search", "translate_ids",
+           "translate_sentences", "held_out_references", "bleu_scores", "evaluate_bleu",
+           "evaluate_container", "classify", "confusion_matrix", "format_confusion",
+           "evaluate_images"]
 
 
 class _NextWord:
@@ -94,14 +95,45 @@ def greedy_decode(model, src, max_len, stop_at_eos=True):
     return out[:, :steps]
 
 
+def beam_step(scores, logp, finished):
+    """One step of beam search: of the K V ways to extend the K hypotheses of a sentence by
+    one word, keep the K of highest log-probability. A finished hypothesis (it emitted
+    EOS) is extended by EOS only, at no cost, so that it keeps its score.
+
+    Shape: scores (B, K) each hypothesis's log-probability so far (-inf: an empty slot),
+        logp (B, K, V) log-probabilities of its next word, finished (B, K)
+        -> scores (B, K), origin (B, K) the hypothesis (0..K-1) each new one extends,
+        word (B, K) the word it adds
+    """
+    B, K, V = logp.shape
+    logp = logp.clone()
+    logp[finished] = float("-inf")                 # a finished hypothesis only repeats
+    logp[finished, EOS_INDEX] = 0.0                # EOS, at no cost
+    candidates = (scores[..., None] + logp).view(B, K * V)
+    scores, flat = candidates.topk(K, dim=1)                               # (B, K)
+    return scores, flat // V, flat % V
+
+
+def length_normalised(scores, lengths, alpha):
+    """The score a finished search ranks hypotheses by: log-probability / length^alpha,
+    so that a longer translation is not beaten by a short one merely for having fewer words
+    to pay for (alpha 0: no penalty; 1: the mean log-probability per word).
+
+    Shape: scores, lengths (..., K) (lengths in words, EOS included) -> (..., K)
+    """
+    return scores / lengths.clamp(min=1) ** alpha
+
+
 @torch.no_grad()
-def beam_search(model, src, max_len, beam_width=4, length_penalty=0.6, stop_at_eos=True):
+def beam_search(model, src, max_len, beam_width=4, length_penalty=0.6, stop_at_eos=True,
+                step=beam_step, rank=length_normalised):
     """Keep the ``beam_width`` best partial translations of each sentence at every step.
 
     A finished hypothesis (it emitted EOS) keeps its score; at the end, hypotheses are
     ranked by log-probability / length^length_penalty. ``beam_width=1`` is greedy decoding.
     A sentence whose every hypothesis has finished leaves the batch, as in greedy decoding
     (``stop_at_eos=False``: every sentence runs all max_len - 1 steps, for benchmarks).
+    ``step`` and ``rank``: `beam_step` and `length_normalised`, or a student's.
 
     Shape: src (B, T_src) -> (B, <= max_len - 1) predicted ids (EOS after the sentence end)
     """
@@ -123,14 +155,10 @@ def beam_search(model, src, max_len, beam_width=4, length_penalty=0.6, stop_at_e
         for t in range(max_len - 1):
             B_t = len(sentences)
             logits = next_word_logits(ys)                                  # (B_t K, V_es)
-            logp = torch.log_softmax(logits.float(), dim=-1)
-            V = logp.size(-1)
-            logp[finished] = float("-inf")              # a finished hypothesis only repeats
-            logp[finished, EOS_INDEX] = 0.0             # EOS, at no cost
-            candidates = (scores.view(B_t * K, 1) + logp).view(B_t, K * V)
-            scores, flat = candidates.topk(K, dim=1)                       # (B_t, K)
-            origin = (torch.arange(B_t, device=device)[:, None] * K + flat // V).view(-1)
-            word = (flat % V).view(-1)                                     # (B_t K,)
+            logp = torch.log_softmax(logits.float(), dim=-1).view(B_t, K, -1)  # (B_t, K, V_es)
+            scores, origin, word = step(scores, logp, finished.view(B_t, K))   # (B_t, K)
+            origin = (torch.arange(B_t, device=device)[:, None] * K + origin).view(-1)
+            word = word.reshape(-1)                                        # (B_t K,)
             ys = torch.cat([ys[origin], word[:, None]], dim=1)             # (B_t K, t + 2)
             next_word_logits.reorder(origin)
             lengths = lengths[origin] + (~finished[origin]).float()
@@ -140,7 +168,7 @@ def beam_search(model, src, max_len, beam_width=4, length_penalty=0.6, stop_at_e
             if t == max_len - 2 or not stop_at_eos:      # the last step ends every search
                 done = torch.full_like(done, t == max_len - 2)
             if done.any():
-                ranked = scores[done] / lengths.view(B_t, K)[done].clamp(min=1) ** length_penalty
+                ranked = rank(scores[done], lengths.view(B_t, K)[done], length_penalty)
                 best = ranked.argmax(dim=1) + done.nonzero().squeeze(1) * K
                 out[sentences[done], :steps] = ys[best, 1:]
                 if done.all():

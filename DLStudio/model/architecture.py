@@ -49,7 +49,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .kv_cache import NO_CACHE, attached_to_decoder
+from .kv_cache import NO_CACHE, KeyValueCache, attached_to_decoder
 from .overrides import check_forwards, runs_base, say_once
 from .recorder import record_attention
 from .tokens import causal_mask, padding_mask
@@ -546,21 +546,36 @@ class EncoderDecoderParts(TransformerParts):
         def decode(self, tgt, memory, cross_mask, keep=None):
             return self.decoder(self.embeddings_generator_es(tgt), memory, cross_mask, keep)
 
+        def loss(self, src, tgt, label_smoothing=0.0, run=None):
+            """Teacher forcing: the decoder reads tgt[:, :-1] and is scored on tgt[:, 1:], at
+            the real target positions (up to and including each sentence's first EOS), by
+            cross-entropy with ``label_smoothing`` (Vaswani et al. 2017, sec. 5.4).
+
+            Args: run: what computes the logits (this model, or the trainer's wrapper of it).
+            Shape: src (B, T_src), tgt (B, T_tgt) -> the loss summed over those N positions, N
+            """
+            tgt_in, labels = tgt[:, :-1], tgt[:, 1:]                      # (B, T_tgt - 1)
+            keep = ~padding_mask(labels)                                  # (B, T_tgt - 1)
+            logits = (run or self)(src, tgt_in, keep)                     # (N, V_es)
+            return F.cross_entropy(logits, labels[keep], label_smoothing=label_smoothing,
+                                   reduction="sum"), len(logits)
+
         def decode_newest(self, ys, memory, cross_mask):
             """Inside `decoding`: logits for the word after ys (B, t), computing the newest
             position only (the earlier ones are in the caches). Shape: -> (B, V_es)"""
             x = self.embeddings_generator_es(ys)[:, -1:]                      # (B, 1, M)
             return self.decoder(x, memory, cross_mask)[:, -1]                 # (B, V_es)
 
-        def decoding(self):
-            """``with model.decoding() as caches``: a KeyValueCache on each attention of the
-            decoder; [] (each step re-reads the prefix) where a student's class would not
-            read them or the decoder has no causal mask (`kv_cache.attached_to_decoder`)."""
+        def decoding(self, cache_class=KeyValueCache):
+            """``with model.decoding() as caches``: a KeyValueCache (or ``cache_class``) on
+            each attention of the decoder; [] (each step re-reads the prefix) where a
+            student's class would not read them or the decoder has no causal mask
+            (`kv_cache.attached_to_decoder`)."""
             base = EncoderDecoderParts
             return attached_to_decoder(
                 self.decoder, base.MasterDecoderWithMasking, base.BasicDecoderWithMasking,
                 {"self_attention": base.SelfAttention, "cross_attention": base.CrossAttention},
-                "decoder")
+                "decoder", cache_class)
 
         def attention_maps(self, src, tgt):
             """The attention weights of one teacher-forced pass (for plots).
@@ -648,6 +663,15 @@ class GPTParts(TransformerParts, nn.Module):
 
     def forward(self, ids, keep=None):
         return self.master_decoder(self.embeddings_generator(ids), None, None, keep)
+
+    def loss(self, ids, label_smoothing=0.0, run=None):
+        """The next token at every position up to and including EOS: cross-entropy summed
+        over those N tokens (``run``: as for EncoderDecoder.loss). Shape: (B, T) -> scalar, N"""
+        inputs, labels = ids[:, :-1], ids[:, 1:]                          # (B, T - 1)
+        keep = ~padding_mask(labels)
+        logits = (run or self)(inputs, keep)                              # (N, V)
+        return F.cross_entropy(logits, labels[keep], reduction="sum",
+                               label_smoothing=label_smoothing), len(logits)
 
     def decode_newest(self, ys):
         """Inside `decoding`: logits (B, V) for the token after ys (B, t), the newest only."""
@@ -740,6 +764,12 @@ class VisionParts(TransformerParts, nn.Module):
         x = self.patch_embedding_generator(x)                               # (B, 1 + N_p, M)
         x = self.master_encoder(x)                                          # (B, 1 + N_p, M)
         return self.classifier(x[:, 0])                                     # (B, K)
+
+    def loss(self, images, labels, label_smoothing=0.0, run=None):
+        """Cross-entropy summed over the batch (``run``: as for EncoderDecoder.loss).
+        Shape: images (B, C, H, W), labels (B,) -> scalar, B"""
+        return F.cross_entropy((run or self)(images), labels, reduction="sum",
+                               label_smoothing=label_smoothing), len(labels)
 
     def attention_maps(self, images):
         """The self-attention weights of every encoder layer for these images: a list (one

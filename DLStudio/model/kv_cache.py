@@ -73,13 +73,14 @@ NO_CACHE = _NoCache()
 
 
 @contextlib.contextmanager
-def attached(attentions):
-    """Give each attention module a fresh KeyValueCache for the duration of ``with``, and
-    take them away afterwards (also after an error), so training never sees one.
+def attached(attentions, cache_class=KeyValueCache):
+    """Give each attention module a fresh ``cache_class()`` (a KeyValueCache, or a student's
+    subclass) for the duration of ``with``, and take them away afterwards (also after an
+    error), so training never sees one.
 
     Yields: the caches, in the order of ``attentions``.
     """
-    caches = [KeyValueCache() for _ in attentions]
+    caches = [cache_class() for _ in attentions]
     for attention, cache in zip(attentions, caches):
         attention.kv_cache = cache
     try:
@@ -89,7 +90,7 @@ def attached(attentions):
             del attention.kv_cache
 
 
-def attached_if_valid(attentions, own, masking, what):
+def attached_if_valid(attentions, own, masking, what, cache_class=KeyValueCache):
     """`attached` to ``attentions``, or to none (each step then re-reads the whole prefix)
     where the caches would not be valid, said once: ``own``, a student's classes that would
     not read them, or a decoder without the causal mask (``masking`` False), in which every
@@ -99,22 +100,23 @@ def attached_if_valid(attentions, own, masking, what):
     if why:
         say_once(f"{why}: decoding re-reads the whole prefix at every step (no key/value "
                  "cache)")
-    return attached([] if why else attentions)
+    return attached([] if why else attentions, cache_class)
 
 
 #: The methods of an attention module that read or fill its cache.
 ATTENTION_METHODS = ("forward", "attend", "all_heads", "queries_keys_values", "project")
 
 
-def attached_to_decoder(decoder, stack, layer, attentions, what):
+def attached_to_decoder(decoder, stack, layer, attentions, what, cache_class=KeyValueCache):
     """`attached_if_valid` for the attentions of a decoder stack (``decoder``, whose reference
     class is ``stack``, of layers of reference class ``layer``); ``attentions`` maps each
     layer's attention attribute to its reference class ({"self_attention": SelfAttention,
-    ...}). A student's class in any of them means code that would not read the caches."""
+    ...}). A student's class in any of them means code that would not read the caches.
+    ``cache_class``: as for `attached`."""
     layers = list(decoder.basic_decoder_arr)
     own = own_code([(decoder, stack, ("forward",))]
                    + [(d, layer, ("forward",)) for d in layers]
                    + [(getattr(d, name), cls, ATTENTION_METHODS)
                       for d in layers for name, cls in attentions.items()])
     return attached_if_valid([getattr(d, name) for d in layers for name in attentions], own,
-                             decoder.masking, what)
+                             decoder.masking, what, cache_class)

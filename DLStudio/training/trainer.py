@@ -3,10 +3,9 @@ visTransformer.
 
     for each batch:  zero_grad -> forward -> loss -> backward -> clip -> step -> log
 
-`Trainer` is that loop, with checkpoints, resuming, Ctrl-C and the divergence check;
-`TranslationTrainer` feeds it sentence pairs (teacher forcing, one decoder pass, loss on the
-real target positions), `LanguageModelTrainer` sentences (the next token at every position)
-and `ImageTrainer` images. A trainer receives the model, its
+`Trainer` is that loop, with checkpoints, resuming, Ctrl-C and the divergence check; the loss
+is the model's own (``model.loss``: architecture.py). `TranslationTrainer` feeds it sentence
+pairs, `LanguageModelTrainer` sentences and `ImageTrainer` images. A trainer receives the model, its
 optimiser and (for translation) the vocabulary; it never calls back into the container:
 ``for_container`` / ``for_model`` read the container's settings once, when it is built.
 Batches are tensors built once: every pair is turned into token ids before training, and
@@ -30,7 +29,6 @@ import time
 import uuid
 
 import torch
-import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from ..data import pairs_fingerprint
@@ -140,8 +138,8 @@ class Trainer:
         title:            the name on the loss plot.
 
     A subclass provides: ``num_examples``, ``batches(epoch, skip)`` (this rank's share of
-    each global batch: see ``share``), ``loss_and_count(*batch)``, ``data_fingerprint()``
-    and ``held_out_score()`` (with its ``score_name`` and checkpoint key ``score_key``).
+    each global batch: see ``share``), ``data_fingerprint()`` and ``held_out_score()``
+    (with its ``score_name`` and checkpoint key ``score_key``).
 
     Under torchrun (``dls.world``, see DLStudio.training.distributed) the model trains wrapped in
     DistributedDataParallel (``self.net``; ``self.model`` stays the plain module).
@@ -225,9 +223,12 @@ class Trainer:
     def batches(self, epoch, skip=0):
         raise NotImplementedError
 
+    label_smoothing = 0.0
+
     def loss_and_count(self, *batch):
-        """(the sum of the batch's losses, their number) on this rank's share."""
-        raise NotImplementedError
+        """(the sum of the batch's losses, their number) on this rank's share: the model's
+        own ``loss`` (architecture.py), its logits computed through ``self.net``."""
+        return self.model.loss(*batch, label_smoothing=self.label_smoothing, run=self.net)
 
     def held_out_score(self):
         raise NotImplementedError
@@ -600,18 +601,6 @@ class TranslationTrainer(Trainer):
                    checkpoints_dir, held_out=xformer.held_out_corpus,
                    label_smoothing=xformer.label_smoothing, **_settings(xformer), **options)
 
-    def loss_and_count(self, src, tgt):
-        """Cross-entropy over the target positions up to and including the first EOS: the
-        sum, and the number N of those positions.
-
-        Shape: src (B, T_src), tgt (B, T_tgt) -> scalar, N
-        """
-        tgt_in, labels = tgt[:, :-1], tgt[:, 1:]                      # (B, T_tgt - 1)
-        keep = ~padding_mask(labels)                                  # (B, T_tgt - 1)
-        logits = self.net(src, tgt_in, keep)                          # (N, V_es)
-        return F.cross_entropy(logits, labels[keep], label_smoothing=self.label_smoothing,
-                               reduction="sum"), len(logits)
-
     def batches(self, epoch, skip=0):
         """The epoch's batches of (src, tgt), each cut to its longest sentence; the first
         ``skip`` are left out."""
@@ -677,7 +666,7 @@ class ImageTrainer(Trainer):
         if vit.training_set is None:
             raise ValueError("no training images: call load_shapes_dataset() or "
                              "load_cifar_10_dataset() first")
-        self.vit = vit
+        self.vit, self.label_smoothing = vit, vit.label_smoothing
         self.images, self.labels = vit.training_set.images, vit.training_set.labels
         self.num_examples = len(self.labels)
         super().__init__(vit, optimizer, dls, checkpoints_dir, track_score=track_accuracy,
@@ -697,11 +686,6 @@ class ImageTrainer(Trainer):
                 mine = self.world.share(torch.arange(len(idx)))
                 yield (images[mine].to(self.device, non_blocking=True),
                        self.labels[idx[mine]].to(self.device, non_blocking=True))
-
-    def loss_and_count(self, images, labels):
-        """Shape: images (B, C, H, W), labels (B,) -> summed cross-entropy, B"""
-        return F.cross_entropy(self.net(images), labels, reduction="sum",
-                               label_smoothing=self.vit.label_smoothing), len(labels)
 
     def data_fingerprint(self):
         """The data set's recipe (where CIFAR-10 lies may change) and the augmentation."""
@@ -745,7 +729,7 @@ class LanguageModelTrainer(Trainer):
                  **options):
         if not gpt.training_sentences:
             raise ValueError("no training text: give TransformerGPT sentences=")
-        self.gpt = gpt
+        self.gpt, self.label_smoothing = gpt, gpt.label_smoothing
         self.ids, _ = encode_sentences(gpt.vocab, gpt.training_sentences, gpt.max_seq_length)
         self.lengths = (~padding_mask(self.ids)).sum(1)
         self.num_examples = len(self.ids)
@@ -758,15 +742,6 @@ class LanguageModelTrainer(Trainer):
                                                self.epoch_generator(epoch)), skip):
             T = int(self.lengths[idx].max())
             yield (self.ids[idx, :T].to(self.device, non_blocking=True),)
-
-    def loss_and_count(self, ids):
-        """Cross-entropy of each next token up to and including EOS, summed over those N
-        tokens. Shape: (B, T) -> scalar, N"""
-        inputs, labels = ids[:, :-1], ids[:, 1:]                      # (B, T - 1)
-        keep = ~padding_mask(labels)
-        logits = self.net(inputs, keep)                               # (N, V)
-        return F.cross_entropy(logits, labels[keep], reduction="sum",
-                               label_smoothing=self.gpt.label_smoothing), len(logits)
 
     def data_fingerprint(self):
         h = hashlib.sha256()
