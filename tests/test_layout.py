@@ -20,7 +20,7 @@ FLOORS = {
     2: {"data"},                                    # datasets, vocabularies, checkpoints
     3: {"DLStudio", "training", "evaluation"},      # the trainer, decoding and scoring
     4: {"Transformers"},                            # DLStudio's containers
-    5: {"cli", "museum", "examples", "__main__"},   # the scripts' package
+    5: {"cli", "museum", "examples", "exercises", "__main__"},   # scripts, exercises
 }
 FLOOR = {room: floor for floor, rooms in FLOORS.items() for room in rooms}
 #: The modules directly in DLStudio/: the doors students know by name (DLStudio.museum is
@@ -103,7 +103,7 @@ def test_the_folder_listing_is_the_floors():
     files = {n for n in listing if os.path.isfile(os.path.join(PACKAGE, n))}
     folders = {n for n in listing if os.path.isdir(os.path.join(PACKAGE, n))}
     assert {f for f in files if f.endswith(".py")} == DOORS
-    assert folders == {"model", "data", "training", "evaluation", "cli", "examples"}
+    assert folders == {"model", "data", "training", "evaluation", "cli", "examples", "exercises"}
 
 
 def test_no_module_imports_a_floor_above_its_own_counting_imports_inside_functions():
@@ -157,7 +157,7 @@ def test_the_modules_import_one_another_without_a_cycle():
 
 def test_the_architecture_reads_in_one_sitting_and_needs_only_torch():
     source = read(ARCHITECTURE)
-    assert len(source.splitlines()) <= 750
+    assert len(source.splitlines()) <= 780       # 750 until each model owned its loss
     rooms, others = imports(source, ARCHITECTURE)
     assert rooms <= {"model"}                # its own folder's helpers, no other floor
     assert {m for m in others if m not in sys.stdlib_module_names} == {"torch"}

@@ -80,12 +80,23 @@ COMMANDS = {
 }
 
 
+#: Commands that are not example scripts: exercises and their checks (DLStudio.exercises).
+TOOLS = {
+    "exercise": (_job("exercises", "exercise_main"),
+                 "list the exercises; exercise NAME DIR writes a skeleton to fill in"),
+    "check": (_job("exercises", "check_main"),
+              "check NAME FILE: an exercise's checks; --submissions DIR grades a folder"),
+}
+
+
 def _usage(prog):
     width = max(map(len, COMMANDS)) + 2
     return "\n".join(
         [f"usage: {prog} SCRIPT [ARGS]   (SCRIPT [ARGS] as in python3 SCRIPT.py ARGS)", "",
          "The example scripts of DLStudio Transformers, from an installed copy:", ""]
         + [f"  {name:<{width}}{what}" for name, (_, what) in COMMANDS.items()]
+        + ["", "Exercises (a part of the Transformer to write, and its checks):", ""]
+        + [f"  {name:<{width}}{what}" for name, (_, what) in TOOLS.items()]
         + ["", f"  {'examples DIR':<{width}}copy the example scripts to DIR, to read and change",
            "", f"{prog} SCRIPT --help lists a script's flags. Each script is also a module: "
                "python -m DLStudio.examples.SCRIPT ARGS"])
@@ -135,6 +146,8 @@ def main(argv=None, prog="dlstudio"):
                   "SCRIPT.py (the installed package is what they import)")
             return 0
         return run_job(copy, [])
+    if name in TOOLS:
+        return TOOLS[name][0](argv[1:])
     if name not in COMMANDS:
         near = difflib.get_close_matches(name, COMMANDS, n=3)
         print(f"{prog}: no script {argv[0]!r}" + (f"; did you mean {' or '.join(near)}?"

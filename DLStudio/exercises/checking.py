@@ -13,6 +13,7 @@ that says so. A student's exception is reported as their line and its message.
 import contextlib
 import importlib.util
 import linecache
+import logging
 import os
 import sys
 import traceback
@@ -127,6 +128,8 @@ def forbidden(items, module=None):
         stub = _stub(what)
         if isinstance(original, staticmethod):
             stub = staticmethod(stub)
+        elif isinstance(owner, type):       # a method: refused to the student's classes only
+            stub = _method_stub(original, what, module)
         saved.append((owner, attribute, original))
         setattr(owner, attribute, stub)
         plain = original.__func__ if isinstance(original, staticmethod) else original
@@ -148,6 +151,18 @@ def _stub(what):
         raise UsedReference(f"your code ran {what}, which this exercise asks you to write "
                             "yourself (inherited, called, or imported): write it in your file")
     return refuse
+
+
+def _method_stub(original, what, module):
+    """A reference method that refuses to run for an object of the student's classes (one
+    they inherited or called with super()); the reference's own objects still run it."""
+    refuse = _stub(what)
+
+    def method(self, *args, **kwargs):
+        if module is not None and type(self).__module__ == module.__name__:
+            return refuse()
+        return original(self, *args, **kwargs)
+    return method
 
 
 _current = {"module": None, "forbids": ()}
@@ -174,10 +189,14 @@ def run_checks(exercise, path, only=None):
     except StudentError as e:
         return [Result(c.name, False, str(e)) for c in checks]
     _current.update(module=module, forbids=exercise.forbids())
+    quiet = logging.getLogger("DLStudio")       # "MyHead is not the standard head ..."
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
     try:
         return [_run_one(c, module, path) for c in checks]
     finally:
         _current.update(module=None, forbids=())
+        quiet.setLevel(level)
 
 
 def _run_one(check, module, path):

@@ -547,13 +547,9 @@ class EncoderDecoderParts(TransformerParts):
             return self.decoder(self.embeddings_generator_es(tgt), memory, cross_mask, keep)
 
         def loss(self, src, tgt, label_smoothing=0.0, run=None):
-            """Teacher forcing: the decoder reads tgt[:, :-1] and is scored on tgt[:, 1:], at
-            the real target positions (up to and including each sentence's first EOS), by
-            cross-entropy with ``label_smoothing`` (Vaswani et al. 2017, sec. 5.4).
-
-            Args: run: what computes the logits (this model, or the trainer's wrapper of it).
-            Shape: src (B, T_src), tgt (B, T_tgt) -> the loss summed over those N positions, N
-            """
+            """Teacher forcing: the decoder reads tgt[:, :-1] and is scored on tgt[:, 1:] up
+            to each first EOS, with ``label_smoothing`` (Vaswani 5.4); ``run``: this model or
+            the trainer's wrapper of it. Shape: src, tgt -> the sum over those N words, N"""
             tgt_in, labels = tgt[:, :-1], tgt[:, 1:]                      # (B, T_tgt - 1)
             keep = ~padding_mask(labels)                                  # (B, T_tgt - 1)
             logits = (run or self)(src, tgt_in, keep)                     # (N, V_es)
@@ -602,7 +598,6 @@ class EncoderDecoderParts(TransformerParts):
             """The stacks' sizes, and (``spec``) what its container adds to a checkpoint."""
             return dict(self.spec, encoder_config=self.encoder.config(),
                         decoder_config=self.decoder.config())
-
 
 
 class GPTParts(TransformerParts, nn.Module):
@@ -665,8 +660,7 @@ class GPTParts(TransformerParts, nn.Module):
         return self.master_decoder(self.embeddings_generator(ids), None, None, keep)
 
     def loss(self, ids, label_smoothing=0.0, run=None):
-        """The next token at every position up to and including EOS: cross-entropy summed
-        over those N tokens (``run``: as for EncoderDecoder.loss). Shape: (B, T) -> scalar, N"""
+        """Each next token up to EOS, as EncoderDecoder.loss. Shape: (B, T) -> sum, N"""
         inputs, labels = ids[:, :-1], ids[:, 1:]                          # (B, T - 1)
         keep = ~padding_mask(labels)
         logits = (run or self)(inputs, keep)                              # (N, V)
@@ -766,8 +760,7 @@ class VisionParts(TransformerParts, nn.Module):
         return self.classifier(x[:, 0])                                     # (B, K)
 
     def loss(self, images, labels, label_smoothing=0.0, run=None):
-        """Cross-entropy summed over the batch (``run``: as for EncoderDecoder.loss).
-        Shape: images (B, C, H, W), labels (B,) -> scalar, B"""
+        """As EncoderDecoder.loss. Shape: images (B, C, H, W), labels (B,) -> sum, B"""
         return F.cross_entropy((run or self)(images), labels, reduction="sum",
                                label_smoothing=label_smoothing), len(labels)
 

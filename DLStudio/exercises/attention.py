@@ -1,0 +1,132 @@
+"""Checks of the exercise `attention`: scaled_dot_product(Q, K, V, mask)."""
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from ..model import architecture
+from ..Transformers import TransformerFG
+from .checking import Exercise, Mistake, check, close, same, student_code, tensor
+from .models import sees_future, translator
+
+CHECKS = []
+B, H, T_Q, T_K, S = 2, 3, 5, 6, 4
+
+
+def inputs(seed=0, T_q=T_Q, T_k=T_K, lead=(B, H)):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(*lead, T, S, generator=g, dtype=torch.float64) * 2
+            for T in (T_q, T_k, T_k)]
+
+
+def reference(Q, K, V, mask=None, scale=True):
+    scores = Q @ K.transpose(-2, -1) / (math.sqrt(Q.size(-1)) if scale else 1.0)
+    if mask is not None:
+        scores = scores.masked_fill(mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ V, weights
+
+
+def theirs(module, *args):
+    with student_code():
+        result = module.scaled_dot_product(*args)
+    if not isinstance(result, tuple) or len(result) != 2:
+        raise Mistake("scaled_dot_product should return two tensors: (output, weights)")
+    return result
+
+
+def padding(T_k=T_K):
+    """(B, 1, 1, T_k): the last positions of each sentence are padding."""
+    mask = torch.zeros(B, 1, 1, T_k, dtype=torch.bool)
+    mask[0, ..., -2:], mask[1, ..., -1:] = True, True
+    return mask
+
+
+def causal(T):
+    return torch.ones(T, T, dtype=torch.bool).triu(1)
+
+
+@check(CHECKS, "shapes", "returns (output (..., T_q, s_qkv), weights (..., T_q, T_k))")
+def shapes(module):
+    out, weights = theirs(module, *inputs())
+    tensor(out, "the output", (B, H, T_Q, S))
+    tensor(weights, "the weights", (B, H, T_Q, T_K))
+
+
+@check(CHECKS, "softmax_rows", "each row of the weights is a distribution (sums to 1)")
+def softmax_rows(module):
+    _, weights = theirs(module, *inputs())
+    rows = weights.double().sum(-1)
+    bad = ((rows - 1).abs() > 1e-9).nonzero()
+    if len(bad):
+        at = tuple(bad[0].tolist())
+        columns_sum = ((weights.double().sum(-2) - 1).abs() < 1e-9).all()
+        raise Mistake(f"row {at[-1]} of the weights (batch {at[0]}, head {at[1]}) sums to "
+                      f"{rows[at].item():.2f} (tolerance 1e-9): " + (
+                          "the softmax runs over the wrong axis: each query's row "
+                          "(dim=-1) must sum to 1, not each column" if columns_sum else
+                          "the weights must be a softmax over the keys (dim=-1)"))
+
+
+@check(CHECKS, "scaling", "scores divided by sqrt(s_qkv) before the softmax (eq. 1)")
+def scaling(module):
+    Q, K, V = inputs()
+    _, weights = theirs(module, Q, K, V)
+    if same(weights, reference(Q, K, V, scale=False)[1]):
+        raise Mistake(f"the weights are softmax(Q K^T) with no 1/sqrt(s_qkv) = 1/{math.sqrt(S):g}"
+                      ": large scores saturate the softmax (Vaswani et al. 2017, eq. 1)",
+                      exhibit="no_scaling")
+    close(weights, reference(Q, K, V)[1], "the weights", hint="they should be "
+          "softmax(Q K^T / sqrt(s_qkv))")
+
+
+@check(CHECKS, "output", "the output is the weights times V")
+def output(module):
+    Q, K, V = inputs(seed=1)
+    out, _ = theirs(module, Q, K, V)
+    close(out, reference(Q, K, V)[0], "the output")
+
+
+@check(CHECKS, "mask", "weights are exactly 0 where the mask is True, and only there")
+def mask(module):
+    for name, (Q, K, V), m in (("padding", inputs(2), padding()),
+                               ("causal", inputs(3, T_k=T_Q), causal(T_Q))):
+        out, weights = theirs(module, Q, K, V, m)
+        weights = tensor(weights, "the weights", (B, H, T_Q, m.size(-1)))
+        m = m.expand_as(weights)
+        if (weights[~m] == 0).all() and (weights[m] != 0).any():
+            raise Mistake(f"with a {name} mask the weights are 0 where the mask is False: the "
+                          "mask is inverted (True marks where a query may NOT look)",
+                          exhibit="no_causal_mask" if name == "causal" else "no_padding_mask")
+        if (weights[m] != 0).any():
+            raise Mistake(f"with a {name} mask, weight {weights[m].abs().max().item():.3g} "
+                          "falls where the mask is True: the mask is not applied (fill the "
+                          "masked scores with -inf before the softmax)",
+                          exhibit="no_causal_mask" if name == "causal" else "no_padding_mask")
+        want_out, want_weights = reference(Q, K, V, m)
+        close(weights, want_weights, f"the weights with a {name} mask")
+        close(out, want_out, f"the output with a {name} mask")
+
+
+@check(CHECKS, "any_leading_dims", "works for (B, T, s_qkv) inputs with a (T_q, T_k) mask")
+def any_leading_dims(module):
+    Q, K, V = inputs(4, T_k=T_Q, lead=(B,))
+    out, weights = theirs(module, Q, K, V, causal(T_Q))
+    want_out, want_weights = reference(Q, K, V, causal(T_Q))
+    close(weights, want_weights, "the weights of (B, T, s_qkv) inputs")
+    close(out, want_out, "the output of (B, T, s_qkv) inputs")
+
+
+@check(CHECKS, "in_a_model", "a TransformerFG of MyHead: no position sees a later word")
+def in_a_model(module):
+    sees_future(translator(module.MyTransformer))
+
+
+EXERCISE = Exercise(
+    name="attention",
+    summary="scaled dot-product attention with a mask: softmax(Q K^T / sqrt(s_qkv)) V",
+    defines=("scaled_dot_product", "MyTransformer"),
+    forbids=lambda: [(architecture, "scaled_dot_product", "the model's scaled_dot_product"),
+                     (F, "scaled_dot_product_attention", "F.scaled_dot_product_attention")],
+    checks=CHECKS, container="MyTransformer", base=TransformerFG)

@@ -1,0 +1,103 @@
+"""Checks of the exercise `attention_head`: MyHead.forward(x, mask, memory)."""
+
+import torch
+import torch.nn.functional as F
+
+from ..model import architecture
+from ..model.architecture import TransformerParts
+from ..Transformers import TransformerFG
+from .attention import causal, reference
+from .checking import Exercise, Mistake, check, close, same, student_code, tensor
+from .models import sees_future, translator
+
+CHECKS = []
+B, T_Q, T_K, S = 2, 5, 6, 4
+
+
+def head(module, seed=0):
+    torch.manual_seed(seed)
+    return module.MyHead(None, 10, S, 2).double()
+
+
+def x_and_memory(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(B, T_Q, S, generator=g, dtype=torch.float64),
+            torch.randn(B, T_K, S, generator=g, dtype=torch.float64))
+
+
+def run(h, x, mask=None, memory=None):
+    with student_code():
+        return h(x, mask=mask, memory=memory)
+
+
+def want(h, x, mask=None, memory=None, scale=True):
+    kv = x if memory is None else memory
+    return reference(h.WQ(x), h.WK(kv), h.WV(kv), mask, scale)
+
+
+@check(CHECKS, "shape", "x (B, T_q, s_qkv) -> (B, T_q, s_qkv)")
+def shape(module):
+    x, _ = x_and_memory()
+    tensor(run(head(module), x), "the head's output", (B, T_Q, S))
+
+
+@check(CHECKS, "projections", "queries, keys and values through W_Q, W_K, W_V; 1/sqrt(s_qkv)")
+def projections(module):
+    h, (x, _) = head(module), x_and_memory(1)
+    out = tensor(run(h, x), "the head's output", (B, T_Q, S))
+    if same(out, want(h, x, scale=False)[0]):
+        raise Mistake("the scores are not divided by sqrt(s_qkv) (Vaswani et al. 2017, "
+                      "eq. 1)", exhibit="no_scaling")
+    if same(out, reference(x, x, x)[0]):
+        raise Mistake("the output is attention over x itself: apply W_Q, W_K and W_V "
+                      "(self.WQ(x), ...) first")
+    close(out, want(h, x)[0], "the head's output", hint="it should be "
+          "softmax(W_Q x (W_K x)^T / sqrt(s_qkv)) W_V x")
+
+
+@check(CHECKS, "mask", "a causal mask: no query looks at a later word")
+def mask(module):
+    h, (x, _) = head(module), x_and_memory(2)
+    out = tensor(run(h, x, mask=causal(T_Q)), "the head's output", (B, T_Q, S))
+    if same(out, want(h, x)[0]):
+        raise Mistake("the output is the same with a causal mask as without: the mask is not "
+                      "applied", exhibit="no_causal_mask")
+    close(out, want(h, x, causal(T_Q))[0], "the output with a causal mask",
+          hint="fill the scores with -inf where the mask is True, before the softmax")
+
+
+@check(CHECKS, "cross_attention", "with memory, keys and values come from the memory")
+def cross_attention(module):
+    h, (x, memory) = head(module), x_and_memory(3)
+    pad = torch.zeros(B, 1, T_K, dtype=torch.bool)
+    pad[0, :, -2:] = True
+    out = tensor(run(h, x, mask=pad, memory=memory), "the output with memory", (B, T_Q, S))
+    close(out, want(h, x, pad, memory)[0], "the output with memory", hint="queries from x, "
+          "keys and values from memory (T_k positions)")
+
+
+@check(CHECKS, "attention_maps", "hands its weights (B, T_q, T_k) to self.keep_weights")
+def attention_maps(module):
+    h, (x, _) = head(module), x_and_memory(4)
+    h.record_attention = True
+    h.attention_weights = None
+    run(h, x, mask=causal(T_Q))
+    if getattr(h, "attention_weights", None) is None:
+        raise Mistake("no weights were kept: call self.keep_weights(weights) in forward, "
+                      "so that attention maps can show this head")
+    close(h.attention_weights, want(h, x, causal(T_Q))[1], "the kept weights")
+
+
+@check(CHECKS, "in_a_model", "a TransformerFG of MyHead: no position sees a later word")
+def in_a_model(module):
+    sees_future(translator(module.MyTransformer))
+
+
+EXERCISE = Exercise(
+    name="attention_head",
+    summary="one attention head: W_Q, W_K, W_V, scaling by 1/sqrt(s_qkv), the mask, memory",
+    defines=("MyHead", "MyTransformer"),
+    forbids=lambda: [(TransformerParts.AttentionHead, "forward", "the standard head's forward"),
+                     (architecture, "scaled_dot_product", "the model's scaled_dot_product"),
+                     (F, "scaled_dot_product_attention", "F.scaled_dot_product_attention")],
+    checks=CHECKS, container="MyTransformer", base=TransformerFG)

@@ -1,0 +1,101 @@
+"""Checks of the exercise `masks`: causal_mask(T) and padding_mask(ids)."""
+
+import contextlib
+
+import torch
+
+from ..model import architecture, tokens
+from .checking import Exercise, Mistake, check, close, same, student_code, tensor
+from .models import T_MAX, V_EN, sees_future, translator, words
+
+CHECKS = []
+
+
+def causal(module, T):
+    with student_code():
+        mask = module.causal_mask(T)
+    mask = tensor(mask, f"causal_mask({T})", (T, T))
+    if mask.dtype != torch.bool:
+        raise Mistake(f"causal_mask({T}) has dtype {mask.dtype}: it must be torch.bool "
+                      "(True where a position may not look)")
+    return mask
+
+
+def padded(module, ids):
+    with student_code():
+        mask = module.padding_mask(ids)
+    mask = tensor(mask, "padding_mask(ids)", ids.shape)
+    if mask.dtype != torch.bool:
+        raise Mistake(f"padding_mask(ids) has dtype {mask.dtype}: it must be torch.bool")
+    return mask
+
+
+@contextlib.contextmanager
+def in_the_model(module):
+    """The model's masks are the student's for the duration of ``with``."""
+    saved = architecture.causal_mask, architecture.padding_mask
+    architecture.causal_mask, architecture.padding_mask = module.causal_mask, module.padding_mask
+    try:
+        yield
+    finally:
+        architecture.causal_mask, architecture.padding_mask = saved
+
+
+@check(CHECKS, "causal_values", "True above the diagonal only (position t sees 0..t)")
+def causal_values(module):
+    mask, want = causal(module, 6), tokens.causal_mask(6)
+    if same(mask.double(), (~want).double()):
+        raise Mistake("causal_mask is inverted: True must mark the positions a word may NOT "
+                      "see (those after it)", exhibit="no_causal_mask")
+    if same(mask.double(), want.double() + torch.eye(6, dtype=torch.float64)):
+        raise Mistake("causal_mask masks the diagonal too: a position may see itself")
+    if same(mask.double(), torch.zeros(6, 6).double()):
+        raise Mistake("causal_mask allows everything: the decoder would see the word it must "
+                      "predict", exhibit="no_causal_mask")
+    close(mask, want, "causal_mask(6)", hint="True where column > row")
+
+
+@check(CHECKS, "padding_values", "True after each row's first EOS; that EOS is not padding")
+def padding_values(module):
+    ids = torch.cat([torch.zeros(4, 1, dtype=torch.long),
+                     words(4, 7, V_EN, seed=3, eos_at=[3, 5, 7, 1])], dim=1)   # (4, 8)
+    mask, want = padded(module, ids), tokens.padding_mask(ids)
+    if same(mask.double(), (ids == tokens.EOS_INDEX).double()):
+        raise Mistake("padding_mask marks every EOS, the sentence's own EOS included: only "
+                      "the positions after a row's first EOS are padding")
+    if same(mask.double(), (~want).double()):
+        raise Mistake("padding_mask is inverted: True marks the padding",
+                      exhibit="no_padding_mask")
+    close(mask, want, "padding_mask", hint="padding is every position after a row's first "
+          "EOS (row 2 has no padding)")
+
+
+@check(CHECKS, "decoder_causal", "with your causal mask the decoder cannot see the future")
+def decoder_causal(module):
+    with in_the_model(module):
+        sees_future(translator())
+
+
+@check(CHECKS, "encoder_padding", "with your padding mask no word reads the padding")
+def encoder_padding(module):
+    src = words(2, T_MAX - 2, V_EN, seed=4, eos_at=[4, 6])
+    other = src.clone()
+    other[0, 5:], other[1, 7:] = 7, 9                # the padding changed, nothing else
+    model = translator()
+    with in_the_model(module), student_code():
+        before, after = model.encode(src)[0], model.encode(other)[0]   # (B, T_src, M)
+    for row, real in enumerate((5, 7)):
+        moved = ((before[row, :real] - after[row, :real]).abs() > 1e-9).any(-1).nonzero()
+        if len(moved):
+            raise Mistake(f"changing the padding of sentence {row} changed the encoder's "
+                          f"output at word {int(moved[0])}: the words read the padding",
+                          exhibit="no_padding_mask")
+
+
+EXERCISE = Exercise(
+    name="masks",
+    summary="the causal mask and the padding mask (True where attention is not allowed)",
+    defines=("causal_mask", "padding_mask"),
+    forbids=lambda: [(tokens, "causal_mask", "the model's causal_mask"),
+                     (tokens, "padding_mask", "the model's padding_mask")],
+    checks=CHECKS)

@@ -1,0 +1,60 @@
+"""Small models and inputs the checks run a student's part in (fp64, fixed seeds)."""
+
+import torch
+
+from ..model.architecture import EncoderDecoderParts
+from ..model.tokens import EOS_INDEX, SOS_INDEX
+from .checking import Mistake, student_code
+
+__all__ = ["NESTED", "translator", "words", "sees_future"]
+
+#: The nested classes a container may override that a translation model is built from.
+NESTED = ("EmbeddingsGenerator", "AttentionHead", "SelfAttention", "CrossAttentionHead",
+          "CrossAttention", "FeedForward", "BasicEncoder", "MasterEncoder",
+          "BasicDecoderWithMasking", "MasterDecoderWithMasking", "EncoderDecoder")
+
+V_EN, V_ES, T_MAX = 17, 19, 10
+
+
+def translator(container=None, seed=0, layers=2, heads=2, embedding_size=16, **switches):
+    """A small EncoderDecoder (fp64, eval mode) of ``container``'s nested classes (a student's
+    container class, or None for the reference), built from sizes alone."""
+    classes = {}
+    if container is not None:
+        classes = {name: getattr(container, name) for name in NESTED}
+        classes["norm_first"] = container.norm_first
+    parts_class = type("CheckedParts", (EncoderDecoderParts,), classes)
+    torch.manual_seed(seed)
+    parts = parts_class(vocab_en_size=V_EN, vocab_es_size=V_ES, max_seq_length=T_MAX,
+                        embedding_size=embedding_size, **switches)
+    model = parts.encoder_decoder(layers, layers, heads).double().eval()
+    for attention in model.modules():      # the readable product, not PyTorch's fused one
+        if hasattr(attention, "fused"):
+            attention.fused = False
+    return model
+
+
+def words(B, T, vocab, seed=0, eos_at=None):
+    """(B, T) random word ids (never SOS or EOS); with ``eos_at`` (one length per row), EOS
+    at that position and after it (the padding)."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(EOS_INDEX + 1, vocab, (B, T), generator=g)
+    for row, at in enumerate(eos_at or []):
+        ids[row, at:] = EOS_INDEX
+    return ids
+
+
+def sees_future(model, what="the decoder"):
+    """Raise a Mistake if changing target word 5 changes the model's output at an earlier
+    position (the causal mask missing, inverted or not passed on)."""
+    src = words(2, 6, V_EN, seed=1, eos_at=[5, 4])
+    tgt = torch.cat([torch.full((2, 1), SOS_INDEX), words(2, 7, V_ES, seed=2)], dim=1)
+    changed = tgt.clone()
+    changed[:, 5] = EOS_INDEX + 1 + (tgt[:, 5] - EOS_INDEX) % (V_ES - EOS_INDEX - 1)
+    with student_code():
+        before, after = model(src, tgt), model(src, changed)       # (B, T_tgt, V_es)
+    moved = ((before[:, :5] - after[:, :5]).abs() > 1e-9).nonzero()
+    if len(moved):
+        raise Mistake(f"changing target word 5 changed the output at position "
+                      f"{int(moved[0, 1])}: {what} sees the future (the causal mask is "
+                      "missing, inverted or not passed on)", exhibit="no_causal_mask")

@@ -1,0 +1,79 @@
+"""Checks of the exercise `positional_encoding`: MyEmbeddings.sinusoids(T, M, base)."""
+
+import torch
+
+from ..model.architecture import TransformerParts
+from ..Transformers import TransformerFG
+from .checking import Exercise, Mistake, check, close, same, student_code, tensor
+from .models import translator
+
+CHECKS = []
+BASE = TransformerParts.EmbeddingsGenerator
+TOL = 1e-5
+
+
+def theirs(module, T, M, base):
+    with student_code():
+        pe = module.MyEmbeddings.sinusoids(T, M, base)
+    return tensor(pe, f"sinusoids({T}, {M}, {base:g})", (T, M)).double()
+
+
+def want(T, M, base):
+    return BASE.sinusoids(T, M, base).double()
+
+
+@check(CHECKS, "shape", "(num_positions, embedding_size)")
+def shape(module):
+    theirs(module, 7, 10, 10000.0)
+
+
+@check(CHECKS, "position_0", "position 0 is sin 0, cos 0, ... = 0, 1, 0, 1, ...")
+def position_0(module):
+    pe = theirs(module, 3, 8, 10000.0)
+    close(pe[0], want(3, 8, 10000.0)[0], "row 0", TOL, hint="at position 0 every even "
+          "column is sin 0 = 0 and every odd column is cos 0 = 1")
+
+
+@check(CHECKS, "values", "equal to the formula for every position and column")
+def values(module):
+    T, M, base = 20, 16, 10000.0
+    pe, expected = theirs(module, T, M, base), want(T, M, base)
+    if same(pe, expected, TOL):
+        return
+    swapped = expected.view(T, M // 2, 2).flip(-1).reshape(T, M)
+    if same(pe, swapped, TOL):
+        raise Mistake("sin and cos are swapped: even columns (2i) take the sine, odd "
+                      "columns (2i + 1) the cosine")
+    i = torch.arange(M // 2, dtype=torch.float64).repeat_interleave(2)
+    pos = torch.arange(T, dtype=torch.float64)[:, None]
+    angle = pos / base ** (i / M)                     # i, not 2i, in the exponent
+    alternating = torch.where(torch.arange(M) % 2 == 0, angle.sin(), angle.cos())
+    if same(pe, alternating, TOL):
+        raise Mistake("the exponent is i / M: it must be 2i / M (columns 2i and 2i + 1 share "
+                      "one frequency)")
+    close(pe, expected, "the code", TOL, hint="PE[pos, 2i] = sin(pos / base^(2i/M)), "
+          "PE[pos, 2i+1] = cos(pos / base^(2i/M))")
+
+
+@check(CHECKS, "base", "uses the base it is given (the lecture's 100)")
+def base(module):
+    pe = theirs(module, 12, 8, 100.0)
+    if same(pe, want(12, 8, 10000.0), TOL):
+        raise Mistake("with base=100 the code is the one of base 10000: use the argument")
+    close(pe, want(12, 8, 100.0), "the code of base 100", TOL)
+
+
+@check(CHECKS, "in_the_model", "the embeddings of MyTransformer carry this code")
+def in_the_model(module):
+    with student_code():
+        model = translator(module.MyTransformer)
+    close(model.embeddings_generator_en.positional_encoding, want(10, 16, BASE.positional_base),
+          "the model's position code", TOL)
+
+
+EXERCISE = Exercise(
+    name="positional_encoding",
+    summary="the sinusoidal position code: sin and cos of pos / base^(2i/M)",
+    defines=("MyEmbeddings", "MyTransformer"),
+    forbids=lambda: [(BASE, "sinusoids", "the model's own sinusoids")],
+    checks=CHECKS, container="MyTransformer", base=TransformerFG)

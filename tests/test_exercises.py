@@ -1,0 +1,375 @@
+"""The exercises' checks are checked: a correct solution passes every check, the project's own
+implementation passes them, the untouched skeleton fails each with "not implemented", and
+each typical mistake (a one-line mutant of the solution) fails the check named for it, with
+a message in the student's terms and no traceback."""
+
+import csv
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from DLStudio.cli import main
+from DLStudio.exercises import NAMES, exercise, skeleton_path
+from DLStudio.exercises.checking import run_checks
+
+from .conftest import ROOT
+
+SOLUTIONS = os.path.join(ROOT, "tests", "exercise_solutions")
+
+
+def solution(name):
+    with open(os.path.join(SOLUTIONS, f"{name}.py")) as f:
+        return f.read()
+
+
+def checked(tmp_path, name, source, file_name=None, exercise_name=None):
+    """{check: Result} of ``source`` written to a file of its own."""
+    path = tmp_path / (file_name or f"{name}.py")
+    path.write_text(source)
+    results = run_checks(exercise(exercise_name or name), str(path))
+    return {r.name: r for r in results}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_correct_solution_passes_every_check(tmp_path, name):
+    results = checked(tmp_path, name, solution(name))
+    failed = {n: r.message for n, r in results.items() if not r.passed}
+    assert not failed
+    assert list(results) == [c.name for c in exercise(name).checks]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_skeleton_fails_every_check_as_not_implemented(tmp_path, name):
+    with open(skeleton_path(name)) as f:
+        results = checked(tmp_path, name, f.read())
+    for result in results.values():
+        assert not result.passed and result.message.startswith("not implemented")
+        assert "Traceback" not in result.message
+
+
+#: The project's own implementation in each skeleton, with nothing switched off: what the
+#: checks compare with must pass them. (bpe: the project's BPE is Hugging Face's.)
+OWN = {
+    "attention": "from DLStudio.model.architecture import scaled_dot_product\n",
+    "attention_head": "del MyHead.forward\n",
+    "multi_head": "del MyMultiHead.forward\n",
+    "positional_encoding": "del MyEmbeddings.sinusoids\n",
+    "masks": "from DLStudio.model.tokens import causal_mask, padding_mask\n",
+    "residual_blocks": "del MyEncoderLayer.forward\n",
+    "loss": ("import torch.nn.functional as F\nfrom DLStudio.model.tokens import padding_mask\n"
+             "def sequence_loss(logits, tgt, label_smoothing=0.0):\n"
+             "    labels = tgt[:, 1:]\n    keep = ~padding_mask(labels)\n"
+             "    return F.cross_entropy(logits[keep], labels[keep], reduction='sum',\n"
+             "                           label_smoothing=label_smoothing), int(keep.sum())\n"),
+    "greedy_decoding": ("MyCache = KeyValueCache\n"
+                        "from DLStudio.evaluation.decode_and_score import greedy_decode\n"),
+    "beam_step": "from DLStudio.evaluation.decode_and_score import beam_step, length_normalised\n",
+    "patch_embedding": "del MyPatchEmbedding.forward\n",
+    "warmup_schedule": "del MySchedule.lr_at\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(OWN))
+def test_the_projects_own_implementation_passes(tmp_path, name, monkeypatch):
+    with open(skeleton_path(name)) as f:
+        source = f.read() + "\n" + OWN[name]
+    monkeypatch.setattr(exercise(name), "forbids", lambda: [])
+    results = checked(tmp_path, name, source)
+    assert not {n: r.message for n, r in results.items() if not r.passed}
+    assert set(OWN) == set(NAMES) - {"bpe"}
+
+
+#: (exercise, the mistake, the line of the solution, the line with the mistake, the check
+#: that must fail, a word its message must hold)
+MUTANTS = [
+    ("attention", "softmax over the wrong axis", "torch.softmax(scores, dim=-1)",
+     "torch.softmax(scores, dim=-2)", "softmax_rows", "wrong axis"),
+    ("attention", "no scaling", " / math.sqrt(Q.size(-1))", "", "scaling", "sqrt"),
+    ("attention", "an inverted mask", "masked_fill(mask,", "masked_fill(~mask,", "mask",
+     "inverted"),
+    ("attention", "a missing mask", "if mask is not None:", "if False:", "mask", "not applied"),
+    ("attention_head", "no scaling", " / math.sqrt(self.qkv_size)", "", "projections", "sqrt"),
+    ("attention_head", "a missing mask", "if mask is not None:", "if False:", "mask",
+     "not applied"),
+    ("attention_head", "keys from x in cross-attention", "kv = x if memory is None else memory",
+     "kv = x", "cross_attention", "masked_fill"),     # their line: shapes do not match
+    ("attention_head", "weights not kept", "self.keep_weights(weights)", "pass",
+     "attention_maps", "keep_weights"),
+    ("multi_head", "no W^O", "return self.W_O(torch.cat(outs, dim=-1))",
+     "return torch.cat(outs, dim=-1)", "full_width_W_O", "W_O"),
+    ("multi_head", "heads concatenated in reverse", "torch.cat(outs, dim=-1)",
+     "torch.cat(outs[::-1], dim=-1)", "sliced_heads", "reverse"),
+    ("multi_head", "a missing mask", "outs.append(head(part, mask=mask))",
+     "outs.append(head(part))", "in_a_model", "sees the future"),
+    ("positional_encoding", "sin and cos swapped",
+     "math.sin(angle)\n                pe[pos, 2 * i + 1] = math.cos",
+     "math.cos(angle)\n                pe[pos, 2 * i + 1] = math.sin", "values", "swapped"),
+    ("positional_encoding", "i for 2i", "angle = pos / base ** (2 * i / embedding_size)",
+     "angle = pos / base ** (i / embedding_size)", "values", "2i / M"),
+    ("masks", "an inverted causal mask", "return cols > rows", "return cols <= rows",
+     "causal_values", "inverted"),
+    ("masks", "the diagonal masked", "return cols > rows", "return cols >= rows",
+     "causal_values", "diagonal"),
+    ("masks", "a missing causal mask", "return cols > rows", "return cols > rows + 100",
+     "decoder_causal", "sees the future"),
+    ("masks", "the sentence's own EOS masked", "mask[b, t] = seen_eos",
+     "mask[b, t] = seen_eos or bool(ids[b, t] == EOS_INDEX)", "padding_values", "EOS"),
+    ("residual_blocks", "LayerNorm on the wrong side (post-LN)",
+     "x = self.norm1(x + self.dropout(self.self_attention(x, mask)))\n"
+     "        return self.norm2(x + self.dropout(self.feed_forward(x)))",
+     "x = x + self.norm1(self.dropout(self.self_attention(x, mask)))\n"
+     "        return x + self.norm2(self.dropout(self.feed_forward(x)))", "post_ln",
+     "wrong side"),
+    ("residual_blocks", "pre-LN computed as post-LN", "if self.norm_first:", "if False:",
+     "pre_ln", "wrong side"),
+    ("residual_blocks", "the mask not passed on", "self.self_attention(self.norm1(x), mask)",
+     "self.self_attention(self.norm1(x), None)", "mask", "mask"),
+    ("loss", "targets not shifted", "labels = tgt[:, 1:]", "labels = tgt[:, :-1]", "shifted",
+     "not shifted"),
+    ("loss", "smoothing mass on padding", "return per_position[real].sum(), int(real.sum())",
+     "return ((-(1 - label_smoothing) * right)[real].sum()\n"
+     "            - (label_smoothing * uniform).sum()), int(real.sum())",
+     "padding_ignored", "smoothing"),
+    ("loss", "the mean, not the sum", "return per_position[real].sum(), int(real.sum())",
+     "return per_position[real].mean(), int(real.sum())", "no_smoothing", "mean"),
+    ("loss", "the padding counted", "return per_position[real].sum(), int(real.sum())",
+     "return per_position.sum(), per_position.numel()", "count", "first EOS"),
+    ("greedy_decoding", "a cache that is never extended", "self.K, self.V = K, V", "pass",
+     "cache_extend", "never extended"),
+    ("greedy_decoding", "no cache: the prefix re-read at every step",
+     "    with model.decoding(MyCache):\n        for _ in range(max_len - 1):\n"
+     "            word = model.decode_newest(ys, memory, cross_mask).argmax(dim=-1)",
+     "    if True:\n        for _ in range(max_len - 1):\n"
+     "            word = model.decode(ys, memory, cross_mask)[:, -1].argmax(dim=-1)",
+     "uses_the_cache", "model.decoding(MyCache)"),
+    ("greedy_decoding", "words after EOS", "word = word.masked_fill(done, EOS_INDEX)", "pass",
+     "after_eos", "after its EOS"),
+    ("beam_step", "beam scores without the length penalty",
+     "return scores / torch.clamp(lengths, min=1) ** alpha", "return scores",
+     "length_penalty", "without the length penalty"),
+    ("beam_step", "the best word of each hypothesis",
+     "total = (scores[..., None] + logp).reshape(B, K * V)\n"
+     "    best, index = torch.sort(total, dim=1, descending=True)\n"
+     "    best, index = best[:, :K], index[:, :K]\n"
+     "    return best, index // V, index % V",
+     "best, word = (scores[..., None] + logp).max(dim=-1)\n"
+     "    best, origin = torch.sort(best, dim=1, descending=True)\n"
+     "    return best, origin, word.gather(1, origin)",
+     "best_of_all", "compete across"),
+    ("beam_step", "finished hypotheses extended", "logp = torch.where(finished[..., None], "
+     "only_eos, logp)", "pass", "finished", "only go on with EOS"),
+    ("bpe", "a merge counted across word boundaries",
+     "        for symbols, count in words:\n"
+     "            for pair in zip(symbols, symbols[1:]):\n"
+     "                pairs[pair] += count",
+     "        stream = [s for symbols, count in words for _ in range(count) for s in symbols]\n"
+     "        for pair in zip(stream, stream[1:]):\n"
+     "            pairs[pair] += 1",
+     "within_words", "across word boundaries"),
+    ("bpe", "counts not weighted", "pairs[pair] += count", "pairs[pair] += 1", "counts",
+     "weight"),
+    ("patch_embedding", "the class token last", "x = torch.cat([cls, x], dim=1)",
+     "x = torch.cat([x, cls], dim=1)", "class_token_first", "at the end"),
+    ("patch_embedding", "patches in column order",
+     "for top in range(0, H, P_h):\n            for left in range(0, W, P_w):",
+     "for left in range(0, W, P_w):\n            for top in range(0, H, P_h):",
+     "patches", "column order"),
+    ("warmup_schedule", "no d_model^-0.5", "self.lr_mul * self.d_model ** -0.5 * ",
+     "self.lr_mul * ", "formula", "d_model^-0.5"),
+    ("warmup_schedule", "steps counted from 0", "rise = step * self.n_warmup_steps ** -1.5\n"
+     "        fall = step ** -0.5", "rise = (step + 1) * self.n_warmup_steps ** -1.5\n"
+     "        fall = (step + 1) ** -0.5", "formula", "off by one"),
+]
+
+
+@pytest.mark.parametrize("name, mistake, line, wrong, check, word", MUTANTS,
+                         ids=[f"{m[0]}: {m[1]}" for m in MUTANTS])
+def test_each_mistake_fails_its_named_check(tmp_path, name, mistake, line, wrong, check,
+                                            word):
+    source = solution(name)
+    assert line in source
+    results = checked(tmp_path, name, source.replace(line, wrong))
+    assert not results[check].passed, mistake
+    assert word in results[check].message and "Traceback" not in results[check].message
+
+
+def test_the_issue_named_mistakes_are_all_mutants():
+    named = {m[1] for m in MUTANTS}
+    for mistake in ("softmax over the wrong axis", "no scaling", "an inverted mask",
+                    "a missing mask", "targets not shifted",
+                    "LayerNorm on the wrong side (post-LN)", "smoothing mass on padding",
+                    "a cache that is never extended", "beam scores without the length penalty",
+                    "a merge counted across word boundaries"):
+        assert mistake in named
+
+
+# ---------------------------------------------------------------------------------------
+# The student's own code must do the work.
+def test_a_head_that_only_inherits_the_reference_fails(tmp_path):
+    source = solution("attention_head") + "\ndel MyHead.forward\n"
+    results = checked(tmp_path, "attention_head", source)
+    assert all(not r.passed and "asks you to write yourself" in r.message
+               for r in results.values())
+    assert "the standard head's forward" in results["projections"].message
+
+
+@pytest.mark.parametrize("body", [
+    "    import torch.nn.functional as F\n"
+    "    out = F.scaled_dot_product_attention(Q, K, V, attn_mask=None if mask is None else ~mask)\n"
+    "    return out, None\n",
+    "    from DLStudio.model.architecture import scaled_dot_product as ours\n"
+    "    return ours(Q, K, V, mask)\n"])
+def test_calling_the_reference_or_pytorchs_attention_fails(tmp_path, body):
+    source = solution("attention")
+    start = source.index("def scaled_dot_product")
+    end = source.index("class MyHead")
+    source = source[:start] + "def scaled_dot_product(Q, K, V, mask=None):\n" + body + \
+        "\n\n" + source[end:]
+    results = checked(tmp_path, "attention", source)
+    assert all(not r.passed and "asks you to write" in r.message for r in results.values())
+
+
+def test_an_import_of_the_reference_is_caught_too(tmp_path):
+    source = solution("masks") + "\nfrom DLStudio.model.tokens import causal_mask\n"
+    results = checked(tmp_path, "masks", source)
+    assert not results["causal_values"].passed
+    assert "the model's causal_mask" in results["causal_values"].message
+    assert results["padding_values"].passed
+
+
+def test_a_students_exception_is_their_line_and_message(tmp_path):
+    source = solution("attention").replace("weights = torch.softmax(scores, dim=-1)",
+                                           "weights = torch.softmax(scores, dim=3)")
+    results = checked(tmp_path, "attention", source)
+    message = results["any_leading_dims"].message
+    assert message.startswith("line 12: `weights = torch.softmax(scores, dim=3)`: IndexError")
+    assert "Traceback" not in message and "File " not in message
+
+
+def test_a_file_that_does_not_load_says_where(tmp_path):
+    results = checked(tmp_path, "bpe", "def learn_bpe(word_counts, num_merges):\n"
+                                       "    return []\nundefined_name\n")
+    assert all(r.message.startswith("your file does not load: line 3: `undefined_name`: "
+                                    "NameError") for r in results.values())
+    results = checked(tmp_path, "bpe", "x = 1\n")
+    assert all("defines no learn_bpe" in r.message for r in results.values())
+
+
+# ---------------------------------------------------------------------------------------
+# The commands.
+def dlstudio(*args, timeout=300):
+    """``python -m DLStudio ARGS`` in a process of its own (as the grader runs)."""
+    return subprocess.run([sys.executable, "-m", "DLStudio", *args], capture_output=True,
+                          text=True, timeout=timeout, env=dict(os.environ, PYTHONPATH=ROOT))
+
+
+def command(capsys, *args):
+    """``dlstudio ARGS`` in this process: (exit status, stdout, stderr)."""
+    status = main(list(args))
+    out = capsys.readouterr()
+    return status, out.out, out.err
+
+
+def test_exercise_lists_and_writes_skeletons_never_over_a_file(tmp_path, capsys):
+    status, out, _ = command(capsys, "exercise")
+    assert status == 0
+    assert [line.split()[0] for line in out.splitlines()[:len(NAMES)]] == list(NAMES)
+    status, out, _ = command(capsys, "exercise", "loss", str(tmp_path / "hw"))
+    target = tmp_path / "hw" / "loss.py"
+    assert status == 0 and target.read_text() == open(skeleton_path("loss")).read()
+    target.write_text("my work")
+    status, _, err = command(capsys, "exercise", "loss", str(tmp_path / "hw"))
+    assert status == 1 and "never written over" in err
+    assert target.read_text() == "my work" and "Traceback" not in err
+    status, _, err = command(capsys, "exercise", "atention", str(tmp_path))
+    assert status == 1 and "did you mean attention" in err
+
+
+def test_check_prints_one_line_a_check_and_exits_by_the_result(tmp_path, capsys):
+    good = tmp_path / "attention.py"
+    good.write_text(solution("attention"))
+    status, out, _ = command(capsys, "check", "attention", str(good))
+    assert status == 0 and "7 of 7 checks pass" in out and out.count("\n  ok    ") == 7
+    bad = tmp_path / "mutant.py"
+    bad.write_text(solution("attention").replace(" / math.sqrt(Q.size(-1))", ""))
+    status, out, err = command(capsys, "check", "attention", str(bad))
+    assert status == 1 and "FAIL  scaling" in out
+    assert "what this mistake costs: dlstudio bug_museum --exhibit no_scaling" in out
+    assert "Traceback" not in out + err
+    status, _, err = command(capsys, "check", "attention", str(tmp_path / "none.py"))
+    assert status == 1 and "no such file" in err
+
+
+def test_train_trains_the_solution_beside_the_reference(tmp_path, capsys):
+    path = tmp_path / "attention_head.py"
+    path.write_text(solution("attention_head"))
+    status, out, _ = command(capsys, "check", "attention_head", str(path), "--train",
+                             "--steps", "5", "--out", str(tmp_path / "run"))
+    assert status == 0
+    table = out[out.index("held-out BLEU"):].splitlines()
+    assert [line.split()[:3] for line in table[2:4]] == [["TransformerFG", "787,726", "5"],
+                                                         ["MyTransformer", "787,726", "5"]]
+    assert (tmp_path / "run" / "MyTransformer" / "saved_model.pt").is_file()
+    path.write_text(solution("attention_head").replace("math.sqrt(self.qkv_size)", "1"))
+    status, out, _ = command(capsys, "check", "attention_head", str(path), "--train")
+    assert status == 1 and "fix the failing ones first" in out
+    path = tmp_path / "bpe.py"
+    path.write_text(solution("bpe"))
+    status, out, _ = command(capsys, "check", "bpe", str(path), "--train")
+    assert status == 0 and "its checks are its test" in out
+
+
+def write_submissions(folder, count_passing=1):
+    folder.mkdir()
+    for i in range(count_passing):
+        (folder / f"student_{i:02d}.py").write_text(solution("attention"))
+    (folder / "mutant.py").write_text(solution("attention").replace("dim=-1", "dim=-2"))
+    (folder / "hangs.py").write_text(
+        solution("attention").replace("    scores = Q @ K", "    while True:\n        pass\n"
+                                      "    scores = Q @ K"))
+    (folder / "fills_memory.py").write_text(
+        solution("attention").replace("    scores = Q @ K", "    hog = [bytearray(10 ** 8) "
+                                      "for _ in range(100)]\n    scores = Q @ K"))
+
+
+def read_grades(path):
+    with open(path) as f:
+        return {row["file"]: row for row in csv.DictReader(f)}
+
+
+def test_grading_a_folder_survives_files_that_hang_or_fill_memory(tmp_path):
+    write_submissions(tmp_path / "in")
+    result = dlstudio("check", "attention", "--submissions", str(tmp_path / "in"), "--csv",
+                      str(tmp_path / "grades.csv"), "--timeout", "15", "--jobs", "4",
+                      "--memory-mb", "1500", "--points", "mask=3")
+    assert result.returncode == 0, result.stderr
+    rows = read_grades(tmp_path / "grades.csv")
+    assert rows["student_00.py"]["total"] == rows["student_00.py"]["out_of"] == "9.0"
+    assert rows["student_00.py"]["status"] == "checked"
+    assert rows["mutant.py"]["softmax_rows"] == "0" and rows["mutant.py"]["mask"] == "0"
+    assert 0 < float(rows["mutant.py"]["total"]) < 9
+    assert rows["hangs.py"]["status"] == "stopped after 15 s"
+    assert rows["hangs.py"]["total"] == "0"
+    assert rows["fills_memory.py"]["status"] == "checked"
+    assert rows["fills_memory.py"]["shapes"] == "0"      # its MemoryError, as a failed check
+
+
+def test_points_name_checks_that_exist(tmp_path, capsys):
+    status, _, err = command(capsys, "check", "attention", "--submissions", str(tmp_path),
+                             "--csv", str(tmp_path / "x.csv"), "--points", "nope=2")
+    assert status == 1 and "has no check 'nope'" in err
+
+
+@pytest.mark.slow
+def test_grading_twenty_files(tmp_path):
+    write_submissions(tmp_path / "in", count_passing=18)
+    start = time.monotonic()
+    result = dlstudio("check", "attention", "--submissions", str(tmp_path / "in"), "--csv",
+                      str(tmp_path / "grades.csv"), "--timeout", "60", timeout=1200)
+    print(f"graded 20 files in {time.monotonic() - start:.0f} s")
+    rows = read_grades(tmp_path / "grades.csv")
+    assert result.returncode == 0 and len(rows) == 20
+    assert sum(r["total"] == r["out_of"] for r in rows.values()) == 18
