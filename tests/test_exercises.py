@@ -373,3 +373,15 @@ def test_grading_twenty_files(tmp_path):
     rows = read_grades(tmp_path / "grades.csv")
     assert result.returncode == 0 and len(rows) == 20
     assert sum(r["total"] == r["out_of"] for r in rows.values()) == 18
+
+
+def test_the_docs_name_every_exercise_and_check_and_count_the_mutants():
+    with open(os.path.join(ROOT, "docs", "exercises.md")) as f:
+        doc = f.read()
+    for name in NAMES:
+        row = next(line for line in doc.splitlines() if line.startswith(f"| `{name}` |"))
+        assert row.rstrip(" |").endswith(", ".join(f"`{c.name}`"
+                                                   for c in exercise(name).checks))
+    assert f"{len(MUTANTS)} one-line mutants" in doc
+    with open(os.path.join(ROOT, "README.md")) as f:
+        assert "students' code runs with the grader's rights" in f.read()

@@ -20,12 +20,17 @@ def inputs(seed=0, T_q=T_Q, T_k=T_K, lead=(B, H)):
             for T in (T_q, T_k, T_k)]
 
 
-def reference(Q, K, V, mask=None, scale=True):
+def reference(Q, K, V, mask=None, scale=True, axis=-1):
+    """(output, weights); ``scale`` False or ``axis`` -2: what the usual mistakes give."""
     scores = Q @ K.transpose(-2, -1) / (math.sqrt(Q.size(-1)) if scale else 1.0)
     if mask is not None:
         scores = scores.masked_fill(mask, float("-inf"))
-    weights = torch.softmax(scores, dim=-1)
+    weights = torch.softmax(scores, dim=axis)
     return weights @ V, weights
+
+
+WRONG_AXIS = ("the softmax runs over the wrong axis: each query's row (dim=-1) must sum to "
+              "1, not each column")
 
 
 def theirs(module, *args):
@@ -47,6 +52,19 @@ def causal(T):
     return torch.ones(T, T, dtype=torch.bool).triu(1)
 
 
+def expect(got, Q, K, V, mask, what, part):
+    """``got`` is part ``part`` (0 output, 1 weights) of the reference's result; the missing
+    1/sqrt(s_qkv) is said as such wherever it shows."""
+    if same(got, reference(Q, K, V, mask, scale=False)[part]):
+        raise Mistake(f"{what}: the scores are not divided by sqrt(s_qkv) = {math.sqrt(S):g}: "
+                      "large scores saturate the softmax (Vaswani et al. 2017, eq. 1)",
+                      exhibit="no_scaling")
+    wrong_axis = reference(Q, K, V, mask, axis=-2)[part]
+    if same(torch.nan_to_num(got), torch.nan_to_num(wrong_axis)):
+        raise Mistake(f"{what}: {WRONG_AXIS}")
+    close(got, reference(Q, K, V, mask)[part], what)
+
+
 @check(CHECKS, "shapes", "returns (output (..., T_q, s_qkv), weights (..., T_q, T_k))")
 def shapes(module):
     out, weights = theirs(module, *inputs())
@@ -64,8 +82,7 @@ def softmax_rows(module):
         columns_sum = ((weights.double().sum(-2) - 1).abs() < 1e-9).all()
         raise Mistake(f"row {at[-1]} of the weights (batch {at[0]}, head {at[1]}) sums to "
                       f"{rows[at].item():.2f} (tolerance 1e-9): " + (
-                          "the softmax runs over the wrong axis: each query's row "
-                          "(dim=-1) must sum to 1, not each column" if columns_sum else
+                          WRONG_AXIS if columns_sum else
                           "the weights must be a softmax over the keys (dim=-1)"))
 
 
@@ -73,19 +90,14 @@ def softmax_rows(module):
 def scaling(module):
     Q, K, V = inputs()
     _, weights = theirs(module, Q, K, V)
-    if same(weights, reference(Q, K, V, scale=False)[1]):
-        raise Mistake(f"the weights are softmax(Q K^T) with no 1/sqrt(s_qkv) = 1/{math.sqrt(S):g}"
-                      ": large scores saturate the softmax (Vaswani et al. 2017, eq. 1)",
-                      exhibit="no_scaling")
-    close(weights, reference(Q, K, V)[1], "the weights", hint="they should be "
-          "softmax(Q K^T / sqrt(s_qkv))")
+    expect(weights, Q, K, V, None, "the weights", 1)
 
 
 @check(CHECKS, "output", "the output is the weights times V")
 def output(module):
     Q, K, V = inputs(seed=1)
     out, _ = theirs(module, Q, K, V)
-    close(out, reference(Q, K, V)[0], "the output")
+    expect(out, Q, K, V, None, "the output", 0)
 
 
 @check(CHECKS, "mask", "weights are exactly 0 where the mask is True, and only there")
@@ -94,6 +106,8 @@ def mask(module):
                                ("causal", inputs(3, T_k=T_Q), causal(T_Q))):
         out, weights = theirs(module, Q, K, V, m)
         weights = tensor(weights, "the weights", (B, H, T_Q, m.size(-1)))
+        if torch.isnan(weights).any():             # a softmax over all -inf: which axis?
+            expect(weights, Q, K, V, m, f"the weights with a {name} mask", 1)
         m = m.expand_as(weights)
         if (weights[~m] == 0).all() and (weights[m] != 0).any():
             raise Mistake(f"with a {name} mask the weights are 0 where the mask is False: the "
@@ -104,18 +118,16 @@ def mask(module):
                           "falls where the mask is True: the mask is not applied (fill the "
                           "masked scores with -inf before the softmax)",
                           exhibit="no_causal_mask" if name == "causal" else "no_padding_mask")
-        want_out, want_weights = reference(Q, K, V, m)
-        close(weights, want_weights, f"the weights with a {name} mask")
-        close(out, want_out, f"the output with a {name} mask")
+        expect(weights, Q, K, V, m, f"the weights with a {name} mask", 1)
+        expect(out, Q, K, V, m, f"the output with a {name} mask", 0)
 
 
 @check(CHECKS, "any_leading_dims", "works for (B, T, s_qkv) inputs with a (T_q, T_k) mask")
 def any_leading_dims(module):
     Q, K, V = inputs(4, T_k=T_Q, lead=(B,))
     out, weights = theirs(module, Q, K, V, causal(T_Q))
-    want_out, want_weights = reference(Q, K, V, causal(T_Q))
-    close(weights, want_weights, "the weights of (B, T, s_qkv) inputs")
-    close(out, want_out, "the output of (B, T, s_qkv) inputs")
+    expect(weights, Q, K, V, causal(T_Q), "the weights of (B, T, s_qkv) inputs", 1)
+    expect(out, Q, K, V, causal(T_Q), "the output of (B, T, s_qkv) inputs", 0)
 
 
 @check(CHECKS, "in_a_model", "a TransformerFG of MyHead: no position sees a later word")

@@ -35,6 +35,13 @@ def want(h, x, mask=None, memory=None, scale=True):
     return reference(h.WQ(x), h.WK(kv), h.WV(kv), mask, scale)
 
 
+def unscaled(got, h, x, mask=None, memory=None, weights=False):
+    """A Mistake if ``got`` is what the head gives without 1/sqrt(s_qkv)."""
+    if same(got, want(h, x, mask, memory, scale=False)[1 if weights else 0]):
+        raise Mistake("the scores are not divided by sqrt(s_qkv) (Vaswani et al. 2017, "
+                      "eq. 1)", exhibit="no_scaling")
+
+
 @check(CHECKS, "shape", "x (B, T_q, s_qkv) -> (B, T_q, s_qkv)")
 def shape(module):
     x, _ = x_and_memory()
@@ -45,9 +52,7 @@ def shape(module):
 def projections(module):
     h, (x, _) = head(module), x_and_memory(1)
     out = tensor(run(h, x), "the head's output", (B, T_Q, S))
-    if same(out, want(h, x, scale=False)[0]):
-        raise Mistake("the scores are not divided by sqrt(s_qkv) (Vaswani et al. 2017, "
-                      "eq. 1)", exhibit="no_scaling")
+    unscaled(out, h, x)
     if same(out, reference(x, x, x)[0]):
         raise Mistake("the output is attention over x itself: apply W_Q, W_K and W_V "
                       "(self.WQ(x), ...) first")
@@ -62,6 +67,7 @@ def mask(module):
     if same(out, want(h, x)[0]):
         raise Mistake("the output is the same with a causal mask as without: the mask is not "
                       "applied", exhibit="no_causal_mask")
+    unscaled(out, h, x, causal(T_Q))
     close(out, want(h, x, causal(T_Q))[0], "the output with a causal mask",
           hint="fill the scores with -inf where the mask is True, before the softmax")
 
@@ -72,6 +78,7 @@ def cross_attention(module):
     pad = torch.zeros(B, 1, T_K, dtype=torch.bool)
     pad[0, :, -2:] = True
     out = tensor(run(h, x, mask=pad, memory=memory), "the output with memory", (B, T_Q, S))
+    unscaled(out, h, x, pad, memory)
     close(out, want(h, x, pad, memory)[0], "the output with memory", hint="queries from x, "
           "keys and values from memory (T_k positions)")
 
@@ -85,6 +92,7 @@ def attention_maps(module):
     if getattr(h, "attention_weights", None) is None:
         raise Mistake("no weights were kept: call self.keep_weights(weights) in forward, "
                       "so that attention maps can show this head")
+    unscaled(h.attention_weights, h, x, causal(T_Q), weights=True)
     close(h.attention_weights, want(h, x, causal(T_Q))[1], "the kept weights")
 
 
