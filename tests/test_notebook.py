@@ -41,3 +41,6 @@ def test_the_notebook_runs_top_to_bottom(tmp_path, monkeypatch):
     assert "same as the model's scaled_dot_product: True" in text
     assert "held-out BLEU of FG" in text and "PreLN" in text
     assert "test accuracy" in text and "without the mask" in text
+    assert "0 of 6 checks pass" in text and "not implemented" in text     # the skeleton
+    assert "FAIL  projections      the scores are not divided by sqrt(s_qkv)" in text
+    assert "6 of 6 checks pass" in text and "MyTransformer" in text       # and --train
