@@ -16,7 +16,6 @@ import argparse
 import csv
 import json
 import os
-import resource
 import shutil
 import signal
 import subprocess
@@ -89,7 +88,7 @@ def check_main(argv):
         g.add_argument("--timeout", type=positive_int, default=60,
                        help="seconds per file before it is stopped")
         g.add_argument("--memory-mb", type=positive_int, default=3072,
-                       help="memory (data segment) per file, in MB")
+                       help="memory (data segment) per file, in MB (Linux and macOS)")
         g.add_argument("--points", action="append", default=[], metavar="CHECK=P",
                        help="points of a check (default 1 each); repeat for several")
         g.add_argument("--jobs", type=positive_int, default=1, help="files graded at once")
@@ -182,6 +181,12 @@ def points_of(ex, given):
 
 
 def _limits(memory_mb):
+    """The child's memory limit (its data segment; Unix only: elsewhere none is set)."""
+    try:
+        import resource
+    except ImportError:
+        return None
+
     def apply():
         limit = memory_mb * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
@@ -206,7 +211,10 @@ def grade_one(ex, path, timeout, memory_mb):
             try:
                 process.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
+                if hasattr(os, "killpg"):        # the file's process and any it started
+                    os.killpg(process.pid, signal.SIGKILL)
+                else:
+                    process.kill()
                 process.wait()
                 return f"stopped after {timeout} s", {}
         results = os.path.join(work, "results.json")

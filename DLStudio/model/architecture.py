@@ -552,7 +552,8 @@ class EncoderDecoderParts(TransformerParts):
             the trainer's wrapper of it. Shape: src, tgt -> the sum over those N words, N"""
             tgt_in, labels = tgt[:, :-1], tgt[:, 1:]                      # (B, T_tgt - 1)
             keep = ~padding_mask(labels)                                  # (B, T_tgt - 1)
-            logits = (run or self)(src, tgt_in, keep)                     # (N, V_es)
+            run = self if run is None else run     # (a compiled model has no truth value)
+            logits = run(src, tgt_in, keep)                               # (N, V_es)
             return F.cross_entropy(logits, labels[keep], label_smoothing=label_smoothing,
                                    reduction="sum"), len(logits)
 
@@ -663,7 +664,7 @@ class GPTParts(TransformerParts, nn.Module):
         """Each next token up to EOS, as EncoderDecoder.loss. Shape: (B, T) -> sum, N"""
         inputs, labels = ids[:, :-1], ids[:, 1:]                          # (B, T - 1)
         keep = ~padding_mask(labels)
-        logits = (run or self)(inputs, keep)                              # (N, V)
+        logits = (self if run is None else run)(inputs, keep)             # (N, V)
         return F.cross_entropy(logits, labels[keep], reduction="sum",
                                label_smoothing=label_smoothing), len(logits)
 
@@ -761,7 +762,8 @@ class VisionParts(TransformerParts, nn.Module):
 
     def loss(self, images, labels, label_smoothing=0.0, run=None):
         """As EncoderDecoder.loss. Shape: images (B, C, H, W), labels (B,) -> sum, B"""
-        return F.cross_entropy((run or self)(images), labels, reduction="sum",
+        logits = (self if run is None else run)(images)                   # (B, K)
+        return F.cross_entropy(logits, labels, reduction="sum",
                                label_smoothing=label_smoothing), len(labels)
 
     def attention_maps(self, images):

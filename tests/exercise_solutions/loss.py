@@ -18,7 +18,7 @@ def sequence_loss(logits, tgt, label_smoothing=0.0):
 
 class MyModel(TransformerFG.EncoderDecoder):
     def loss(self, src, tgt, label_smoothing=0.0, run=None):
-        logits = (run or self)(src, tgt[:, :-1])
+        logits = (self if run is None else run)(src, tgt[:, :-1])
         return sequence_loss(logits, tgt, label_smoothing)
 
 

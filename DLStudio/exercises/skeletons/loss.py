@@ -32,7 +32,7 @@ def sequence_loss(logits, tgt, label_smoothing=0.0):
 # Given: the translation model with your loss (teacher forcing: the decoder reads tgt[:, :-1]).
 class MyModel(TransformerFG.EncoderDecoder):
     def loss(self, src, tgt, label_smoothing=0.0, run=None):
-        logits = (run or self)(src, tgt[:, :-1])                  # (B, T_tgt - 1, V_es)
+        logits = (self if run is None else run)(src, tgt[:, :-1])     # (B, T_tgt - 1, V_es)
         return sequence_loss(logits, tgt, label_smoothing)
 
 
