@@ -321,6 +321,23 @@ def test_train_trains_the_solution_beside_the_reference(tmp_path, capsys):
     assert status == 0 and "its checks are its test" in out
 
 
+def test_train_trains_the_patch_embedding_beside_the_standard_one(tmp_path, capsys,
+                                                                  monkeypatch):
+    path = tmp_path / "patch_embedding.py"
+    path.write_text(solution("patch_embedding"))
+    status, out, _ = command(capsys, "check", "patch_embedding", str(path), "--train",
+                             "--steps", "3", "--out", str(tmp_path / "run"))
+    table = out[out.index("test accuracy:"):].splitlines()[2:4]
+    assert status == 0 and [row.split()[0] for row in table] == ["visTransformer", "MyViT"]
+    assert table[0].split()[-1] == table[1].split()[-1]     # the same arithmetic, seeds
+    monkeypatch.chdir(tmp_path)                # the image script trains it by --model-class
+    status, out, _ = command(capsys, "image_recog_with_visTransformer", "--model-class",
+                             "patch_embedding:MyViT", "--num-train", "64", "--num-test", "32",
+                             "--epochs", "1", "--num-layers", "1", "--checkpoints-dir",
+                             str(tmp_path / "vit"))
+    assert status == 0 and "--model-class patch_embedding:MyViT" in out
+
+
 def write_submissions(folder, count_passing=1):
     folder.mkdir()
     for i in range(count_passing):

@@ -17,6 +17,7 @@ from .common import (
     positive_int,
     run_job,
     say_how_to_test,
+    subclass_of,
 )
 
 # ---------------------------------------------------------------------------------------
@@ -57,6 +58,7 @@ def vit_parser():
     p.add_argument("--label-smoothing", type=nonnegative_float, default=0.0)
     p.add_argument("--augment", action="store_true", help="random shifts and flips")
     add_run_arguments(p, "checkpoints_visTrans", "accuracy", "test accuracy")
+    model_class_flag(p, "train this subclass of visTransformer (homework, an exercise's MyViT)")
     return p
 
 
@@ -84,13 +86,14 @@ def vit_train_main(argv=None):
                        path_saved_model=os.path.join(args.checkpoints_dir, "saved_vit.pt"),
                        learning_rate=args.learning_rate, batch_size=args.batch_size,
                        epochs=args.epochs, use_gpu=not args.cpu, seed=args.seed)
-        vit = visTransformer(dl_studio=dls, patch_size=(args.patch_size, args.patch_size),
-                             embedding_size=args.embedding_size,
-                             num_basic_encoders=args.num_layers,
-                             num_atten_heads=args.num_atten_heads, layout=args.layout,
-                             num_warmup_steps=args.num_warmup_steps, dropout=args.dropout,
-                             label_smoothing=args.label_smoothing, augment=args.augment,
-                             checkpoint_freq=args.checkpoint_freq)
+        vit_class = subclass_of(args.model_class, visTransformer) if args.model_class else \
+            visTransformer
+        vit = vit_class(dl_studio=dls, patch_size=(args.patch_size, args.patch_size),
+                        embedding_size=args.embedding_size, num_basic_encoders=args.num_layers,
+                        num_atten_heads=args.num_atten_heads, layout=args.layout,
+                        num_warmup_steps=args.num_warmup_steps, dropout=args.dropout,
+                        label_smoothing=args.label_smoothing, augment=args.augment,
+                        checkpoint_freq=args.checkpoint_freq)
         if args.image_folder:
             if not 0 < args.test_fraction < 1:
                 raise UserError(f"--test-fraction must lie between 0 and 1, not "
@@ -113,7 +116,7 @@ def vit_train_main(argv=None):
         vit.run_code_for_evaluating_visTransformer(
             confusion_png=os.path.join(args.checkpoints_dir, "confusion_matrix.png"))
         print(f"wrote {args.checkpoints_dir}/confusion_matrix.png and train_loss.png")
-        say_how_to_test("test_checkpoint_for_visTransformer", trainer)
+        say_how_to_test("test_checkpoint_for_visTransformer", trainer, args.model_class)
         return 0
     return run_job(run, argv)
 

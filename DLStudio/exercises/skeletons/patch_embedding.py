@@ -12,11 +12,10 @@ Write `MyPatchEmbedding.forward(images)`. The constructor (given) builds self.pa
     4. put the class token in front of every image's patches: (B, 1 + N_p, M);
     5. add the position embeddings, then apply self.dropout.
 The model's own forward and patch cutting are switched off for your class while the checks
-run. MyViT is a visTransformer that builds your class (use it where a script or notebook
-builds a visTransformer; the test_checkpoint_for_visTransformer.py script takes
---model-class patch_embedding:MyViT).
+run. MyViT is a visTransformer that builds your class.
 
-    dlstudio check patch_embedding patch_embedding.py
+    dlstudio check patch_embedding patch_embedding.py [--train]
+    python3 image_recog_with_visTransformer.py --model-class patch_embedding:MyViT
 """
 import torch
 
