@@ -248,6 +248,16 @@ def test_a_students_exception_is_their_line_and_message(tmp_path):
     assert "Traceback" not in message and "File " not in message
 
 
+def test_a_file_edited_in_place_is_checked_as_it_is_now(tmp_path):
+    wrong = solution("attention").replace("dim=-1)", "dim=2)")
+    assert not checked(tmp_path, "attention", wrong)["output"].passed
+    results = checked(tmp_path, "attention", solution("attention"))   # same path, same second
+    assert all(r.passed for r in results.values())
+    edited = solution("attention").replace("dim=-1)", "dim=4)")
+    message = checked(tmp_path, "attention", edited)["output"].message
+    assert "`weights = torch.softmax(scores, dim=4)`" in message
+
+
 def test_a_file_that_does_not_load_says_where(tmp_path):
     results = checked(tmp_path, "bpe", "def learn_bpe(word_counts, num_merges):\n"
                                        "    return []\nundefined_name\n")

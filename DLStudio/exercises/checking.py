@@ -17,6 +17,7 @@ import logging
 import os
 import sys
 import traceback
+import types
 from dataclasses import dataclass
 
 import torch
@@ -89,11 +90,14 @@ def load_student(path):
     stem = os.path.splitext(os.path.basename(path))[0]
     name = stem if stem.isidentifier() and stem not in sys.modules and \
         importlib.util.find_spec(stem) is None else f"student_{stem.replace('-', '_')}"
-    spec = importlib.util.spec_from_file_location(name, os.path.abspath(path))
-    module = importlib.util.module_from_spec(spec)
+    path = os.path.abspath(path)
+    module = types.ModuleType(name)
+    module.__file__ = path
     sys.modules[name] = module
+    linecache.checkcache(path)          # a file edited since: its lines as they are now
     try:
-        spec.loader.exec_module(module)
+        with open(path, encoding="utf-8") as f:       # compiled afresh: no stale bytecode
+            exec(compile(f.read(), path, "exec"), module.__dict__)
     except SyntaxError as e:
         raise StudentError(f"line {e.lineno}: SyntaxError: {e.msg}") from None
     except Exception as e:                                   # their code, at import
