@@ -84,6 +84,10 @@ class WordTokenizer:
     def text(self, ids):
         return " ".join(self.pieces[i] for i in ids)
 
+    def readable(self, ids):
+        """Each token as a reader sees it (for pictures of attention): here, its word."""
+        return [self.pieces[int(i)] for i in ids]
+
     def state(self):
         return {"kind": self.kind, "words": self.pieces}
 
@@ -137,6 +141,22 @@ class BPETokenizer:
         line of text."""
         text = self.hf.decode(list(ids))
         return "".join("\ufffd" if unicodedata.category(c) == "Cc" else c for c in text)
+
+    def readable(self, ids):
+        """Each piece as a reader sees it: its text, "##" before a piece that continues a
+        word (as BERT writes them); a byte that is part of a character alone, as GPT-2
+        writes it. SOS and EOS by name."""
+        shown = []
+        for i in map(int, ids):
+            if i < len(SPECIALS):
+                shown.append(self.pieces[i])
+                continue
+            text = self.hf.decode([i])
+            if "\ufffd" in text:
+                text = self.pieces[i]                  # part of a character: its byte
+            starts = text.startswith(" ") or not shown or shown[-1] in SPECIALS
+            shown.append(text.strip() if starts else "##" + text)
+        return shown
 
     def state(self):
         return {"kind": self.kind, "json": self.hf.to_str()}

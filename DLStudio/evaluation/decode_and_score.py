@@ -126,7 +126,7 @@ def length_normalised(scores, lengths, alpha):
 
 @torch.no_grad()
 def beam_search(model, src, max_len, beam_width=4, length_penalty=0.6, stop_at_eos=True,
-                step=beam_step, rank=length_normalised):
+                step=beam_step, rank=length_normalised, hypotheses=None):
     """Keep the ``beam_width`` best partial translations of each sentence at every step.
 
     A finished hypothesis (it emitted EOS) keeps its score; at the end, hypotheses are
@@ -134,6 +134,8 @@ def beam_search(model, src, max_len, beam_width=4, length_penalty=0.6, stop_at_e
     A sentence whose every hypothesis has finished leaves the batch, as in greedy decoding
     (``stop_at_eos=False``: every sentence runs all max_len - 1 steps, for benchmarks).
     ``step`` and ``rank``: `beam_step` and `length_normalised`, or a student's.
+    ``hypotheses`` (a dict): gets, for each sentence index, its K final hypotheses as
+    (ids, log-probability, ranking score), best first (for the attention explorer).
 
     Shape: src (B, T_src) -> (B, <= max_len - 1) predicted ids (EOS after the sentence end)
     """
@@ -171,6 +173,11 @@ def beam_search(model, src, max_len, beam_width=4, length_penalty=0.6, stop_at_e
                 ranked = rank(scores[done], lengths.view(B_t, K)[done], length_penalty)
                 best = ranked.argmax(dim=1) + done.nonzero().squeeze(1) * K
                 out[sentences[done], :steps] = ys[best, 1:]
+                if hypotheses is not None:
+                    for j, row in enumerate(done.nonzero().squeeze(1).tolist()):
+                        found = [(ys[row * K + k, 1:].tolist(), scores[row, k].item(),
+                                  ranked[j, k].item()) for k in range(K)]
+                        hypotheses[int(sentences[row])] = sorted(found, key=lambda h: -h[2])
                 if done.all():
                     break
                 going = ~done

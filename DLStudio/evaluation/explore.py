@@ -1,0 +1,193 @@
+"""What a model computes for one input, gathered for the attention explorer: one HTML page
+(explorer/page.html, its script and style put inside it) that shows every layer's and head's
+attention, what the model would have said instead, and the beam's hypotheses.
+
+A *view* is a dict that JSON can carry: the tokens on each axis, the output with each token's
+probability and its five likeliest alternatives, and the attention weights the forward pass
+used, recorded by `record_attention` (not recomputed in the page). Weights go in the page as
+integers, weight x 10^4 rounded (4 decimals), so a page stays small:
+
+    translation  maps["encoder"]       layers x heads x T_src x T_src
+                 maps["decoder_self"]  layers x heads x T_tgt x T_tgt   (masked: the future is 0)
+                 maps["cross"]         layers x heads x T_tgt x T_src
+    GPT          maps["self"]          layers x heads x T x T
+    visTransformer maps["class"]       layers x heads x (1 + N_p): where the class token looks
+
+A kind whose head keeps no weights (a student's class that does not hand them to
+``keep_weights``) carries ``{"missing": why}`` instead, and the page says so.
+"""
+
+import base64
+import json
+import os
+
+import torch
+
+from ..model.recorder import record_attention
+from ..model.tokens import EOS_INDEX, SOS_INDEX
+from .decode_and_score import beam_search, greedy_decode
+
+__all__ = ["translation_view", "gpt_view", "vision_view", "render_page", "SCALE"]
+
+#: A weight w is carried as round(w * SCALE).
+SCALE = 10_000
+#: How many alternatives each output token lists.
+ALTERNATIVES = 5
+PAGE_FILES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "explorer")
+
+
+def _quantised(weights):
+    """(H, T_q, T_k) floats -> nested lists of ints (weight x SCALE)."""
+    return (weights.float() * SCALE).round().to(torch.int32).tolist()
+
+
+def _recorded(kinds, run):
+    """``{kind: [attention modules]}`` -> ``{kind: quantised layers}``, from one ``run()``
+    per kind, sentence 0 of the batch; a kind whose heads keep no weights: ``{"missing"}``."""
+    maps = {}
+    for kind, attentions in kinds.items():
+        try:
+            with torch.no_grad():
+                layers = record_attention(attentions, run)
+            maps[kind] = {"layers": [_quantised(w[0]) for w in layers]}
+        except ValueError as e:
+            maps[kind] = {"missing": str(e)}
+    return maps
+
+
+def _steps(logits, tokens, readable):
+    """Each output token's probability and the five likeliest others.
+    Shape: logits (N, V) at the positions that predicted ``tokens`` (N ids)."""
+    probs = torch.softmax(logits.float(), dim=-1)
+    top = probs.topk(min(ALTERNATIVES + 1, probs.size(-1)), dim=-1)
+    steps = []
+    for row, token in enumerate(tokens):
+        others = [(i, p) for i, p in zip(top.indices[row].tolist(), top.values[row].tolist())
+                  if i != token][:ALTERNATIVES]
+        names = readable([token] + [i for i, _ in others])
+        steps.append({"token": names[0], "p": round(probs[row, token].item(), 4),
+                      "top": [[n, round(p, 4)] for n, (_, p) in zip(names[1:], others)]})
+    return steps
+
+
+def _until_eos(ids):
+    ids = [int(i) for i in ids]
+    return (ids[:ids.index(EOS_INDEX)], True) if EOS_INDEX in ids else (ids, False)
+
+
+def translation_view(model, vocab, sentence, beam_width=1, hypotheses=4, length_penalty=0.6):
+    """What the translator does with one English sentence: the translation the scripts give
+    (greedy, or the best of ``beam_width`` > 1), its tokens' probabilities and alternatives,
+    the ``hypotheses`` best of a beam search with their scores, and the attention weights of
+    one teacher-forced pass over the sentence and that translation.
+    Raises ValueError naming what is wrong with the sentence (an unknown word, too long)."""
+    model.eval()
+    words = vocab.prepare(sentence)
+    device = next(model.parameters()).device
+    src = vocab.encode([words], "en").to(device)[:, :len(vocab.token_ids([words], "en")[0])]
+    max_len = vocab.max_seq_length
+    found = {}
+    with torch.no_grad():
+        beam = beam_search(model, src, max_len, max(hypotheses, 2), length_penalty,
+                           hypotheses=found) if hypotheses else None
+        ids = (greedy_decode(model, src, max_len) if beam_width == 1 else
+               beam_search(model, src, max_len, beam_width, length_penalty))[0]
+    out, ended = _until_eos(ids.tolist())
+    tgt = torch.tensor([[SOS_INDEX] + out], device=device)      # the decoder's input
+    es, en = vocab.tokenizers["es"], vocab.tokenizers["en"]
+    logits = []
+    layers = model.decoder.basic_decoder_arr
+    maps = _recorded({"encoder": [e.self_attention for e in model.encoder.basic_encoder_arr],
+                      "decoder_self": [d.self_attention for d in layers],
+                      "cross": [d.cross_attention for d in layers]},
+                     lambda: logits.append(model(src, tgt)[0]))
+    if not logits:            # no kind kept weights: the logits still come from one pass
+        with torch.no_grad():
+            logits.append(model(src, tgt)[0])
+    predicted = out + [EOS_INDEX] if ended else out
+    view = {"kind": "translation", "input": sentence, "output": " ".join(vocab.words(out)),
+            "decoding": "greedy" if beam_width == 1 else f"beam search, width {beam_width}",
+            "tokens": {"source": en.readable(src[0].tolist()),
+                       "target": es.readable(tgt[0].tolist())},
+            "axes": {"encoder": ["source", "source"], "decoder_self": ["target", "target"],
+                     "cross": ["target", "source"]},
+            "steps": _steps(logits[0][:len(predicted)], predicted, es.readable),
+            "maps": maps}
+    if beam is not None:
+        view["beam"] = [{"text": " ".join(vocab.words(h)), "logp": round(lp, 4),
+                         "score": round(score, 4)} for h, lp, score in found[0]]
+        view["length_penalty"] = length_penalty
+    return view
+
+
+def gpt_view(gpt, prompt, prompt_ids, max_new_tokens=None):
+    """A GPT's greedy continuation of a prompt (``prompt_ids`` (1, P), SOS first, as
+    DLStudio.evaluation.generation.prompt_ids gives), each new token's probability and
+    alternatives, and the causal self-attention of every layer and head over the whole
+    text."""
+    from .generation import generate
+    gpt.eval()
+    ids = generate(gpt, prompt_ids, max_new_tokens)[0].tolist()
+    body, ended = _until_eos(ids[1:])
+    text = torch.tensor([[SOS_INDEX] + body], device=prompt_ids.device)
+    logits = []
+    maps = _recorded({"self": [d.self_attention for d in gpt.master_decoder.basic_decoder_arr]},
+                     lambda: logits.append(gpt(text)[0]))
+    if not logits:
+        with torch.no_grad():
+            logits.append(gpt(text)[0])
+    start = prompt_ids.size(1) - 1                 # the first position that predicts a new one
+    new = body[start:] + ([EOS_INDEX] if ended else [])
+    return {"kind": "gpt", "input": prompt, "output": gpt.vocab.text(body),
+            "decoding": "greedy", "prompt_tokens": prompt_ids.size(1),
+            "tokens": {"text": gpt.vocab.readable(text[0].tolist())},
+            "axes": {"self": ["text", "text"]},
+            "steps": _steps(logits[0][start:start + len(new)], new, gpt.vocab.readable),
+            "maps": maps}
+
+
+def vision_view(vit, image, label, classes, patches):
+    """A visTransformer on one image (C, H, W, uint8): the picture (PNG), the classes it
+    finds likeliest and, for every layer and head, the class token's attention over itself
+    and the ``patches`` (rows, columns) grid."""
+    from torchvision.io import encode_png
+    vit.eval()
+    device = next(vit.parameters()).device
+    x = image[None].float().div(255).to(device)
+    logits = []
+    maps = _recorded({"class": [e.self_attention for e in vit.master_encoder.basic_encoder_arr]},
+                     lambda: logits.append(vit(x)[0]))
+    if not logits:
+        with torch.no_grad():
+            logits.append(vit(x)[0])
+    if "layers" in maps["class"]:                            # row 0: the class token's
+        maps["class"]["layers"] = [[head[0] for head in layer]
+                                   for layer in maps["class"]["layers"]]
+    probs = torch.softmax(logits[0].float(), dim=-1)
+    top = probs.topk(min(ALTERNATIVES, len(classes)))
+    png = base64.b64encode(encode_png(image.cpu().to(torch.uint8)).numpy().tobytes())
+    return {"kind": "vision", "input": f"test image ({classes[label]})",
+            "image": "data:image/png;base64," + png.decode("ascii"),
+            "patches": list(patches), "label": classes[label],
+            "output": classes[int(probs.argmax())],
+            "top": [[classes[i], round(p, 4)] for i, p in zip(top.indices.tolist(),
+                                                               top.values.tolist())],
+            "tokens": {"patches": ["CLS"] + [f"patch {i}" for i in
+                                             range(patches[0] * patches[1])]},
+            "axes": {"class": ["patches", "patches"]}, "maps": maps}
+
+
+def render_page(header, views, live=False):
+    """The explorer as one HTML file: its style, script and data inside it, nothing fetched
+    from elsewhere. ``header``: what the page says of the checkpoint (dict of strings);
+    ``live``: the page asks its server (dlstudio explore --serve) for new sentences."""
+    def read(name):
+        with open(os.path.join(PAGE_FILES, name), encoding="utf-8") as f:
+            return f.read()
+    data = json.dumps({"header": header, "views": views, "live": live, "scale": SCALE},
+                      ensure_ascii=False, separators=(",", ":"))
+    page = read("page.html")
+    for mark, text in (("/*STYLE*/", read("explorer.css")), ("/*SCRIPT*/", read("explorer.js")),
+                       ("/*DATA*/", data.replace("</", "<\\/"))):
+        page = page.replace(mark, text, 1)
+    return page
