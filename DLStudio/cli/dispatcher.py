@@ -80,12 +80,15 @@ COMMANDS = {
 }
 
 
-#: Commands that are not example scripts: exercises and their checks (DLStudio.exercises).
+#: Commands that are not example scripts: exercises and their checks (DLStudio.exercises),
+#: and the attention explorer (DLStudio.cli.explore).
 TOOLS = {
     "exercise": (_job("exercises", "exercise_main"),
                  "list the exercises; exercise NAME DIR writes a skeleton to fill in"),
     "check": (_job("exercises", "check_main"),
               "check NAME FILE: an exercise's checks; --submissions DIR grades a folder"),
+    "explore": (_job("explore", "explore_main"),
+                "explore DIR N \"sentence\": a page of every layer's and head's attention"),
 }
 
 
@@ -95,7 +98,8 @@ def _usage(prog):
         [f"usage: {prog} SCRIPT [ARGS]   (SCRIPT [ARGS] as in python3 SCRIPT.py ARGS)", "",
          "The example scripts of DLStudio Transformers, from an installed copy:", ""]
         + [f"  {name:<{width}}{what}" for name, (_, what) in COMMANDS.items()]
-        + ["", "Exercises (a part of the Transformer to write, and its checks):", ""]
+        + ["", "Exercises (a part of the Transformer to write, and its checks), and the "
+            "attention explorer:", ""]
         + [f"  {name:<{width}}{what}" for name, (_, what) in TOOLS.items()]
         + ["", f"  {'examples DIR':<{width}}copy the example scripts to DIR, to read and change",
            "", f"{prog} SCRIPT --help lists a script's flags. Each script is also a module: "

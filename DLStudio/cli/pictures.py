@@ -80,40 +80,44 @@ def score_checkpoints_main(argv=None):
 def show_attention_main(argv=None):
     """``show_attention.py DIR N "sentence"``: translate the sentence, then run the model
     once on it and its translation and plot every layer's and head's attention, with the
-    words on the axes (encoder, masked decoder self-attention, cross-attention)."""
+    words (or BPE pieces) on the axes (encoder, masked decoder self-attention,
+    cross-attention); ``--html FILE``: the attention explorer page instead (as ``dlstudio
+    explore``)."""
     import torch
 
-    from ..evaluation.decode_and_score import translate_ids
+    from ..evaluation.explore import SCALE, translation_view
     from ..evaluation.visualize import plot_attention
-    from ..model.tokens import SOS_INDEX
 
     def run(argv):
         p = argparse.ArgumentParser(description="What does each head look at? Attention maps "
                                                 "of every layer and head for one sentence.")
         add_checkpoint_arguments(p, sentence=True)
         p.add_argument("--out", default="attention_maps", help="folder for the PNG files")
+        p.add_argument("--html", metavar="FILE",
+                       help="write the attention explorer, one page to open in a browser, "
+                            "instead of the PNGs (see dlstudio explore)")
         p.add_argument("--model-class", metavar="MODULE:CLASS",
                        help="the container class of a checkpoint trained with your own "
                             "subclass")
         args = p.parse_args(argv)
         path, sentence = checkpoint_arguments(p, args, sentence=True)
+        if args.html:                                # the page: what dlstudio explore writes
+            from .explore import explore_main
+            return explore_main([path, sentence, "--out", args.html] + (
+                ["--model-class", args.model_class] if args.model_class else []))
         xformer, model = load_checkpoint_or_exit(path, model_class=args.model_class)
-        words = xformer.vocab.prepare(sentence)          # ValueError: a word it lacks
-        device = next(model.parameters()).device
-        src = xformer.sentence_with_words_to_ints([words], "en")[:, :len(words) + 2].to(device)
-        predicted = translate_ids(model, src, xformer.max_seq_length)[0]
-        spanish = xformer.vocab.words(predicted)   # an early model's may be long and wrong
-        # the decoder's input: SOS and the predicted words (not re-encoded: any length fits)
-        tgt = torch.tensor([[SOS_INDEX] + predicted[:len(spanish)]], device=device)
-        maps = model.attention_maps(src, tgt)      # ValueError: a head that keeps no weights
-        en_axis = ["SOS"] + words + ["EOS"]
-        es_axis = ["SOS"] + spanish
-        print(f"{' '.join(words)}  ->  {' '.join(spanish)}")
+        view = translation_view(model, xformer.vocab, sentence, hypotheses=0)  # ValueError
+        print(f"{' '.join(xformer.vocab.prepare(sentence))}  ->  {view['output']}")
+        en_axis, es_axis = view["tokens"]["source"], view["tokens"]["target"]
         for kind, queries, keys, title in (
                 ("encoder", en_axis, en_axis, "encoder self-attention"),
                 ("decoder_self", es_axis, es_axis, "decoder self-attention (masked)"),
                 ("cross", es_axis, en_axis, "cross-attention: Spanish queries, English keys")):
-            written = plot_attention([m[0].cpu() for m in maps[kind]], queries, keys,
+            if "missing" in view["maps"][kind]:
+                raise ValueError(view["maps"][kind]["missing"])
+            layers = [torch.tensor(w, dtype=torch.float32) / SCALE
+                      for w in view["maps"][kind]["layers"]]
+            written = plot_attention(layers, queries, keys,
                                      f"Transformer{xformer.variant}: {title}",
                                      os.path.join(args.out, f"attention_{kind}.png"))
             print(f"wrote {written}")

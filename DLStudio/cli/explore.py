@@ -1,0 +1,262 @@
+"""``dlstudio explore DIR N "sentence" ... --out FILE.html``: the attention explorer, one HTML
+page that works from disk (DLStudio.evaluation.explore makes it) for a translation, GPT or
+visTransformer checkpoint; ``--serve``: the same page, live, on this machine only, where a
+typed sentence is run through the model.
+
+The server is the standard library's ``http.server``: it binds 127.0.0.1, answers only
+requests addressed to it (the Host header: a page elsewhere that renames itself to this
+address, DNS rebinding, is refused), reads JSON bodies of at most ``BODY_LIMIT`` bytes, runs
+one request at a time, and stops on Ctrl-C.
+"""
+
+import argparse
+import json
+import os
+import sys
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+from ..data.checkpoints import find_checkpoint, load_checkpoint
+from ..evaluation.explore import gpt_view, render_page, translation_view, vision_view
+from .common import (
+    UserError,
+    how_to_run,
+    load_translation,
+    model_class_flag,
+    nonnegative_int,
+    positive_int,
+    run_job,
+)
+
+__all__ = ["explore_main", "explorer", "ExplorerServer", "BODY_LIMIT"]
+
+#: The largest request body the live page's server reads (a sentence is far smaller).
+BODY_LIMIT = 4096
+
+
+def _checkpoint_and_inputs(p, args):
+    """``DIR [N] [INPUT ...]`` or ``FILE.pt [INPUT ...]`` -> (checkpoint path, inputs)."""
+    more, index = list(args.more), None
+    if os.path.isdir(args.checkpoint) and more and (more[0] == "last" or more[0].isdigit()):
+        index = more.pop(0)
+    return find_checkpoint(args.checkpoint, index, how_to_run("seq2seq_with_transformerFG")), more
+
+
+def _score(payload):
+    """What the checkpoint recorded of its quality: the held-out score when training
+    tracked it, else the training loss of its last steps."""
+    scores = {"held_out_bleu": ("held-out BLEU", "--track-bleu"),
+              "held_out_accuracy": ("test accuracy (%)", "--track-accuracy"),
+              "held_out_perplexity": ("held-out perplexity", "--track-perplexity")}
+    for key, (name, _) in scores.items():
+        if payload.get(key):
+            step, epoch, value = payload[key][-1]
+            return f"{name} {value:.2f} (epoch {epoch}, step {step})"
+    flag = next((f for k, (_, f) in scores.items() if k in payload), "--track-bleu")
+    tail = (payload.get("train_losses") or [])[-50:]
+    return (f"training loss {sum(tail) / len(tail):.3f} (mean of its last {len(tail)} steps;"
+            f" no held-out score recorded: train with {flag})" if tail else "none recorded")
+
+
+def _facts(path, payload, extra):
+    facts = {"checkpoint": path,
+             "epoch": f"{payload.get('epoch', 0)}" + ("" if payload.get("epoch_complete", True)
+                                                       else " (partial)")
+             + f", step {payload.get('step', '?')}",
+             "score": _score(payload)}
+    facts.update(extra)
+    return facts
+
+
+def explorer(path, args):
+    """For one checkpoint: (title, facts, make_view(text) -> view, its default inputs).
+    ``make_view`` raises ValueError saying what is wrong with an input."""
+    payload = load_checkpoint(path)
+    variant = payload.get("variant")
+    if variant in ("FG", "PreLN"):
+        xformer, model = load_translation(path, model_class=args.model_class)
+        vocab = xformer.vocab
+        enc, dec = payload["encoder_config"], payload["decoder_config"]
+        facts = _facts(path, payload, {
+            "model": f"{type(xformer).__name__} ({'post' if variant == 'FG' else 'pre'}-LN), "
+                     f"embedding {xformer.embedding_size}, {enc['num_basic_encoders']}+"
+                     f"{dec['num_basic_decoders']} layers, {enc['num_atten_heads']} heads, "
+                     f"{vocab.kind} tokens",
+            "decoding": "greedy" if args.beam == 1 else f"beam search, width {args.beam}"})
+
+        def make_view(text):
+            return translation_view(model, vocab, text, args.beam, args.hypotheses)
+        return f"Attention explorer: Transformer{variant}", facts, make_view, []
+    if variant == "GPT":
+        from ..evaluation.generation import prompt_ids
+        from ..Transformers import TransformerGPT
+        gpt = TransformerGPT.from_checkpoint(path, model_class=args.model_class).model
+        facts = _facts(path, payload, {
+            "model": f"TransformerGPT ({gpt.layout}), embedding {gpt.embedding_size}, "
+                     f"{gpt.num_basic_decoders} layers, {gpt.num_atten_heads} heads, "
+                     f"{gpt.vocab.kind} tokens", "decoding": "greedy"})
+
+        def make_view(text):
+            return gpt_view(gpt, text, prompt_ids(gpt, text))
+        return "Attention explorer: TransformerGPT", facts, make_view, []
+    if variant == "visTransformer":
+        from ..Transformers import visTransformer
+        vit, _, payload = visTransformer.from_checkpoint(path, model_class=args.model_class)
+        spec = dict(payload.get("dataset") or {})
+        if args.dataroot:
+            spec["dataroot"] = args.dataroot
+        vit.load_dataset_of(spec)
+        test = vit.test_set
+        grid = tuple(s // p for s, p in zip(vit.image_size, vit.patch_size))
+        facts = _facts(path, payload, {
+            "model": f"visTransformer ({vit.layout}), embedding {vit.embedding_size}, "
+                     f"{vit.image_size[0]}x{vit.image_size[1]} images in {grid[0]}x{grid[1]} "
+                     "patches", "inputs": "test images by index"})
+
+        def make_view(text):
+            if not text.strip().isdigit() or int(text) >= len(test):
+                raise ValueError(f"give the index of a test image, 0 to {len(test) - 1}, "
+                                 f"not {text!r}")
+            i = int(text)
+            view = vision_view(vit, test.images[i], int(test.labels[i]), vit.classes, grid)
+            view["input"] = f"test image {i} ({view['label']})"
+            return view
+        return ("Attention explorer: visTransformer", facts, make_view,
+                [str(i) for i in range(min(args.images, len(test)))])
+    raise UserError(f"{path} holds a {variant} model: the explorer reads translation (FG, "
+                    "PreLN), TransformerGPT and visTransformer checkpoints")
+
+
+class ExplorerHandler(BaseHTTPRequestHandler):
+    """GET / : the page; POST /explore {"text": ...} : {"view": ...} or {"error": ...}."""
+
+    server_version = "DLStudioExplorer"
+
+    def _answer(self, status, body, content_type="application/json; charset=utf-8"):
+        data = body if isinstance(body, bytes) else json.dumps(body).encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _refused(self):
+        """Requests not addressed to this server by its own name are refused."""
+        if self.headers.get("Host") in self.server.hosts:
+            return False
+        self.close_connection = True
+        self._answer(403, {"error": "this server answers only pages it serves itself, at "
+                                    f"http://127.0.0.1:{self.server.port}/"})
+        return True
+
+    def do_GET(self):
+        if self._refused():
+            return
+        if self.path.split("?")[0] in ("/", "/index.html"):
+            self._answer(200, self.server.page.encode("utf-8"), "text/html; charset=utf-8")
+        else:
+            self._answer(404, {"error": f"no page {self.path}"})
+
+    def do_POST(self):
+        if self._refused():
+            return
+        self.close_connection = True
+        if self.path != "/explore":
+            return self._answer(404, {"error": f"no such request: {self.path}"})
+        if not self.headers.get("Content-Type", "").startswith("application/json"):
+            return self._answer(415, {"error": "send JSON: {\"text\": \"...\"}"})
+        try:
+            length = int(self.headers.get("Content-Length", ""))
+        except ValueError:
+            return self._answer(411, {"error": "a request needs its Content-Length"})
+        if length > BODY_LIMIT or length < 0:
+            return self._answer(413, {"error": f"a request of {length} bytes: the limit is "
+                                               f"{BODY_LIMIT}"})
+        try:
+            text = json.loads(self.rfile.read(length).decode("utf-8"))["text"]
+            if not isinstance(text, str):
+                raise TypeError
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+            return self._answer(400, {"error": "send JSON: {\"text\": \"...\"}"})
+        try:
+            view = self.server.make_view(text)
+        except ValueError as e:
+            return self._answer(400, {"error": str(e)})
+        self._answer(200, {"view": view})
+
+    def log_message(self, format, *args):          # one short line per request, no noise
+        if self.server.verbose:
+            print(f"{self.command} {self.path} -> {args[1] if len(args) > 1 else ''}",
+                  file=sys.stderr)
+
+
+class ExplorerServer(HTTPServer):
+    """The live explorer on 127.0.0.1 (``port`` 0: a free one); ``page``: its HTML,
+    ``make_view(text)``: a view of a typed input (ValueError: what is wrong with it)."""
+
+    def __init__(self, page, make_view, port=0, verbose=False):
+        super().__init__(("127.0.0.1", port), ExplorerHandler)
+        self.page, self.make_view, self.verbose = page, make_view, verbose
+        self.port = self.server_address[1]
+        self.hosts = {f"127.0.0.1:{self.port}", f"localhost:{self.port}"}
+        self.url = f"http://127.0.0.1:{self.port}/"
+
+
+def explore_main(argv=None):
+    """``dlstudio explore DIR N "sentence" ... --out FILE.html`` or ``... --serve``."""
+    def run(argv):
+        p = argparse.ArgumentParser(
+            description="See inside your own model: a page with every layer's and head's "
+                        "attention for your sentences (a GPT: prompts; a visTransformer: test "
+                        "images), which works from disk, or live with --serve.",
+            formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        p.add_argument("checkpoint", metavar="DIR|FILE",
+                       help="a checkpoints directory, or one checkpoint file (.pt)")
+        p.add_argument("more", nargs="*", metavar="[N] [INPUT ...]",
+                       help="N: an epoch index or 'last' (the default); INPUT: English "
+                            "sentences (a GPT: prompts; a visTransformer: test image indices)")
+        p.add_argument("--out", default="attention_explorer.html", help="the page to write")
+        p.add_argument("--serve", action="store_true",
+                       help="serve the page live on 127.0.0.1, where you type the input")
+        p.add_argument("--port", type=nonnegative_int, default=0,
+                       help="with --serve: the port (0: a free one)")
+        p.add_argument("--beam", type=positive_int, default=1,
+                       help="the translation shown: greedy (1), or the best of a beam of this"
+                            " width, as translate_sentence.py --beam")
+        p.add_argument("--hypotheses", type=nonnegative_int, default=4,
+                       help="beam hypotheses listed with their scores (0: none)")
+        p.add_argument("--images", type=positive_int, default=4,
+                       help="a visTransformer with no INPUT: this many test images")
+        p.add_argument("--dataroot", help="a visTransformer's images, if they have moved")
+        model_class_flag(p, "the container class the checkpoint was trained with, when it is "
+                            "a subclass of your own")
+        args = p.parse_args(argv)
+        path, inputs = _checkpoint_and_inputs(p, args)
+        title, facts, make_view, defaults = explorer(path, args)
+        inputs = inputs or defaults
+        if not inputs and not args.serve:
+            p.error("give at least one input (an English sentence, in quotes), or --serve to "
+                    "type them in the page")
+        views = [make_view(text) for text in inputs]      # ValueError: what is wrong
+        header = {"title": title, "facts": facts}
+        if args.serve:
+            server = ExplorerServer(render_page(header, views, live=True), make_view,
+                                    args.port, verbose=True)
+            print(f"the attention explorer of {path} is at {server.url} (this machine only;"
+                  " Ctrl-C stops it)", flush=True)
+            try:
+                server.serve_forever()
+            except KeyboardInterrupt:
+                print("\nstopped")
+            finally:
+                server.server_close()
+            return 0
+        page = render_page(header, views)
+        folder = os.path.dirname(os.path.abspath(args.out))
+        os.makedirs(folder, exist_ok=True)
+        with open(args.out, "w", encoding="utf-8") as f:
+            f.write(page)
+        print(f"wrote {args.out} ({len(page.encode('utf-8')) / 1e3:.0f} kB, {len(views)} "
+              f"input{'s' if len(views) != 1 else ''}): open it in a browser")
+        return 0
+    return run_job(run, argv)
