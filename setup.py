@@ -45,6 +45,9 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     packages=find_packages(include=["DLStudio", "DLStudio.*"]),
+    # the attention explorer's page, script and style (DLStudio/evaluation/explore.py)
+    package_data={"DLStudio.evaluation": ["explorer/*.html", "explorer/*.js",
+                                          "explorer/*.css"]},
     py_modules=["Transformers"],  # `from Transformers import *` in DLStudio-era scripts
     cmdclass={"build_py": BuildPyWithExamples},
     entry_points={"console_scripts": ["dlstudio = DLStudio.cli:main"]},
@@ -61,8 +64,9 @@ setup(
     extras_require={
         # nbclient and ipykernel: the test suite runs the notebook tour top to bottom.
         # setuptools and build: it builds the wheel and the sdist and installs them.
+        # selenium: the attention explorer's tests drive Debian's chromium (chromedriver).
         "dev": ["pytest>=7", "ruff>=0.4", "hypothesis>=6", "nbclient>=0.7", "nbformat>=5.7",
-                "ipykernel>=6", "setuptools>=70.1", "build>=1"],
+                "ipykernel>=6", "setuptools>=70.1", "build>=1", "selenium>=4.10"],
         "notebook": ["notebook>=7", "ipykernel>=6"],     # make notebook: Jupyter itself
     },
     license="MIT",

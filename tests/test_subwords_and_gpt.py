@@ -330,3 +330,21 @@ def test_a_word_tokenizer_reads_marker_like_words_and_refuses_the_markers_by_nam
     with pytest.raises(ValueError, match="'EOS'"):
         vocab.encode(["la EOS vio"], "en")
     assert vocab.prepare("La sos vio") == ["la", "sos", "vio"]
+
+
+def test_bpe_pieces_read_back_as_the_words_and_the_explorer_draws_every_piece(bpe_model):
+    """A piece that continues a word is shown with ## (as BERT writes them); the attention
+    pictures have one row and column per piece, not per word."""
+    from DLStudio.evaluation.explore import translation_view
+    _, x, trainer = bpe_model
+    english = x.vocab.tokenizers["en"]
+    ids = x.vocab.token_ids([UNSEEN], "en")[0]
+    shown = english.readable(ids)
+    assert shown[0] == "SOS" and shown[-1] == "EOS" and len(shown) == len(ids)
+    assert len(shown) > len(UNSEEN.split()) + 2                 # some words are several pieces
+    assert " ".join(shown[1:-1]).replace(" ##", "") == UNSEEN
+    view = translation_view(trainer.model.eval(), x.vocab, UNSEEN)
+    assert view["tokens"]["source"] == shown
+    for layer in view["maps"]["encoder"]["layers"]:
+        assert [len(head) for head in layer] == [len(ids)] * len(layer)
+        assert all(len(row) == len(ids) for head in layer for row in head)

@@ -42,6 +42,20 @@ def test_show_attention_writes_three_grids(trained):
         assert_picture(folder / "maps" / f"attention_{kind}.png", 600, 400)
 
 
+def test_show_attention_html_writes_the_explorer_page(trained):
+    import json
+    import re
+    folder = trained[0]
+    out = run("show_attention.py", "ck", 1, "She is not tired today.", "--html", "one.html",
+              cwd=folder)
+    page = (folder / "one.html").read_text(encoding="utf-8")
+    data = json.loads(re.search(r'type="application/json">(.*?)</script>', page, re.S)[1])
+    [view] = data["views"]
+    assert view["tokens"]["source"] == ["SOS", "she", "is", "not", "tired", "today", "EOS"]
+    assert len(view["maps"]["cross"]["layers"]) == 2 and "one.html" in out
+    assert not (folder / "attention_maps").exists()             # the page instead of PNGs
+
+
 def test_attention_maps_are_the_weights_used(trained):
     _, x, enc, dec, trainer, _ = trained
     model = trainer.model.eval()

@@ -214,7 +214,8 @@ def explore_main(argv=None):
                        help="a checkpoints directory, or one checkpoint file (.pt)")
         p.add_argument("more", nargs="*", metavar="[N] [INPUT ...]",
                        help="N: an epoch index or 'last' (the default); INPUT: English "
-                            "sentences (a GPT: prompts; a visTransformer: test image indices)")
+                            "sentences (a GPT: prompts; a visTransformer: test image indices, "
+                            "after N or 'last')")
         p.add_argument("--out", default="attention_explorer.html", help="the page to write")
         p.add_argument("--serve", action="store_true",
                        help="serve the page live on 127.0.0.1, where you type the input")

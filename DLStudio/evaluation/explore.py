@@ -18,6 +18,7 @@ A kind whose head keeps no weights (a student's class that does not hand them to
 """
 
 import base64
+import io
 import json
 import os
 
@@ -65,9 +66,14 @@ def _steps(logits, tokens, readable):
         others = [(i, p) for i, p in zip(top.indices[row].tolist(), top.values[row].tolist())
                   if i != token][:ALTERNATIVES]
         names = readable([token] + [i for i, _ in others])
-        steps.append({"token": names[0], "p": round(probs[row, token].item(), 4),
-                      "top": [[n, round(p, 4)] for n, (_, p) in zip(names[1:], others)]})
+        steps.append({"token": names[0], "p": _figures(probs[row, token].item()),
+                      "top": [[n, _figures(p)] for n, (_, p) in zip(names[1:], others)]})
     return steps
+
+
+def _figures(p):
+    """A probability to 4 significant figures (a trained model's alternatives are tiny)."""
+    return float(f"{p:.4g}")
 
 
 def _until_eos(ids):
@@ -150,7 +156,7 @@ def vision_view(vit, image, label, classes, patches):
     """A visTransformer on one image (C, H, W, uint8): the picture (PNG), the classes it
     finds likeliest and, for every layer and head, the class token's attention over itself
     and the ``patches`` (rows, columns) grid."""
-    from torchvision.io import encode_png
+    from matplotlib.image import imsave
     vit.eval()
     device = next(vit.parameters()).device
     x = image[None].float().div(255).to(device)
@@ -165,7 +171,11 @@ def vision_view(vit, image, label, classes, patches):
                                    for layer in maps["class"]["layers"]]
     probs = torch.softmax(logits[0].float(), dim=-1)
     top = probs.topk(min(ALTERNATIVES, len(classes)))
-    png = base64.b64encode(encode_png(image.cpu().to(torch.uint8)).numpy().tobytes())
+    png = io.BytesIO()
+    pixels = image.cpu().to(torch.uint8).permute(1, 2, 0).numpy()       # (H, W, C)
+    imsave(png, pixels[..., 0] if pixels.shape[-1] == 1 else pixels, format="png",
+           cmap="gray", vmin=0, vmax=255)
+    png = base64.b64encode(png.getvalue())
     return {"kind": "vision", "input": f"test image ({classes[label]})",
             "image": "data:image/png;base64," + png.decode("ascii"),
             "patches": list(patches), "label": classes[label],

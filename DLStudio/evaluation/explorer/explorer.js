@@ -28,6 +28,7 @@
     return node;
   }
   const weight = (v) => (v / SCALE).toFixed(4);
+  const chance = (p) => (p >= 0.001 || p === 0 ? p.toFixed(3) : p.toExponential(1));
   const shade = (v) => `rgba(33, 102, 172, ${Math.min(1, v / SCALE).toFixed(3)})`;
 
   // ---- the checkpoint, and the list of inputs ------------------------------------------
@@ -49,9 +50,9 @@
   function stepsTable(v) {
     const rows = v.steps.map((s, i) => el("tr", {},
       el("td", { class: "num" }, String(i + 1)), el("td", {}, s.token),
-      el("td", { class: "num" }, s.p.toFixed(3)),
+      el("td", { class: "num" }, chance(s.p)),
       el("td", {}, ...s.top.map(([t, p]) => el("span", { class: "alt" },
-        `${t} ${p.toFixed(3)}`)))));
+        `${t} ${chance(p)}`)))));
     return el("div", {}, el("h2", {}, "Each output token, its probability, and the five "
       + "likeliest alternatives"), el("table", { class: "list", id: "steps" },
       el("tr", {}, el("th", {}, "#"), el("th", {}, "token"), el("th", {}, "p"),
@@ -79,7 +80,7 @@
     if (v.beam) tables.append(beamTable(v));
     if (v.top) tables.append(el("div", {}, el("h2", {}, `Likeliest classes (true: ${v.label})`),
       el("table", { class: "list", id: "classes" }, ...v.top.map(([c, p]) => el("tr", {},
-        el("td", {}, c), el("td", { class: "num" }, p.toFixed(3)))))));
+        el("td", {}, c), el("td", { class: "num" }, chance(p)))))));
     said.append(tables);
   }
 
@@ -141,7 +142,8 @@
       el("h3", {}, `layer ${layer + 1}, head ${head + 1}`));
     const strip = (role, words) => el("div", { class: `strip ${role}s` },
       el("span", { class: "label" }, role === "query" ? "queries" : "keys"),
-      ...words.map((w, i) => el("span", { class: `tok ${role}`, "data-i": i, title: w }, w)));
+      ...words.map((w, i) => el("span", { class: `tok ${role}`, "data-i": i, title: w }, w,
+        el("span", { class: "pct" }))));          // room kept for its weight: nothing moves
     const qStrip = strip("query", queries), kStrip = strip("key", keys);
     const cell = Math.max(12, Math.min(30, Math.floor(440 / Math.max(keys.length, 1))));
     const table = el("table", { class: "matrix" }, el("thead", {}, el("tr", {}, el("th"),
@@ -158,14 +160,15 @@
     const clear = () => {
       for (const t of panel.querySelectorAll(".tok")) {
         t.style.background = ""; t.classList.remove("pointed");
-        t.removeAttribute("data-w"); t.removeAttribute("data-pct");
+        t.removeAttribute("data-w");
+        t.querySelector(".pct").textContent = "";
       }
       for (const td of panel.querySelectorAll("td.hl")) td.classList.remove("hl");
       $("readout").innerHTML = "&nbsp;";
     };
     const show = (target, values) => target.forEach((t, i) => {
       t.dataset.w = weight(values[i]);
-      t.dataset.pct = `${Math.round(100 * values[i] / SCALE)}%`;
+      t.querySelector(".pct").textContent = `${Math.round(100 * values[i] / SCALE)}%`;
       t.style.background = shade(values[i]);
     });
     const pointQuery = (q) => {                  // its row: the keys it looks at
