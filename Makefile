@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-$(shell cksum setup.py | cut -d' ' -f1)
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 export MPLBACKEND := Agg
 
-.PHONY: demo test test-all lint venv clean-demo pictures notebook dist
+.PHONY: demo test test-all lint venv clean-demo pictures notebook dist explorer-picture
 
 venv: $(STAMP)
 
@@ -63,3 +63,9 @@ pictures: $(STAMP)
 	cd ExamplesTransformers && $(abspath $(PY)) test_checkpoint_for_visTransformer.py $(RUN)/vit 9 --out $(RUN)/vit
 	cp $(RUN)/vit/confusion_matrix_9.png $(PICS)/vit_confusion_matrix.png
 	cp $(RUN)/vit/class_token_attention_9.png $(PICS)/vit_class_token_attention.png
+
+# The attention explorer's pictures (docs/explorer.png, docs/explorer_all_heads.png): the
+# screenshots its browser test takes (Debian's chromium and chromium-driver, selenium).
+explorer-picture: $(STAMP)
+	DLSTUDIO_SCREENSHOTS=$(PICS) DLSTUDIO_BROWSER_TESTS=required $(PY) -m pytest \
+		tests/test_explorer_browser.py -k file_page -q -p no:randomly

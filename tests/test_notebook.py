@@ -44,3 +44,7 @@ def test_the_notebook_runs_top_to_bottom(tmp_path, monkeypatch):
     assert "0 of 6 checks pass" in text and "not implemented" in text     # the skeleton
     assert "FAIL  projections      the scores are not divided by sqrt(s_qkv)" in text
     assert "6 of 6 checks pass" in text and "MyTransformer" in text       # and --train
+    frames = [out["data"]["text/html"] for cell in nb.cells for out in cell.get("outputs", [])
+              if "text/html" in out.get("data", {}) and "srcdoc" in out["data"]["text/html"]]
+    assert len(frames) == 1 and "explorer-data" in frames[0]      # the explorer, inline
+    assert "the explorer page:" in text

@@ -68,6 +68,11 @@ def installed(built, tmp_path_factory):
     return site, student, outside_env(site, student)
 
 
+#: The attention explorer's files, which the package carries beside its code.
+EXPLORER = tuple(f"DLStudio/evaluation/explorer/{name}"
+                 for name in ("page.html", "explorer.js", "explorer.css"))
+
+
 @pytest.mark.slow
 def test_the_sdist_holds_what_the_clone_holds(built):
     with tarfile.open(built[0]) as tar:
@@ -77,7 +82,8 @@ def test_the_sdist_holds_what_the_clone_holds(built):
     for needed in ("README.md", f"datasets/{BUNDLED_NAME}", "datasets/README.md",
                    "tests/test_package.py", "tests/dlstudio_scripts/seq2seq_with_transformerFG.py",
                    "benchmarks/bench_train.py", "notebooks/transformer_tour.ipynb",
-                   "Makefile", "LICENSE", "DLStudio/Transformers.py", "Transformers.py"):
+                   "Makefile", "LICENSE", "DLStudio/Transformers.py", "Transformers.py",
+                   *EXPLORER):
         assert needed in names, needed
     assert not [n for n in names if n.startswith((".venv", ".git/")) or "__pycache__" in n]
 
@@ -91,6 +97,7 @@ def test_the_wheel_carries_the_corpus_and_the_scripts(built):
     assert hashlib.sha256(corpus).hexdigest() == BUNDLED_SHA256
     assert {f"DLStudio/examples/{s}.py" for s in EXAMPLES} <= names
     assert {"Transformers.py", "DLStudio/examples/README.md", "DLStudio/__main__.py"} <= names
+    assert set(EXPLORER) <= names                         # the explorer's page, script, style
     assert b"dlstudio = DLStudio.cli:main" in entry_points
     assert any(".dist-info/" in n and n.endswith("/LICENSE") for n in names)    # MIT's text
 
@@ -146,6 +153,12 @@ def test_the_installed_copy_trains_checkpoints_and_translates(installed):
         assert status == 0, stderr
         translations.append(stdout.strip())
     assert translations[0] and len(set(translations)) == 1      # one model, greedy: one answer
+
+    status, stdout, stderr = run(["dlstudio", "explore", "ck", "last", *sentence, "--out",
+                                  "page.html"], student, env)
+    assert status == 0, stderr
+    page = (student / "page.html").read_text(encoding="utf-8")
+    assert "explorer-data" in page and translations[0] in page   # its style and script inside
 
 
 @pytest.mark.slow
