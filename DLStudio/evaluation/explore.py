@@ -42,18 +42,22 @@ def _quantised(weights):
     return (weights.float() * SCALE).round().to(torch.int32).tolist()
 
 
-def _recorded(kinds, run):
-    """``{kind: [attention modules]}`` -> ``{kind: quantised layers}``, from one ``run()``
-    per kind, sentence 0 of the batch; a kind whose heads keep no weights: ``{"missing"}``."""
-    maps = {}
+def _recorded(kinds, forward):
+    """``{kind: [attention modules]}`` -> (``{kind: quantised layers}``, the output of
+    ``forward()``), both of sentence 0 of the batch, from one pass per kind; a kind whose
+    heads keep no weights gets ``{"missing": why}``."""
+    maps, outputs = {}, []
     for kind, attentions in kinds.items():
         try:
             with torch.no_grad():
-                layers = record_attention(attentions, run)
+                layers = record_attention(attentions, lambda: outputs.append(forward()))
             maps[kind] = {"layers": [_quantised(w[0]) for w in layers]}
         except ValueError as e:
             maps[kind] = {"missing": str(e)}
-    return maps
+    if not outputs:                    # no kind kept weights: the output still comes from a pass
+        with torch.no_grad():
+            outputs.append(forward())
+    return maps, outputs[0][0]
 
 
 def _steps(logits, tokens, readable):
@@ -101,15 +105,11 @@ def translation_view(model, vocab, sentence, beam_width=1, hypotheses=4, length_
     out, ended = _until_eos(ids.tolist())
     tgt = torch.tensor([[SOS_INDEX] + out], device=device)      # the decoder's input
     es, en = vocab.tokenizers["es"], vocab.tokenizers["en"]
-    logits = []
     layers = model.decoder.basic_decoder_arr
-    maps = _recorded({"encoder": [e.self_attention for e in model.encoder.basic_encoder_arr],
-                      "decoder_self": [d.self_attention for d in layers],
-                      "cross": [d.cross_attention for d in layers]},
-                     lambda: logits.append(model(src, tgt)[0]))
-    if not logits:            # no kind kept weights: the logits still come from one pass
-        with torch.no_grad():
-            logits.append(model(src, tgt)[0])
+    maps, logits = _recorded(
+        {"encoder": [e.self_attention for e in model.encoder.basic_encoder_arr],
+         "decoder_self": [d.self_attention for d in layers],
+         "cross": [d.cross_attention for d in layers]}, lambda: model(src, tgt))
     predicted = out + [EOS_INDEX] if ended else out
     view = {"kind": "translation", "input": sentence, "output": " ".join(vocab.words(out)),
             "decoding": "greedy" if beam_width == 1 else f"beam search, width {beam_width}",
@@ -117,7 +117,7 @@ def translation_view(model, vocab, sentence, beam_width=1, hypotheses=4, length_
                        "target": es.readable(tgt[0].tolist())},
             "axes": {"encoder": ["source", "source"], "decoder_self": ["target", "target"],
                      "cross": ["target", "source"]},
-            "steps": _steps(logits[0][:len(predicted)], predicted, es.readable),
+            "steps": _steps(logits[:len(predicted)], predicted, es.readable),
             "maps": maps}
     if beam is not None:
         view["beam"] = [{"text": " ".join(vocab.words(h)), "logp": round(lp, 4),
@@ -136,19 +136,16 @@ def gpt_view(gpt, prompt, prompt_ids, max_new_tokens=None):
     ids = generate(gpt, prompt_ids, max_new_tokens)[0].tolist()
     body, ended = _until_eos(ids[1:])
     text = torch.tensor([[SOS_INDEX] + body], device=prompt_ids.device)
-    logits = []
-    maps = _recorded({"self": [d.self_attention for d in gpt.master_decoder.basic_decoder_arr]},
-                     lambda: logits.append(gpt(text)[0]))
-    if not logits:
-        with torch.no_grad():
-            logits.append(gpt(text)[0])
+    maps, logits = _recorded(
+        {"self": [d.self_attention for d in gpt.master_decoder.basic_decoder_arr]},
+        lambda: gpt(text))
     start = prompt_ids.size(1) - 1                 # the first position that predicts a new one
     new = body[start:] + ([EOS_INDEX] if ended else [])
     return {"kind": "gpt", "input": prompt, "output": gpt.vocab.text(body),
             "decoding": "greedy", "prompt_tokens": prompt_ids.size(1),
             "tokens": {"text": gpt.vocab.readable(text[0].tolist())},
             "axes": {"self": ["text", "text"]},
-            "steps": _steps(logits[0][start:start + len(new)], new, gpt.vocab.readable),
+            "steps": _steps(logits[start:start + len(new)], new, gpt.vocab.readable),
             "maps": maps}
 
 
@@ -160,16 +157,13 @@ def vision_view(vit, image, label, classes, patches):
     vit.eval()
     device = next(vit.parameters()).device
     x = image[None].float().div(255).to(device)
-    logits = []
-    maps = _recorded({"class": [e.self_attention for e in vit.master_encoder.basic_encoder_arr]},
-                     lambda: logits.append(vit(x)[0]))
-    if not logits:
-        with torch.no_grad():
-            logits.append(vit(x)[0])
+    maps, logits = _recorded(
+        {"class": [e.self_attention for e in vit.master_encoder.basic_encoder_arr]},
+        lambda: vit(x))
     if "layers" in maps["class"]:                            # row 0: the class token's
         maps["class"]["layers"] = [[head[0] for head in layer]
                                    for layer in maps["class"]["layers"]]
-    probs = torch.softmax(logits[0].float(), dim=-1)
+    probs = torch.softmax(logits.float(), dim=-1)
     top = probs.topk(min(ALTERNATIVES, len(classes)))
     png = io.BytesIO()
     pixels = image.cpu().to(torch.uint8).permute(1, 2, 0).numpy()       # (H, W, C)
