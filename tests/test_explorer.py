@@ -241,3 +241,28 @@ def test_explore_says_what_is_wrong_with_its_input(trained, tmp_path, capsys):
     with pytest.raises(SystemExit):                  # argparse: no sentence and no --serve
         explore_main([ck, "1"])
     assert "give at least one input" in capsys.readouterr().err
+
+
+def test_serve_prints_its_address_answers_there_and_stops_on_ctrl_c(trained):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import urllib.request
+
+    from .conftest import ROOT
+    server = subprocess.Popen(
+        [sys.executable, "-m", "DLStudio", "explore", str(trained[0] / "ck"), "1", "--serve"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ, PYTHONPATH=ROOT))
+    try:
+        line = server.stdout.readline()
+        url = re.search(r"http://127\.0\.0\.1:\d+/", line)
+        assert url, line + server.stderr.read()
+        with urllib.request.urlopen(url[0], timeout=30) as answer:
+            assert page_data(answer.read().decode("utf-8"))["live"] is True
+        server.send_signal(signal.SIGINT)
+        out, _ = server.communicate(timeout=30)
+        assert server.returncode == 0 and "stopped" in out
+    finally:
+        server.kill()

@@ -184,6 +184,16 @@ def add_run_arguments(parser, checkpoints_dir, score, what):
                         "docs/performance.md for whether it pays on your machine)")
 
 
+#: How the scripts translate unless told otherwise (beam width 1: greedy), in one place: every
+#: script that translates or scores, and the attention explorer, take it from here.
+DEFAULT_BEAM = 1
+
+
+def add_beam_argument(parser, help="beam width (1: greedy decoding)"):
+    """``--beam``: the decoding of every script that translates, with one default."""
+    parser.add_argument("--beam", type=positive_int, default=DEFAULT_BEAM, help=help)
+
+
 def add_decoding_precision(parser):
     """``--precision`` of translation (greedy or beam decoding)."""
     parser.add_argument("--precision", choices=PRECISIONS, default="fp32",

@@ -19,6 +19,7 @@ from ..data.checkpoints import find_checkpoint, load_checkpoint
 from ..evaluation.explore import gpt_view, render_page, translation_view, vision_view
 from .common import (
     UserError,
+    add_beam_argument,
     how_to_run,
     load_translation,
     model_class_flag,
@@ -221,9 +222,8 @@ def explore_main(argv=None):
                        help="serve the page live on 127.0.0.1, where you type the input")
         p.add_argument("--port", type=nonnegative_int, default=0,
                        help="with --serve: the port (0: a free one)")
-        p.add_argument("--beam", type=positive_int, default=1,
-                       help="the translation shown: greedy (1), or the best of a beam of this"
-                            " width, as translate_sentence.py --beam")
+        add_beam_argument(p, "the translation shown: greedy (1), or the best of a beam of "
+                             "this width, as translate_sentence.py --beam")
         p.add_argument("--hypotheses", type=nonnegative_int, default=4,
                        help="beam hypotheses listed with their scores (0: none)")
         p.add_argument("--images", type=positive_int, default=4,

@@ -15,11 +15,11 @@ from ..data.checkpoints import checkpoint_path, list_checkpoints
 from ..training.distributed import DistributedError, single_process_only
 from .common import (
     UserError,
+    add_beam_argument,
     add_checkpoint_arguments,
     add_decoding_precision,
     checkpoint_arguments,
     load_checkpoint_or_exit,
-    positive_int,
     resolve_archive,
     run_job,
 )
@@ -40,7 +40,7 @@ def score_checkpoints_main(argv=None):
                                                 "directory: when did the model learn, and "
                                                 "did it diverge?")
         p.add_argument("checkpoints_dir")
-        p.add_argument("--beam", type=positive_int, default=1)
+        add_beam_argument(p)
         add_decoding_precision(p)
         p.add_argument("--archive", help="the archive it was trained on, if it has moved")
         p.add_argument("--model-class", metavar="MODULE:CLASS",

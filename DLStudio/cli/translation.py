@@ -17,6 +17,7 @@ from ..Transformers import TransformerBase, TransformerFG, TransformerPreLN
 from .common import (
     LECTURE,
     UserError,
+    add_beam_argument,
     add_checkpoint_arguments,
     add_decoding_precision,
     add_run_arguments,
@@ -214,7 +215,7 @@ def test_checkpoint_main(variant, argv=None):
         add_checkpoint_arguments(p)
         p.add_argument("--archive", help="the archive (or --pairs file) it was trained on, "
                                          "if it has moved")
-        p.add_argument("--beam", type=positive_int, default=1, help="beam width (1: greedy)")
+        add_beam_argument(p)
         p.add_argument("--show", type=int, default=20, help="translations to print")
         p.add_argument("--result-file", help="write every held-out translation here")
         add_decoding_precision(p)
@@ -244,7 +245,7 @@ def translate_main(argv=None):
     def run(argv):
         p = argparse.ArgumentParser(description="Translate English with any checkpoint.")
         add_checkpoint_arguments(p, sentence=True)
-        p.add_argument("--beam", type=positive_int, default=1)
+        add_beam_argument(p)
         add_decoding_precision(p)
         model_class_flag(p, "the container class the checkpoint was trained with, when it "
                              "is a subclass of your own")
