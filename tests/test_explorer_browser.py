@@ -80,6 +80,12 @@ def requests_made(driver):
     return urls
 
 
+def fits_the_window(driver):
+    """Long outputs scroll inside their panel; the page itself never gets wider."""
+    return driver.execute_script(
+        "return document.documentElement.scrollWidth <= window.innerWidth")
+
+
 def screenshot(driver, folder, name):
     path = folder / name
     driver.save_screenshot(str(path))
@@ -142,6 +148,7 @@ def test_the_file_page_shows_the_models_weights_where_you_point(trained, browser
     point(browser, '#large .panel[data-head="3"] .tok.query', 0)
     assert (shown(browser, '#large .panel[data-head="3"] .tok.key')
             - maps["cross"][0][0, 3, 0]).abs().max() < 1e-4
+    assert fits_the_window(browser)
     screenshot(browser, tmp_path, "explorer_all_heads.png")
 
     browser.find_element("id", "all-heads").click()
@@ -214,6 +221,9 @@ def test_gpt_and_vision_pages_show_their_weights(browser, tmp_path):
     row = shown(browser, "#large .tok.key")[:len(ids)]
     assert (row - weights[0][0, 0, -1]).abs().max() < 1e-4  # causal: the rest are 0
     assert shown(browser, "#large .tok.key")[len(ids):].abs().max() == 0
+    assert fits_the_window(browser)
+    browser.find_element("id", "all-heads").click()
+    assert fits_the_window(browser)
     screenshot(browser, tmp_path, "explorer_gpt.png")
 
     vit, _, payload = visTransformer.from_checkpoint(find_checkpoint(str(tmp_path / "vit")))
@@ -227,3 +237,27 @@ def test_gpt_and_vision_pages_show_their_weights(browser, tmp_path):
     patches = shown(browser, "#large .patch")
     assert (patches - maps[1][0, 1, 0, 1:]).abs().max() < 1e-4
     screenshot(browser, tmp_path, "explorer_vision.png")
+
+
+def test_a_students_class_whose_heads_keep_no_weights_is_said_on_the_page(browser, tmp_path):
+    """--model-class: the student's container is rebuilt; its heads keep no weights, so the
+    page says so where the grid would be, and still shows the translation."""
+    from DLStudio import DLStudio
+    from DLStudio.data import BUNDLED_ARCHIVE
+
+    from .test_explorer import NoWeightsFG
+    dls = DLStudio(use_gpu=False, batch_size=64, epochs=1, seed=0)
+    x = NoWeightsFG(dl_studio=dls, data_archive=BUNDLED_ARCHIVE, embedding_size=16)
+    enc, dec = x.MasterEncoder(dls, x, 1, 2), x.MasterDecoderWithMasking(dls, x, 1, 2)
+    trainer = x.run_code_for_training(dls, enc, dec, checkpoints_dir=str(tmp_path / "ck"),
+                                      max_steps=5)
+    page = tmp_path / "student.html"
+    assert explore_main([trainer.last_checkpoint, "you will not be sick next week", "--out",
+                         str(page), "--model-class", "tests.test_explorer:NoWeightsFG"]) == 0
+    open_page(browser, page.as_uri())
+    missing = browser.find_element("id", "missing").text
+    assert "NoWeightsFG.AttentionHead" in missing and "keep_weights" in missing
+    assert not browser.find_elements("css selector", "#large .panel")
+    assert browser.find_element("id", "output").text.startswith("translation (greedy)")
+    assert fits_the_window(browser)
+    screenshot(browser, tmp_path, "explorer_no_weights.png")
