@@ -185,8 +185,8 @@ def server(trained):
     from DLStudio.cli.explore import explorer
     args = Namespace(model_class=None, beam=1, hypotheses=2, images=4, dataroot=None)
     from DLStudio.data.checkpoints import find_checkpoint
-    _, facts, make_view, _ = explorer(find_checkpoint(str(trained[0] / "ck"), "1"), args)
-    server = ExplorerServer(render_page({"facts": facts}, [], live=True), make_view)
+    header, make_view, _ = explorer(find_checkpoint(str(trained[0] / "ck"), "1"), args)
+    server = ExplorerServer(render_page(header, [], live=True), make_view)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield server

@@ -167,14 +167,14 @@ def test_the_live_page_translates_what_you_type(trained, browser, tmp_path):
     folder = trained[0]
     path = find_checkpoint(str(folder / "ck"), "1")
     args = Namespace(model_class=None, beam=1, hypotheses=4, images=4, dataroot=None)
-    title, facts, make_view, _ = explorer(path, args)
-    server = ExplorerServer(render_page({"title": title, "facts": facts}, [], live=True),
-                            make_view)
+    header, make_view, _ = explorer(path, args)
+    server = ExplorerServer(render_page(header, [], live=True), make_view)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         open_page(browser, server.url)
         sentence = "she will bring the shoes"
         box = browser.find_element("id", "sentence")
+        assert "an English sentence" in box.get_attribute("placeholder")
         box.send_keys(sentence, Keys.ENTER)
         WebDriverWait(browser, 30).until(lambda d: d.find_element(
             "tag name", "body").get_attribute("data-answered") == "1")

@@ -69,8 +69,9 @@ def _facts(path, payload, extra):
 
 
 def explorer(path, args):
-    """For one checkpoint: (title, facts, make_view(text) -> view, its default inputs).
-    ``make_view`` raises ValueError saying what is wrong with an input."""
+    """For one checkpoint: (the page's header: title, facts, what to ask for; make_view(text)
+    -> view; its default inputs). ``make_view`` raises ValueError saying what is wrong with
+    an input."""
     payload = load_checkpoint(path)
     variant = payload.get("variant")
     if variant in ("FG", "PreLN"):
@@ -86,7 +87,8 @@ def explorer(path, args):
 
         def make_view(text):
             return translation_view(model, vocab, text, args.beam, args.hypotheses)
-        return f"Attention explorer: Transformer{variant}", facts, make_view, []
+        return ({"title": f"Attention explorer: Transformer{variant}", "facts": facts,
+                 "ask": "an English sentence"}, make_view, [])
     if variant == "GPT":
         from ..evaluation.generation import prompt_ids
         from ..Transformers import TransformerGPT
@@ -98,7 +100,8 @@ def explorer(path, args):
 
         def make_view(text):
             return gpt_view(gpt, text, prompt_ids(gpt, text))
-        return "Attention explorer: TransformerGPT", facts, make_view, []
+        return ({"title": "Attention explorer: TransformerGPT", "facts": facts,
+                 "ask": "a prompt"}, make_view, [])
     if variant == "visTransformer":
         from ..Transformers import visTransformer
         vit, _, payload = visTransformer.from_checkpoint(path, model_class=args.model_class)
@@ -111,7 +114,7 @@ def explorer(path, args):
         facts = _facts(path, payload, {
             "model": f"visTransformer ({vit.layout}), embedding {vit.embedding_size}, "
                      f"{vit.image_size[0]}x{vit.image_size[1]} images in {grid[0]}x{grid[1]} "
-                     "patches", "inputs": "test images by index"})
+                     "patches"})
 
         def make_view(text):
             if not text.strip().isdigit() or int(text) >= len(test):
@@ -121,7 +124,8 @@ def explorer(path, args):
             view = vision_view(vit, test.images[i], int(test.labels[i]), vit.classes, grid)
             view["input"] = f"test image {i} ({view['label']})"
             return view
-        return ("Attention explorer: visTransformer", facts, make_view,
+        return ({"title": "Attention explorer: visTransformer", "facts": facts,
+                 "ask": f"a test image's index, 0 to {len(test) - 1}"}, make_view,
                 [str(i) for i in range(min(args.images, len(test)))])
     raise UserError(f"{path} holds a {variant} model: the explorer reads translation (FG, "
                     "PreLN), TransformerGPT and visTransformer checkpoints")
@@ -233,13 +237,12 @@ def explore_main(argv=None):
                             "a subclass of your own")
         args = p.parse_args(argv)
         path, inputs = _checkpoint_and_inputs(p, args)
-        title, facts, make_view, defaults = explorer(path, args)
+        header, make_view, defaults = explorer(path, args)
         inputs = inputs or defaults
         if not inputs and not args.serve:
             p.error("give at least one input (an English sentence, in quotes), or --serve to "
                     "type them in the page")
         views = [make_view(text) for text in inputs]      # ValueError: what is wrong
-        header = {"title": title, "facts": facts}
         if args.serve:
             server = ExplorerServer(render_page(header, views, live=True), make_view,
                                     args.port, verbose=True)

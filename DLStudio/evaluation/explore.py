@@ -192,6 +192,6 @@ def render_page(header, views, live=False):
                       ensure_ascii=False, separators=(",", ":"))
     page = read("page.html")
     for mark, text in (("/*STYLE*/", read("explorer.css")), ("/*SCRIPT*/", read("explorer.js")),
-                       ("/*DATA*/", data.replace("</", "<\\/"))):
+                       ("/*DATA*/", data.replace("<", "\\u003c"))):   # no tag inside
         page = page.replace(mark, text, 1)
     return page

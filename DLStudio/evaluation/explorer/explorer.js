@@ -291,6 +291,8 @@
   // ---- the live page: a typed sentence goes to the server, its view comes back ----------
   if (DATA.live) {
     $("ask").hidden = false;
+    const ask = DATA.header.ask;
+    if (ask) $("sentence").placeholder = `type ${ask} and press Enter`;
     $("ask").addEventListener("submit", async (e) => {
       e.preventDefault();
       const text = $("sentence").value.trim();
