@@ -28,6 +28,7 @@
     return node;
   }
   const weight = (v) => (v / SCALE).toFixed(4);
+  const fixed = (x) => x.toFixed(3).replace(/^-(0\.0+)$/, "$1");   // no "-0.000"
   const chance = (p) => (p >= 0.001 || p === 0 ? p.toFixed(3) : p.toExponential(1));
   const shade = (v) => `rgba(33, 102, 172, ${Math.min(1, v / SCALE).toFixed(3)})`;
 
@@ -60,8 +61,8 @@
   }
   function beamTable(v) {
     const rows = v.beam.map((b, i) => el("tr", {}, el("td", { class: "num" }, String(i + 1)),
-      el("td", {}, b.text || "(empty)"), el("td", { class: "num" }, b.logp.toFixed(3)),
-      el("td", { class: "num" }, b.score.toFixed(3))));
+      el("td", {}, b.text || "(empty)"), el("td", { class: "num" }, fixed(b.logp)),
+      el("td", { class: "num" }, fixed(b.score))));
     return el("div", {}, el("h2", {}, `Beam search: ${v.beam.length} hypotheses`),
       el("table", { class: "list", id: "beam" }, el("tr", {}, el("th", {}, "#"),
         el("th", {}, "hypothesis"), el("th", {}, "log p"),
