@@ -59,7 +59,7 @@ from .model.architecture import (
 from .model.kv_cache import KeyValueCache
 from .model.overrides import class_path
 from .model.tokens import causal_mask, padding_mask
-from .training.schedule import ScheduledOptim, adam
+from .training.schedule import BudgetedOptim, ScheduledOptim, adam
 from .training.settings import GPTSettings, TranslationSettings, VisionSettings
 from .training.trainer import train_images, train_language_model, train_translation
 
@@ -75,6 +75,7 @@ class Container:
     DLStudio names it (``TransformerFG.ScheduledOptim``)."""
 
     ScheduledOptim = ScheduledOptim       # the warm-up of Vaswani et al. 2017, eq. 3
+    BudgetedOptim = BudgetedOptim         # schedule="budget": down to zero when it ends
     settings_class = None
 
     def take_settings(self, dl_studio, settings):
@@ -95,8 +96,19 @@ class Container:
     def make_optimizer(self, params):
         """Adam (``optimizer_params``): post-LN (FG) with ``num_warmup_steps`` > 0 driven by
         the warm-up of `ScheduledOptim`; pre-LN, or FG with ``num_warmup_steps=0`` (to see
-        what the warm-up is for), at ``dl_studio.learning_rate``."""
-        if self.norm_first or not self.num_warmup_steps:
+        what the warm-up is for), at ``dl_studio.learning_rate``. ``schedule="budget"``:
+        `BudgetedOptim` from the same peak (FG: after its warm-up), down to zero at the end
+        of ``max_steps`` or ``max_minutes``."""
+        warm_up = not self.norm_first and self.num_warmup_steps
+        if getattr(self, "schedule", "warmup") == "budget":
+            # the same peak as without a budget (FG: the warm-up's; PreLN: the rate), then
+            # down to zero at the budget's end (the trainer tells it where that is)
+            peak = (self.ScheduledOptim(None, self.lr_mul, self.embedding_size,
+                                        self.num_warmup_steps).lr_at(self.num_warmup_steps)
+                    if warm_up else self.dl_studio.learning_rate)
+            return self.BudgetedOptim(adam(params, 0.0, self.optimizer_params), peak,
+                                      self.num_warmup_steps if warm_up else 0)
+        if not warm_up:
             return adam(params, self.dl_studio.learning_rate, self.optimizer_params)
         return self.ScheduledOptim(adam(params, 0.0, self.optimizer_params), self.lr_mul,
                                    self.embedding_size, self.num_warmup_steps)

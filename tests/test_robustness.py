@@ -346,3 +346,27 @@ def test_a_file_the_student_wrote_is_never_written_over(tmp_path, monkeypatch):
         assert load_checkpoint(str(models / "saved_gpt.pt"))["step"] == 3
         assert sorted(p.name for p in models.iterdir() if not p.name.startswith(".")) == [
             "saved_gpt.pt", "train_loss-1.png", "train_loss.png"]
+
+
+def test_a_run_whose_output_is_a_log_reports_its_progress(tmp_path, caplog, monkeypatch):
+    """Output that is not a terminal (nohup, a batch job) gets a line every
+    ``progress_seconds`` (60; here every step): step, loss, rate, elapsed, time left."""
+    import logging
+
+    from DLStudio.training import trainer as training
+    monkeypatch.setattr(training, "_terminal", lambda: False)
+    t = run_in(tmp_path / "ck", epochs=3, max_steps=5)
+    t.progress_seconds = 0
+    with caplog.at_level(logging.INFO, logger="DLStudio.training.trainer"):
+        t.run()
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("step ")]
+    assert [int(line.split()[1]) for line in lines] == [1, 2, 3, 4, 5]
+    assert all("loss" in line and "lr" in line and "elapsed" in line for line in lines)
+    assert lines[-1].endswith("about 0 s left")           # max_steps 5: the end is now
+    monkeypatch.setattr(training, "_terminal", lambda: True)     # a terminal: the bar only
+    caplog.clear()
+    t = run_in(tmp_path / "ck2", epochs=1, max_steps=3)
+    t.progress_seconds = 0
+    with caplog.at_level(logging.INFO, logger="DLStudio.training.trainer"):
+        t.run()
+    assert not [r for r in caplog.records if r.getMessage().startswith("step ")]

@@ -23,6 +23,7 @@ from ..training.distributed import (
 )
 from ..training.distributed import leave as leave_process_group
 from ..training.precision import PRECISIONS
+from ..training.schedule import SCHEDULES
 from ..training.trainer import TrainingDiverged, TrainingInterrupted
 from ..Transformers import TransformerBase
 
@@ -171,6 +172,11 @@ def add_run_arguments(parser, checkpoints_dir, score, what):
     p.add_argument("--resume", action="store_true",
                    help="continue the run in --checkpoints-dir from its newest checkpoint "
                         "(refused if a setting that changes training differs)")
+    p.add_argument("--schedule", choices=SCHEDULES, default="warmup",
+                   help="the learning rate: warmup (the lecture's: FG warms up, then decays as "
+                        "1/sqrt(step); PreLN keeps --learning-rate) or budget (the same peak, "
+                        "then down to zero when --max-minutes or --max-steps ends, counted "
+                        "over the whole run, resumes included)")
     p.add_argument(f"--track-{score}", action="store_true",
                    help=f"{what} at every checkpoint (plotted with the loss)")
     p.add_argument("--seed", type=int, default=0)

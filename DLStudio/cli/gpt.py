@@ -106,7 +106,8 @@ def gpt_train_main(argv=None):
                              embedding_size=args.embedding_size,
                              num_basic_decoders=args.num_layers,
                              num_atten_heads=args.num_atten_heads, layout=args.layout,
-                             num_warmup_steps=args.num_warmup_steps, dropout=args.dropout,
+                             num_warmup_steps=args.num_warmup_steps,
+                             schedule=args.schedule, dropout=args.dropout,
                              checkpoint_freq=args.checkpoint_freq, archive_text=archive_text)
         n_params = sum(p.numel() for p in gpt.parameters())
         print(f"TransformerGPT ({args.layout}) on {label}: {len(gpt.training_sentences)} "

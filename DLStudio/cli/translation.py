@@ -166,6 +166,7 @@ def train_main(variant, argv=None):
         xformer = cls(dl_studio=dls, data_archive=archive, corpus=corpus,
                       max_seq_length=args.max_seq_length,
                       embedding_size=args.embedding_size, num_warmup_steps=args.num_warmup_steps,
+                      schedule=args.schedule,
                       lr_mul=args.lr_mul, checkpoint_freq=args.checkpoint_freq,
                       dropout=args.dropout, label_smoothing=args.label_smoothing,
                       full_width_heads=args.full_width_heads,

@@ -91,7 +91,8 @@ def vit_train_main(argv=None):
         vit = vit_class(dl_studio=dls, patch_size=(args.patch_size, args.patch_size),
                         embedding_size=args.embedding_size, num_basic_encoders=args.num_layers,
                         num_atten_heads=args.num_atten_heads, layout=args.layout,
-                        num_warmup_steps=args.num_warmup_steps, dropout=args.dropout,
+                        num_warmup_steps=args.num_warmup_steps,
+                        schedule=args.schedule, dropout=args.dropout,
                         label_smoothing=args.label_smoothing, augment=args.augment,
                         checkpoint_freq=args.checkpoint_freq)
         if args.image_folder:

@@ -7,7 +7,11 @@ container may override it like any other nested class.
 
 import torch
 
-__all__ = ["ScheduledOptim", "adam", "clip_gradient_norm", "ADAM_DEFAULTS"]
+__all__ = ["ScheduledOptim", "BudgetedOptim", "adam", "clip_gradient_norm", "ADAM_DEFAULTS",
+           "SCHEDULES"]
+
+#: The learning-rate schedules a container's ``schedule`` setting names.
+SCHEDULES = ("warmup", "budget")
 
 #: Adam's settings in the lecture (DLStudio's optimizer_params).
 ADAM_DEFAULTS = {"beta1": 0.9, "beta2": 0.98, "epsilon": 1e-9}
@@ -82,3 +86,36 @@ class ScheduledOptim:
     def load_state_dict(self, state):
         self.optimizer.load_state_dict(state["optimizer"])
         self.n_steps = state["n_steps"]
+
+
+class BudgetedOptim(ScheduledOptim):
+    """Adam for a known budget (Li et al. 2020, "Budgeted Training"): the rate rises
+    linearly to ``peak`` over ``n_warmup_steps``, then falls linearly to zero at
+    ``total_steps``, the last step of the budget:
+
+        lr(step) = peak * step / n_warmup_steps                       step <= n_warmup_steps
+                 = peak * (total - step) / (total - n_warmup_steps)   after, 0 from total on
+
+    A budget in steps fixes ``total_steps``; a budget in time is turned into steps by the
+    trainer, which sets ``total_steps`` again as the run's speed becomes known (None: not
+    yet known, the rate stays at its peak).
+    """
+
+    def __init__(self, optimizer, peak, n_warmup_steps, total_steps=None):
+        super().__init__(optimizer, 1.0, 1, n_warmup_steps)
+        self.peak, self.total_steps = peak, total_steps
+
+    def lr_at(self, step):
+        step, warm = max(step, 1), self.n_warmup_steps
+        if step <= warm:
+            return self.peak * step / warm
+        if self.total_steps is None:
+            return self.peak
+        return self.peak * max(0, self.total_steps - step) / max(1, self.total_steps - warm)
+
+    def state_dict(self):
+        return {**super().state_dict(), "total_steps": self.total_steps}
+
+    def load_state_dict(self, state):
+        super().load_state_dict(state)
+        self.total_steps = state.get("total_steps")

@@ -24,7 +24,7 @@ import difflib
 import inspect
 from dataclasses import dataclass, field
 
-from .schedule import ADAM_DEFAULTS
+from .schedule import ADAM_DEFAULTS, SCHEDULES
 
 __all__ = ["Settings", "TranslationSettings", "LayoutSettings", "GPTSettings", "VisionSettings",
            "SettingError", "setting"]
@@ -111,6 +111,9 @@ class Settings:
                              f"{self.embedding_size}")
         if getattr(self, "layout", "FG") not in ("FG", "PreLN"):
             raise ValueError(f"layout must be 'FG' or 'PreLN', got {self.layout!r}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, got "
+                             f"{self.schedule!r}")
 
 
 @dataclass
@@ -124,6 +127,7 @@ class TranslationSettings(Settings):
     embedding_size: int = setting(256, shapes=True)
     save_checkpoints: bool = setting(True, recorded=False)
     num_warmup_steps: int = setting(4000)
+    schedule: str = setting("warmup")      # "budget": to zero at the end of the budget
     optimizer_params: dict = setting(None)
     lr_mul: float = setting(1.0)
     masking: bool = setting(True, recorded=False)
@@ -148,6 +152,7 @@ class LayoutSettings(Settings):
 
     layout: str = setting("PreLN", shapes=True)
     num_warmup_steps: int = setting(0)
+    schedule: str = setting("warmup")
     lr_mul: float = setting(1.0)
     optimizer_params: dict = setting(None)
     dropout: float = setting(0.0)

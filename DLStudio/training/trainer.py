@@ -51,13 +51,51 @@ from ..evaluation.generation import encode_sentences, perplexity
 from ..model.tokens import padding_mask
 from .distributed import ONE_PROCESS
 from .precision import Precision
-from .schedule import clip_gradient_norm
+from .schedule import BudgetedOptim, clip_gradient_norm
 
 __all__ = ["Trainer", "TranslationTrainer", "ImageTrainer", "TrainingDiverged",
            "TrainingInterrupted", "encode_pairs", "bucketed_batches", "train_translation",
            "train_images", "LanguageModelTrainer", "train_language_model"]
 
 log = logging.getLogger(__name__)
+
+
+def _duration(seconds):
+    """12 s, 7 min 05 s, 1 h 02 min."""
+    seconds = max(0, int(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+
+
+class ProgressLines:
+    """A line in the log about every ``every`` seconds, for output that is not a terminal
+    (nohup, a batch job, a captured notebook cell), where the progress bar is off: the step,
+    the recent loss, the rate, the time since this run started and the time left (the
+    nearest of the epochs, ``max_steps`` and ``max_minutes``, at this run's speed)."""
+
+    def __init__(self, trainer, start, every):
+        self.trainer, self.start, self.every = trainer, start, every
+        self.last, self.first_step = start, trainer.step
+
+    def after_step(self, total_steps):
+        now = time.monotonic()
+        if now - self.last < self.every:
+            return
+        self.last, t = now, self.trainer
+        elapsed = now - self.start
+        per_step = elapsed / max(t.step - self.first_step, 1)
+        left = [(total_steps - t.step) * per_step]
+        if t.max_steps:
+            left.append((t.max_steps - t.step) * per_step)
+        if t.max_minutes:
+            left.append(60 * t.max_minutes - elapsed)
+        recent = t.train_losses[-50:]
+        log.info("step %d (epoch %d): loss %.4f (mean of the last %d steps), lr %.2e, "
+                 "%s elapsed, about %s left", t.step, t.epoch + 1, sum(recent) / len(recent),
+                 len(recent), t.current_lr(), _duration(elapsed), _duration(min(left)))
 
 
 class TrainingDiverged(RuntimeError):
@@ -146,6 +184,8 @@ class Trainer:
     """
 
     score_name, score_key = "score", "held_out_score"
+    #: Seconds between the progress lines of a run whose output is not a terminal.
+    progress_seconds = 60
 
     def __init__(self, model, optimizer, dls, checkpoints_dir=None, *, checkpoint_freq=5,
                  save_checkpoints=True, display_train_loss=False, max_minutes=None, max_steps=None,
@@ -168,6 +208,13 @@ class Trainer:
         self.last_epoch = None
         self.last_checkpoint = None
         self.track_score, self.score_history = track_score, []      # (step, epoch, score)
+        self.seconds_before, self.run_start = 0.0, None   # training time of earlier runs
+        if isinstance(optimizer, BudgetedOptim):
+            if not (max_minutes or max_steps):
+                raise ValueError("the budget schedule decays the rate to zero when the "
+                                 "budget ends: give it one, --max-minutes or --max-steps "
+                                 "(max_minutes= or max_steps=)")
+            optimizer.total_steps = max_steps if not max_minutes else optimizer.total_steps
         self.run_id = self.world.on_main(lambda: uuid.uuid4().hex[:12])
         if self.world.rank:             # dropout differs between ranks, repeatably
             self.seed_this_rank()
@@ -292,6 +339,8 @@ class Trainer:
             log.warning("%s records no precision (written before it was recorded): it was "
                         "trained in fp32, the only precision there was", path)
             theirs = {**theirs, "precision": "fp32"}
+        if "schedule" not in theirs:           # written before there was another schedule
+            theirs = {**theirs, "schedule": "warmup"}
         differ = sorted(k for k in set(theirs) | set(ours) if theirs.get(k) != ours.get(k))
         if differ:
             said = "; ".join(f"{k}: {theirs.get(k)} there, {ours.get(k)} now" for k in differ)
@@ -359,6 +408,29 @@ class Trainer:
             "Lower the peak learning rate (lr_mul with a warm-up, else learning_rate) or "
             "lengthen the warm-up (num_warmup_steps).")
 
+    def seconds_trained(self):
+        """Training time of the whole run: earlier runs' (checkpoints keep it) and this
+        one's so far."""
+        now = time.monotonic() - self.run_start if self.run_start is not None else 0.0
+        return self.seconds_before + now
+
+    def budget_end(self, steps_here):
+        """The step at which a time budget ends (the earlier of it and ``max_steps``): the
+        time left at this run's speed so far, by rank 0's clock (every rank takes its
+        estimate, so that all follow one schedule)."""
+        end = self.optimizer.total_steps
+        if steps_here:
+            speed = steps_here / (time.monotonic() - self.run_start)          # steps a second
+            left = 60 * self.max_minutes - self.seconds_trained()
+            end = self.step + max(0, int(left * speed))
+            if self.max_steps:
+                end = min(end, self.max_steps)
+        if self.world.distributed:
+            mine = torch.tensor([float(end or 0) if self.world.is_main else 0.0],
+                                device=self.device)
+            end = int(self.world.sum(mine).item()) or None
+        return end
+
     def current_lr(self):
         return self.optimizer.param_groups[0]["lr"]
 
@@ -381,6 +453,10 @@ class Trainer:
         start = time.monotonic()
         n_batches = self.batches_per_epoch()
         stop = None
+        self.run_start, first_step = start, self.step
+        budgeted = isinstance(self.optimizer, BudgetedOptim)
+        to_a_log = self.world.is_main and not _terminal()
+        progress = ProgressLines(self, start, self.progress_seconds) if to_a_log else None
         with _StopSignals(repeat_kills=not self.world.distributed) as signals:
             for epoch in range(self.epoch, self.dls.epochs):
                 self.epoch = epoch
@@ -397,7 +473,14 @@ class Trainer:
                     if self.step % 20 == 0:
                         bar.set_postfix(loss=f"{total / count:.3f}",
                                         lr=f"{self.current_lr():.2e}")
-                    early = ((self.max_minutes and time.monotonic() - start > 60 * self.max_minutes)
+                    if progress:
+                        progress.after_step(self.dls.epochs * n_batches)
+                    # a budget counts the whole run's time, across resumes; without one,
+                    # --max-minutes is this process's time (DLStudio's scripts' meaning)
+                    spent = self.seconds_trained() if budgeted else time.monotonic() - start
+                    if budgeted and self.max_minutes:
+                        self.optimizer.total_steps = self.budget_end(self.step - first_step)
+                    early = ((self.max_minutes and spent > 60 * self.max_minutes)
                              or (self.max_steps and self.step >= self.max_steps)
                              or (callback is not None and callback(self)))
                     if self.world.distributed:                 # every rank stops at this step
@@ -453,7 +536,7 @@ class Trainer:
             "batches_done": self.batches_done, "optimizer": self.optimizer.state_dict(),
             "rng": _rng_states(), "rng_by_rank": self.world.gather(_rng_states()),
             "grad_scaler": self.precision.scaler.state_dict(), "compile": self.compile,
-            "train_losses": list(self.train_losses),
+            "train_losses": list(self.train_losses), "train_seconds": self.seconds_trained(),
             self.score_key: [list(row) for row in self.score_history]})
 
     def save(self, epoch, complete=True):
@@ -493,6 +576,7 @@ class Trainer:
         if self.precision.scales and payload.get("grad_scaler"):
             self.precision.scaler.load_state_dict(payload["grad_scaler"])
         self.step, self.train_losses = payload["step"], list(payload["train_losses"])
+        self.seconds_before = payload.get("train_seconds", 0.0)
         self.score_history = [tuple(row) for row in payload.get(self.score_key, [])]
         if payload["epoch_complete"]:
             self.epoch, self.batches_done = payload["epoch"] + 1, 0
@@ -760,6 +844,14 @@ def train_language_model(gpt, checkpoints_dir="checkpoints_GPT", callback=None, 
     checkpoint every ``checkpoint_freq`` epochs (and at a step or time limit, Ctrl-C), the
     final model to ``dl_studio.path_saved_model`` when that is one path. Returns the trainer."""
     return LanguageModelTrainer.for_model(gpt, checkpoints_dir, **options).run_and_save(callback)
+
+
+def _terminal():
+    """Whether the log (standard error) goes to a terminal, where the progress bar shows."""
+    try:
+        return os.isatty(2)
+    except (OSError, ValueError):
+        return False
 
 
 def _rng_states():

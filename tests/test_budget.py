@@ -1,0 +1,97 @@
+"""The budget schedule (schedule="budget", --schedule budget): the rate warms up as FG's does,
+then falls to zero exactly where the budget ends, in steps or in time; a resumed run ends at
+zero too, on the same rates as a run that was never stopped."""
+
+import pytest
+
+from DLStudio import DLStudio, TransformerFG, TransformerPreLN
+from DLStudio.data import generate_corpus
+from DLStudio.data.checkpoints import checkpoint_files, load_checkpoint
+from DLStudio.training import TranslationTrainer
+from DLStudio.training.schedule import BudgetedOptim
+
+CORPUS = generate_corpus(300, seed=4)
+
+
+def budget_run(folder, cls=TransformerFG, epochs=100, **options):
+    dls = DLStudio(use_gpu=False, batch_size=16, epochs=epochs, seed=1, learning_rate=1e-3)
+    x = cls(dl_studio=dls, corpus=CORPUS, embedding_size=16, num_warmup_steps=10,
+            checkpoint_freq=1000, schedule="budget")
+    enc = x.MasterEncoder(dls, x, num_basic_encoders=1, num_atten_heads=2)
+    dec = x.MasterDecoderWithMasking(dls, x, num_basic_decoders=1, num_atten_heads=2)
+    return x, TranslationTrainer.for_container(x, enc, dec, str(folder), **options)
+
+
+def rates(trainer, stop_at=None):
+    """Run; the rate of every step (and stop after ``stop_at`` steps, as Ctrl-C would)."""
+    seen = {}
+
+    def watch(t):
+        seen[t.step] = t.current_lr()
+        return stop_at is not None and t.step >= stop_at
+    trainer.run(callback=watch)
+    seen[trainer.step] = trainer.current_lr()    # the last step (a budget's end calls no one)
+    return [seen[step] for step in sorted(seen)]
+
+
+def test_the_rate_warms_up_then_falls_linearly_to_zero_at_the_end():
+    opt = BudgetedOptim(None, peak=2e-3, n_warmup_steps=10, total_steps=30)
+    assert [opt.lr_at(s) for s in (1, 5, 10)] == pytest.approx([2e-4, 1e-3, 2e-3])
+    assert [opt.lr_at(s) for s in (20, 29, 30, 31)] == pytest.approx([1e-3, 1e-4, 0, 0])
+
+
+def test_a_step_budget_ends_at_zero_from_fgs_peak(tmp_path):
+    x, t = budget_run(tmp_path / "ck", max_steps=40)
+    seen = rates(t)
+    peak = TransformerFG.ScheduledOptim(None, 1.0, 16, 10).lr_at(10)
+    assert len(seen) == 40 and seen[-1] == 0.0
+    assert max(seen) == pytest.approx(peak) and seen.index(max(seen)) == 9    # step 10
+    assert all(a >= b for a, b in zip(seen[9:], seen[10:]))                 # falls after
+
+
+def test_pre_ln_starts_at_its_rate_and_ends_at_zero(tmp_path):
+    _, t = budget_run(tmp_path / "ck", cls=TransformerPreLN, max_steps=20)
+    seen = rates(t)
+    assert seen[0] == pytest.approx(1e-3 * 19 / 20) and seen[-1] == 0.0
+
+
+def test_a_resumed_budget_takes_the_rates_of_an_unbroken_run(tmp_path):
+    _, whole = budget_run(tmp_path / "whole", max_steps=50)
+    unbroken = rates(whole)
+    _, first = budget_run(tmp_path / "parts", max_steps=50)
+    before = rates(first, stop_at=23)                       # stopped inside an epoch
+    _, rest = budget_run(tmp_path / "parts", max_steps=50, resume=True)
+    after = rates(rest)
+    assert before + after == pytest.approx(unbroken, rel=1e-12) and after[-1] == 0.0
+
+
+def test_a_time_budget_is_counted_over_resumes_and_ends_near_zero(tmp_path):
+    minutes = 0.04                                                      # 2.4 s in all
+    _, first = budget_run(tmp_path / "ck", max_minutes=minutes)
+    before = rates(first, stop_at=15)
+    _, rest = budget_run(tmp_path / "ck", max_minutes=minutes, resume=True)
+    after = rates(rest)
+    payload = load_checkpoint(checkpoint_files(tmp_path / "ck")[-1])
+    assert 60 * minutes <= payload["train_seconds"] < 60 * minutes + 2      # both runs' time
+    assert payload["optimizer"]["total_steps"] == payload["step"]   # the estimate, recorded
+    assert len(after) > 20 and after[-1] < 0.1 * max(before + after)  # it ends near zero
+
+
+def test_a_budget_schedule_needs_a_budget(tmp_path):
+    with pytest.raises(ValueError, match="--max-minutes or --max-steps"):
+        budget_run(tmp_path / "ck")
+    with pytest.raises(ValueError, match="schedule must be one of warmup, budget"):
+        TransformerFG(dl_studio=DLStudio(use_gpu=False), corpus=CORPUS, schedule="cosine")
+
+
+def test_the_script_flag_trains_on_the_budget(tmp_path):
+    from DLStudio.cli.translation import train_main
+    assert train_main("FG", ["--archive", "bundled", "--embedding-size", "16", "--num-layers",
+                             "1", "--num-atten-heads", "2", "--batch-size", "32", "--epochs",
+                             "3", "--num-warmup-steps", "5", "--schedule", "budget",
+                             "--max-steps", "12", "--checkpoints-dir", str(tmp_path / "ck"),
+                             "--no-eval", "--cpu"]) == 0
+    payload = load_checkpoint(checkpoint_files(tmp_path / "ck")[-1])
+    assert payload["container_args"]["schedule"] == "budget"
+    assert payload["optimizer"]["total_steps"] == 12 and payload["step"] == 12
+    assert payload["optimizer"]["optimizer"]["param_groups"][0]["lr"] == 0.0   # the last
