@@ -30,6 +30,7 @@ from .data.checkpoints import (
     find_checkpoint,
     load_checkpoint,
     load_into,
+    with_weights,
 )
 from .data.images import dataset_of, use_datasets
 from .data.vocabulary import (
@@ -114,11 +115,11 @@ class Container:
                                    self.embedding_size, self.num_warmup_steps)
 
     @classmethod
-    def rebuilt(cls, path, dl_studio, model_class, base, expected):
+    def rebuilt(cls, path, dl_studio, model_class, base, expected, weights="raw"):
         """The `Restored` of a checkpoint of a container that is itself the model
         (visTransformer, TransformerGPT: ``base``), in eval mode on the device. ``expected``
         says what the file should have held."""
-        payload = load_checkpoint(path)
+        payload = with_weights(load_checkpoint(path), weights, path)
         if payload.get("variant") != base.variant:
             raise CheckpointError(f"{path} holds a {payload.get('variant')} model, not "
                                   f"{expected}")
@@ -291,15 +292,16 @@ class TransformerBase(Container, EncoderDecoderParts):
 
     @classmethod
     def from_checkpoint(cls, path, dl_studio=None, corpus=None, model_class=None,
-                        archive=None):
+                        archive=None, weights="raw"):
         """A `Restored` (container, model, checkpoint) from a checkpoint file alone, read
         once: its container class (see checkpoints.container_class; a student's:
         ``model_class="module:Class"``, or ``MyFG.from_checkpoint``), the vocabulary it
         recorded, stacks built through it, weights loaded, eval mode. Its archive is read
         only when its pairs are asked for (``held_out_corpus``, to score it); ``archive``
-        (a path) or ``corpus``: score on that instead, if it is the one it was trained on."""
+        (a path) or ``corpus``: score on that instead, if it is the one it was trained on;
+        ``weights``: "raw" (as trained) or "average" (the moving average of ema=)."""
         ours = {"FG": TransformerFG, "PreLN": TransformerPreLN}
-        payload = load_checkpoint(path)
+        payload = with_weights(load_checkpoint(path), weights, path)
         if payload.get("variant") not in ours:
             raise CheckpointError(f"{path} holds a {payload.get('variant')} model, not a "
                                   f"translation model ({' or '.join(ours)})")
@@ -429,11 +431,12 @@ class TransformerGPT(Container, GPTParts):
         return load_into(self, checkpoint)
 
     @classmethod
-    def from_checkpoint(cls, path, dl_studio=None, model_class=None):
+    def from_checkpoint(cls, path, dl_studio=None, model_class=None, weights="raw"):
         """A `Restored` (gpt, gpt, checkpoint) from a checkpoint file alone, in eval mode on
         the device."""
         return cls.rebuilt(path, dl_studio, model_class, TransformerGPT,
-                              "a language model (TransformerGPT): train one with train_gpt.py")
+                           "a language model (TransformerGPT): train one with train_gpt.py",
+                           weights)
 
 
 class visTransformer(Container, VisionParts):
@@ -533,11 +536,11 @@ class visTransformer(Container, VisionParts):
         return load_into(self, checkpoint)
 
     @classmethod
-    def from_checkpoint(cls, path, dl_studio=None, model_class=None):
+    def from_checkpoint(cls, path, dl_studio=None, model_class=None, weights="raw"):
         """Rebuild a visTransformer with its weights from a checkpoint file alone: a
         `Restored` (vit, vit, checkpoint), the model in eval mode on the device."""
-        return cls.rebuilt(path, dl_studio, model_class, visTransformer,
-                              "a visTransformer")
+        return cls.rebuilt(path, dl_studio, model_class, visTransformer, "a visTransformer",
+                           weights)
 
     def predict(self, images, batch_size=500):
         """Class indices of uint8 (N, C, H, W) images (or floats in [0, 1])."""

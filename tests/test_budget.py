@@ -38,6 +38,8 @@ def test_the_rate_warms_up_then_falls_linearly_to_zero_at_the_end():
     opt = BudgetedOptim(None, peak=2e-3, n_warmup_steps=10, total_steps=30)
     assert [opt.lr_at(s) for s in (1, 5, 10)] == pytest.approx([2e-4, 1e-3, 2e-3])
     assert [opt.lr_at(s) for s in (20, 29, 30, 31)] == pytest.approx([1e-3, 1e-4, 0, 0])
+    short = BudgetedOptim(None, peak=1.0, n_warmup_steps=10, total_steps=8)   # < the warm-up
+    assert [short.lr_at(s) for s in (2, 4, 6, 8)] == pytest.approx([0.5, 1.0, 0.5, 0.0])
 
 
 def test_a_step_budget_ends_at_zero_from_fgs_peak(tmp_path):

@@ -97,6 +97,30 @@ def test_two_ranks_train_as_one_process_with_their_global_batch(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_budget_and_an_average_on_two_ranks(tmp_path):
+    """--schedule budget --ema on 2 ranks = in one process (steps); a time budget's estimate
+    is rank 0's on every rank, and the run ends on it."""
+    steps = ["--batch-size", 16, "--max-steps", 6, "--schedule", "budget", "--ema", "0.9",
+             "--num-warmup-steps", 2, "--lr-mul", 0.1]     # a short warm-up's peak, lowered
+    run(FG, TINY_FG + steps + ["--checkpoints-dir", "two"], tmp_path, nproc=2)
+    run(FG, TINY_FG + steps + ["--checkpoints-dir", "one"], tmp_path)
+    two, one = load_checkpoint(newest(tmp_path / "two")), load_checkpoint(newest(tmp_path / "one"))
+    assert two["optimizer"]["optimizer"]["param_groups"][0]["lr"] == 0.0 == \
+        one["optimizer"]["optimizer"]["param_groups"][0]["lr"]
+    assert_same_weights(newest(tmp_path / "two"), newest(tmp_path / "one"))
+    for name, part in one["average"]["model"].items():
+        for key, value in part.items():
+            assert torch.allclose(value.float(), two["average"]["model"][name][key].float(),
+                                  atol=1e-4) or key.endswith("WK.bias"), (name, key)
+    timed = ["--batch-size", 16, "--epochs", 100, "--schedule", "budget", "--max-minutes",
+             "0.1", "--checkpoints-dir", "timed"]
+    run(FG, TINY_FG + timed, tmp_path, nproc=2)
+    payload = load_checkpoint(newest(tmp_path / "timed"))
+    assert payload["optimizer"]["total_steps"] == payload["step"] > 10
+    assert 6 <= payload["train_seconds"] < 9
+
+
+@pytest.mark.slow
 def test_the_gpt_trains_the_same_on_two_ranks(tmp_path):
     steps = ["--batch-size", 12, "--max-steps", 5]
     run(GPT, TINY_GPT + steps + ["--checkpoints-dir", "two"], tmp_path, nproc=2)

@@ -13,7 +13,7 @@ import os
 import sys
 
 from ..data import BUNDLED_ARCHIVE, ArchiveError, ImageDataError, load_archive
-from ..data.checkpoints import CheckpointError, find_checkpoint
+from ..data.checkpoints import WEIGHTS, CheckpointError, find_checkpoint
 from ..model.overrides import OverrideError, import_class
 from ..training.distributed import (
     DistributedError,
@@ -172,6 +172,10 @@ def add_run_arguments(parser, checkpoints_dir, score, what):
     p.add_argument("--resume", action="store_true",
                    help="continue the run in --checkpoints-dir from its newest checkpoint "
                         "(refused if a setting that changes training differs)")
+    p.add_argument("--ema", type=positive_float, nargs="?", const=0.999, default=None,
+                   metavar="DECAY", help="also keep an exponential moving average of the "
+                                         "weights (DECAY 0.999 when not given), saved beside "
+                                         "them in each checkpoint: --weights average uses it")
     p.add_argument("--schedule", choices=SCHEDULES, default="warmup",
                    help="the learning rate: warmup (the lecture's: FG warms up, then decays as "
                         "1/sqrt(step); PreLN keeps --learning-rate) or budget (the same peak, "
@@ -198,6 +202,18 @@ DEFAULT_BEAM = 1
 def add_beam_argument(parser, help="beam width (1: greedy decoding)"):
     """``--beam``: the decoding of every script that translates, with one default."""
     parser.add_argument("--beam", type=positive_int, default=DEFAULT_BEAM, help=help)
+
+
+#: The weights the scripts translate and score with unless told otherwise.
+DEFAULT_WEIGHTS = "raw"
+
+
+def add_weights_argument(parser):
+    """``--weights raw|average``: the checkpoint's weights as trained, or their moving
+    average (kept when training had --ema)."""
+    parser.add_argument("--weights", choices=WEIGHTS, default=DEFAULT_WEIGHTS,
+                        help="raw: as trained; average: their moving average (the run "
+                             "trained with --ema)")
 
 
 def add_decoding_precision(parser):
@@ -248,20 +264,24 @@ def checkpoint_arguments(parser, args, sentence=False):
     return (path, text) if sentence else path
 
 
-def load_translation(path, archive=None, model_class=None):
+def load_translation(path, archive=None, model_class=None, weights=DEFAULT_WEIGHTS):
     """``(xformer, model)`` of a translation checkpoint, read once; ``archive``: score on
-    that one (a name or a path) instead of the one it records."""
+    that one (a name or a path) instead of the one it records; ``weights``: "raw" or
+    "average"."""
     xformer, model, _ = TransformerBase.from_checkpoint(
-        path, archive=archive_named(archive) if archive else None, model_class=model_class)
+        path, archive=archive_named(archive) if archive else None, model_class=model_class,
+        weights=weights)
     return xformer, model
 
 
-def load_checkpoint_or_exit(checkpoints_dir, index=None, archive=None, model_class=None):
+def load_checkpoint_or_exit(checkpoints_dir, index=None, archive=None, model_class=None,
+                            weights=DEFAULT_WEIGHTS):
     """``(xformer, model)`` from checkpoint N ("last" by default) of ``checkpoints_dir``, or
     from one checkpoint file (a student's container class: ``model_class``,
     "module:Class"); or a one-line message and exit code 1 (for scripts)."""
     try:
-        return load_translation(find_checkpoint(checkpoints_dir, index), archive, model_class)
+        return load_translation(find_checkpoint(checkpoints_dir, index), archive, model_class,
+                                weights)
     except (UserError, ArchiveError, CheckpointError, FileNotFoundError, OverrideError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(1)

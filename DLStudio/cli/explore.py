@@ -20,6 +20,7 @@ from ..evaluation.explore import gpt_view, render_page, translation_view, vision
 from .common import (
     UserError,
     add_beam_argument,
+    add_weights_argument,
     how_to_run,
     load_translation,
     model_class_flag,
@@ -75,7 +76,8 @@ def explorer(path, args):
     payload = load_checkpoint(path)
     variant = payload.get("variant")
     if variant in ("FG", "PreLN"):
-        xformer, model = load_translation(path, model_class=args.model_class)
+        xformer, model = load_translation(path, model_class=args.model_class,
+                                          weights=args.weights)
         vocab = xformer.vocab
         enc, dec = payload["encoder_config"], payload["decoder_config"]
         facts = _facts(path, payload, {
@@ -83,7 +85,8 @@ def explorer(path, args):
                      f"embedding {xformer.embedding_size}, {enc['num_basic_encoders']}+"
                      f"{dec['num_basic_decoders']} layers, {enc['num_atten_heads']} heads, "
                      f"{vocab.kind} tokens",
-            "decoding": "greedy" if args.beam == 1 else f"beam search, width {args.beam}"})
+            "decoding": "greedy" if args.beam == 1 else f"beam search, width {args.beam}",
+            "weights": args.weights})
 
         def make_view(text):
             return translation_view(model, vocab, text, args.beam, args.hypotheses)
@@ -92,7 +95,8 @@ def explorer(path, args):
     if variant == "GPT":
         from ..evaluation.generation import prompt_ids
         from ..Transformers import TransformerGPT
-        gpt = TransformerGPT.from_checkpoint(path, model_class=args.model_class).model
+        gpt = TransformerGPT.from_checkpoint(path, model_class=args.model_class,
+                                             weights=args.weights).model
         facts = _facts(path, payload, {
             "model": f"TransformerGPT ({gpt.layout}), embedding {gpt.embedding_size}, "
                      f"{gpt.num_basic_decoders} layers, {gpt.num_atten_heads} heads, "
@@ -104,7 +108,8 @@ def explorer(path, args):
                  "ask": "a prompt"}, make_view, [])
     if variant == "visTransformer":
         from ..Transformers import visTransformer
-        vit, _, payload = visTransformer.from_checkpoint(path, model_class=args.model_class)
+        vit, _, payload = visTransformer.from_checkpoint(path, model_class=args.model_class,
+                                                         weights=args.weights)
         spec = dict(payload.get("dataset") or {})
         if args.dataroot:
             spec["dataroot"] = args.dataroot
@@ -228,6 +233,7 @@ def explore_main(argv=None):
                        help="with --serve: the port (0: a free one)")
         add_beam_argument(p, "the translation shown: greedy (1), or the best of a beam of "
                              "this width, as translate_sentence.py --beam")
+        add_weights_argument(p)
         p.add_argument("--hypotheses", type=nonnegative_int, default=4,
                        help="beam hypotheses listed with their scores (0: none)")
         p.add_argument("--images", type=positive_int, default=4,

@@ -16,6 +16,7 @@ from .common import (
     UserError,
     add_run_arguments,
     add_stack_arguments,
+    add_weights_argument,
     how_to_run,
     nonnegative_float,
     nonnegative_int,
@@ -118,7 +119,7 @@ def gpt_train_main(argv=None):
         before = _held_out_perplexity(gpt)
         trainer = gpt.run_code_for_training(
             args.checkpoints_dir, display_train_loss=True, max_minutes=args.max_minutes,
-            max_steps=args.max_steps, overwrite=args.overwrite, resume=args.resume,
+            max_steps=args.max_steps, ema=args.ema, overwrite=args.overwrite, resume=args.resume,
             track_perplexity=args.track_perplexity, precision=args.precision,
             compile=args.compile)
         if not dls.world.is_main:           # torchrun: rank 0 evaluates
@@ -181,13 +182,15 @@ def prompts_main(argv=None):
         p.add_argument("--top-k", type=nonnegative_int, default=40,
                        help="sample among the k most likely tokens (0: all)")
         p.add_argument("--samples", type=positive_int, default=3)
+        add_weights_argument(p)
         p.add_argument("--max-new-tokens", type=positive_int, default=None)
         p.add_argument("--seed", type=int, default=None)
         p.add_argument("--model-class", metavar="MODULE:CLASS",
                        help="the TransformerGPT subclass the checkpoint was trained with")
         args = p.parse_args(argv)
         path, prompt = _prompt_arguments(p, args)
-        gpt = TransformerGPT.from_checkpoint(path, model_class=args.model_class).model
+        gpt = TransformerGPT.from_checkpoint(path, model_class=args.model_class,
+                                             weights=args.weights).model
         options = {"num_samples": args.samples, "temperature": args.temperature,
                    "top_k": args.top_k or None, "max_new_tokens": args.max_new_tokens,
                    "seed": args.seed}

@@ -18,6 +18,7 @@ from .common import (
     add_beam_argument,
     add_checkpoint_arguments,
     add_decoding_precision,
+    add_weights_argument,
     checkpoint_arguments,
     load_checkpoint_or_exit,
     resolve_archive,
@@ -41,6 +42,7 @@ def score_checkpoints_main(argv=None):
                                                 "did it diverge?")
         p.add_argument("checkpoints_dir")
         add_beam_argument(p)
+        add_weights_argument(p)
         add_decoding_precision(p)
         p.add_argument("--archive", help="the archive it was trained on, if it has moved")
         p.add_argument("--model-class", metavar="MODULE:CLASS",
@@ -54,7 +56,7 @@ def score_checkpoints_main(argv=None):
         bleus = []
         for index in indices:
             xformer, model = load_checkpoint_or_exit(args.checkpoints_dir, index, args.archive,
-                                                     args.model_class)
+                                                     args.model_class, args.weights)
             if not xformer.held_out_corpus:
                 raise UserError("the training archive is not where it was; give --archive")
             result = evaluate_bleu(model, xformer.vocab, xformer.held_out_corpus,
@@ -99,13 +101,16 @@ def show_attention_main(argv=None):
         p.add_argument("--model-class", metavar="MODULE:CLASS",
                        help="the container class of a checkpoint trained with your own "
                             "subclass")
+        add_weights_argument(p)
         args = p.parse_args(argv)
         path, sentence = checkpoint_arguments(p, args, sentence=True)
         if args.html:                                # the page: what dlstudio explore writes
             from .explore import explore_main
-            return explore_main([path, sentence, "--out", args.html] + (
-                ["--model-class", args.model_class] if args.model_class else []))
-        xformer, model = load_checkpoint_or_exit(path, model_class=args.model_class)
+            return explore_main([path, sentence, "--out", args.html, "--weights", args.weights]
+                                + (["--model-class", args.model_class] if args.model_class
+                                   else []))
+        xformer, model = load_checkpoint_or_exit(path, model_class=args.model_class,
+                                                 weights=args.weights)
         view = translation_view(model, xformer.vocab, sentence, hypotheses=0)  # ValueError
         print(f"{' '.join(xformer.vocab.prepare(sentence))}  ->  {view['output']}")
         en_axis, es_axis = view["tokens"]["source"], view["tokens"]["target"]

@@ -21,6 +21,7 @@ from .common import (
     add_checkpoint_arguments,
     add_decoding_precision,
     add_run_arguments,
+    add_weights_argument,
     checkpoint_arguments,
     existing_file,
     how_to_run,
@@ -193,7 +194,8 @@ def train_main(variant, argv=None):
               f"device {dls.device}")
         trainer = xformer.run_code_for_training(
             dls, encoder, decoder, display_train_loss=True, checkpoints_dir=args.checkpoints_dir,
-            max_minutes=args.max_minutes, max_steps=args.max_steps, overwrite=args.overwrite,
+            max_minutes=args.max_minutes, max_steps=args.max_steps,
+            ema=args.ema, overwrite=args.overwrite,
             resume=args.resume, track_bleu=args.track_bleu,
             precision=args.precision, compile=args.compile)
         if not dls.world.is_main:           # torchrun: rank 0 evaluates
@@ -217,6 +219,7 @@ def test_checkpoint_main(variant, argv=None):
         p.add_argument("--archive", help="the archive (or --pairs file) it was trained on, "
                                          "if it has moved")
         add_beam_argument(p)
+        add_weights_argument(p)
         p.add_argument("--show", type=int, default=20, help="translations to print")
         p.add_argument("--result-file", help="write every held-out translation here")
         add_decoding_precision(p)
@@ -224,7 +227,7 @@ def test_checkpoint_main(variant, argv=None):
                              "is a subclass of your own")
         args = p.parse_args(argv)
         path = checkpoint_arguments(p, args)
-        xformer, model = load_translation(path, args.archive, args.model_class)
+        xformer, model = load_translation(path, args.archive, args.model_class, args.weights)
         if variant and xformer.variant != variant:
             log.warning("note: this is a Transformer%s checkpoint", xformer.variant)
         if not xformer.held_out_corpus:
@@ -247,12 +250,14 @@ def translate_main(argv=None):
         p = argparse.ArgumentParser(description="Translate English with any checkpoint.")
         add_checkpoint_arguments(p, sentence=True)
         add_beam_argument(p)
+        add_weights_argument(p)
         add_decoding_precision(p)
         model_class_flag(p, "the container class the checkpoint was trained with, when it "
                              "is a subclass of your own")
         args = p.parse_args(argv)
         path, sentence = checkpoint_arguments(p, args, sentence=True)
-        xformer, model = load_translation(path, model_class=args.model_class)
+        xformer, model = load_translation(path, model_class=args.model_class,
+                                          weights=args.weights)
         if sentence != "-":
             print(xformer.translate(model, [sentence], args.beam, args.precision)[0])
             return 0

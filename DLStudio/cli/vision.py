@@ -10,6 +10,7 @@ from .common import (
     add_checkpoint_arguments,
     add_run_arguments,
     add_stack_arguments,
+    add_weights_argument,
     checkpoint_arguments,
     model_class_flag,
     nonnegative_float,
@@ -109,7 +110,8 @@ def vit_train_main(argv=None):
               f"{n_params:,} parameters; device {dls.device}")
         trainer = vit.run_code_for_training_visTransformer(
             dls, vit, display_train_loss=True, checkpoints_dir=args.checkpoints_dir,
-            max_minutes=args.max_minutes, max_steps=args.max_steps, overwrite=args.overwrite,
+            max_minutes=args.max_minutes, max_steps=args.max_steps,
+            ema=args.ema, overwrite=args.overwrite,
             resume=args.resume, track_accuracy=args.track_accuracy,
             precision=args.precision, compile=args.compile)
         if not dls.world.is_main:           # torchrun: rank 0 evaluates
@@ -139,10 +141,12 @@ def vit_test_checkpoint_main(argv=None):
                             "the attention picture)")
         p.add_argument("--out", help="folder for the pictures (default: the checkpoints')")
         model_class_flag(p, "the visTransformer subclass the checkpoint was trained with")
+        add_weights_argument(p)
         args = p.parse_args(argv)
         path = checkpoint_arguments(p, args)
         label = os.path.basename(path)[len("checkpoint_"):-len(".pt")]     # "9", "9_partial"
-        vit, _, payload = visTransformer.from_checkpoint(path, model_class=args.model_class)
+        vit, _, payload = visTransformer.from_checkpoint(path, model_class=args.model_class,
+                                                         weights=args.weights)
         spec = dict(payload.get("dataset") or {})
         if args.dataroot:
             spec["dataroot"] = args.dataroot

@@ -240,6 +240,28 @@ def _weights(model):
     return model.state_dict()
 
 
+#: The weights a checkpoint may hand out: as trained, or their moving average (--ema).
+WEIGHTS = ("raw", "average")
+
+
+def weights_of(model):
+    """A model's weights as a checkpoint keeps them (translation: by DLStudio's part names)."""
+    return _weights(model)
+
+
+def with_weights(payload, which, path="the checkpoint"):
+    """The checkpoint with the weights asked for as its model: "raw" (as trained) or
+    "average" (the exponential moving average that training with --ema keeps beside)."""
+    if which not in WEIGHTS:
+        raise ValueError(f"weights must be one of {', '.join(WEIGHTS)}, not {which!r}")
+    if which == "raw":
+        return payload
+    if not payload.get("average"):
+        raise CheckpointError(f"{path} keeps no averaged weights: its run trained without "
+                              "--ema. Use --weights raw, or train with --ema.")
+    return {**payload, "model": payload["average"]["model"]}
+
+
 def make_payload(model, training_state):
     """The checkpoint of ``model`` (its ``description()`` and weights) with the trainer's
     ``training_state`` (epoch, step, optimizer, rng, losses, scores)."""

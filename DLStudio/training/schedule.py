@@ -98,7 +98,8 @@ class BudgetedOptim(ScheduledOptim):
 
     A budget in steps fixes ``total_steps``; a budget in time is turned into steps by the
     trainer, which sets ``total_steps`` again as the run's speed becomes known (None: not
-    yet known, the rate stays at its peak).
+    yet known, the rate stays at its peak). A budget no longer than the warm-up warms up
+    over its first half.
     """
 
     def __init__(self, optimizer, peak, n_warmup_steps, total_steps=None):
@@ -107,6 +108,8 @@ class BudgetedOptim(ScheduledOptim):
 
     def lr_at(self, step):
         step, warm = max(step, 1), self.n_warmup_steps
+        if self.total_steps is not None and warm >= self.total_steps:
+            warm = self.total_steps // 2     # a budget shorter than the warm-up: half of it
         if step <= warm:
             return self.peak * step / warm
         if self.total_steps is None:

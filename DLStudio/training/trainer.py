@@ -17,6 +17,7 @@ each rank takes its share of every global batch, the loss is normalised by the g
 count of loss terms, and rank 0 alone writes checkpoints and logs.
 """
 
+import copy
 import hashlib
 import json
 import logging
@@ -44,6 +45,8 @@ from ..data.checkpoints import (
     refuse_saved_model_of_theirs,
     save_checkpoint,
     save_final,
+    weights_of,
+    with_weights,
 )
 from ..data.images import random_crops_and_flips
 from ..evaluation.decode_and_score import evaluate_bleu
@@ -174,6 +177,9 @@ class Trainer:
                           the scores go into the checkpoint and beside the loss in
                           train_loss.png.
         title:            the name on the loss plot.
+        ema:              keep an exponential moving average of the weights with this decay
+                          (``self.average``, a copy of the model), saved beside the weights
+                          in each checkpoint (``"average"``) and continued on --resume.
 
     A subclass provides: ``num_examples``, ``batches(epoch, skip)`` (this rank's share of
     each global batch: see ``share``), ``data_fingerprint()`` and ``held_out_score()``
@@ -190,7 +196,8 @@ class Trainer:
     def __init__(self, model, optimizer, dls, checkpoints_dir=None, *, checkpoint_freq=5,
                  save_checkpoints=True, display_train_loss=False, max_minutes=None, max_steps=None,
                  clip_grad_norm=1.0, overwrite=False, resume=False, track_score=False,
-                 title="Transformer", also_move=(), precision="fp32", compile=False):
+                 title="Transformer", also_move=(), precision="fp32", compile=False,
+                 ema=None):
         self.dls, self.device = dls, dls.device
         self.world = getattr(dls, "world", ONE_PROCESS)
         if self.world.distributed and dls.batch_size < self.world.size:
@@ -209,6 +216,11 @@ class Trainer:
         self.last_checkpoint = None
         self.track_score, self.score_history = track_score, []      # (step, epoch, score)
         self.seconds_before, self.run_start = 0.0, None   # training time of earlier runs
+        if ema is not None and not 0 < ema < 1:
+            raise ValueError(f"--ema {ema}: the decay of the average is between 0 and 1 "
+                             "(0.999: about the last 1,000 steps)")
+        self.ema = ema                         # the moving average of the weights, kept beside
+        self.average = copy.deepcopy(self.model).requires_grad_(False) if ema else None
         if isinstance(optimizer, BudgetedOptim):
             if not (max_minutes or max_steps):
                 raise ValueError("the budget schedule decays the rate to zero when the "
@@ -383,7 +395,17 @@ class Trainer:
         scaler.step(self.optimizer)
         scaler.update()
         self.step += 1
+        if self.average is not None:
+            self.update_average()
         return value
+
+    @torch.no_grad()
+    def update_average(self):
+        """--ema: average <- d average + (1 - d) weights, with d = min(ema, (1 + step) /
+        (10 + step)), so that the first steps' weights, far from the end, weigh little."""
+        d = min(self.ema, (1 + self.step) / (10 + self.step))
+        for mean, now in zip(self.average.parameters(), self.model.parameters()):
+            mean.lerp_(now.detach(), 1 - d)
 
     def batch_loss(self, *batch):
         """The loss to differentiate, and its value (the global batch's mean loss).
@@ -537,6 +559,8 @@ class Trainer:
             "rng": _rng_states(), "rng_by_rank": self.world.gather(_rng_states()),
             "grad_scaler": self.precision.scaler.state_dict(), "compile": self.compile,
             "train_losses": list(self.train_losses), "train_seconds": self.seconds_trained(),
+            "average": ({"decay": self.ema, "model": weights_of(self.average)}
+                        if self.average is not None else None),
             self.score_key: [list(row) for row in self.score_history]})
 
     def save(self, epoch, complete=True):
@@ -577,6 +601,13 @@ class Trainer:
             self.precision.scaler.load_state_dict(payload["grad_scaler"])
         self.step, self.train_losses = payload["step"], list(payload["train_losses"])
         self.seconds_before = payload.get("train_seconds", 0.0)
+        if self.average is not None:
+            if payload.get("average"):
+                load_into(self.average, with_weights(payload, "average", path))
+            else:
+                log.info("%s keeps no average (trained without --ema): the average starts "
+                         "from its weights", path)
+                self.average.load_state_dict(self.model.state_dict())
         self.score_history = [tuple(row) for row in payload.get(self.score_key, [])]
         if payload["epoch_complete"]:
             self.epoch, self.batches_done = payload["epoch"] + 1, 0

@@ -1,0 +1,92 @@
+"""--ema: an exponential moving average of the weights, kept beside them in each checkpoint;
+--weights average translates and scores with it. The average is the formula's, step by step;
+a resumed run continues it as an unbroken one would; a checkpoint without one says so."""
+
+import pytest
+import torch
+
+from DLStudio import DLStudio, TransformerFG
+from DLStudio.data import generate_corpus
+from DLStudio.data.checkpoints import CheckpointError, checkpoint_files
+from DLStudio.training import TranslationTrainer
+
+CORPUS = generate_corpus(200, seed=5)
+
+
+def run_with(folder, epochs=2, **options):
+    dls = DLStudio(use_gpu=False, batch_size=16, epochs=epochs, seed=1, learning_rate=1e-3)
+    x = TransformerFG(dl_studio=dls, corpus=CORPUS, embedding_size=16, num_warmup_steps=10,
+                      checkpoint_freq=1)
+    enc = x.MasterEncoder(dls, x, num_basic_encoders=1, num_atten_heads=2)
+    dec = x.MasterDecoderWithMasking(dls, x, num_basic_decoders=1, num_atten_heads=2)
+    return TranslationTrainer.for_container(x, enc, dec, str(folder), **options)
+
+
+def params(model):
+    return [p.detach().clone() for p in model.parameters()]
+
+
+def test_the_average_is_the_formulas_step_by_step(tmp_path):
+    t = run_with(tmp_path / "ck", ema=0.9)
+    mean = params(t.model)                                  # it starts from the first weights
+
+    def follow(trainer):
+        d = min(0.9, (1 + trainer.step) / (10 + trainer.step))
+        for m, w in zip(mean, params(trainer.model)):
+            m.mul_(d).add_(w, alpha=1 - d)
+    t.run(callback=follow)
+    assert t.step > 20
+    for ours, theirs in zip(params(t.average), mean):
+        assert torch.allclose(ours, theirs, atol=1e-6)
+    assert any(not torch.equal(a, w) for a, w in zip(params(t.average), params(t.model)))
+
+
+def test_a_checkpoint_hands_out_either_weights(tmp_path):
+    t = run_with(tmp_path / "ck", ema=0.99)
+    t.run()
+    path = checkpoint_files(tmp_path / "ck")[-1]
+    for which, expected in (("raw", t.model), ("average", t.average)):
+        _, model, _ = TransformerFG.from_checkpoint(path, weights=which)
+        assert all(torch.equal(a, b) for a, b in zip(params(model), params(expected)))
+
+
+def test_a_resumed_average_is_the_unbroken_runs(tmp_path):
+    whole = run_with(tmp_path / "whole", ema=0.95)
+    whole.run()
+    first = run_with(tmp_path / "parts", ema=0.95)
+    first.run(callback=lambda trainer: trainer.step >= 17)   # stopped inside epoch 2
+    rest = run_with(tmp_path / "parts", ema=0.95, resume=True)
+    rest.run()
+    assert rest.step == whole.step
+    for a, b in zip(params(rest.average), params(whole.average)):
+        assert torch.allclose(a, b, atol=1e-7)
+
+
+def test_no_average_is_said_and_a_bad_decay_refused(tmp_path, capsys):
+    t = run_with(tmp_path / "ck", epochs=1)
+    t.run()
+    path = checkpoint_files(tmp_path / "ck")[-1]
+    with pytest.raises(CheckpointError, match="trained without --ema"):
+        TransformerFG.from_checkpoint(path, weights="average")
+    from DLStudio.cli.translation import translate_main
+    assert translate_main([path, "you eat", "--weights", "average"]) == 1
+    assert "--weights raw" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        run_with(tmp_path / "other", ema=1.5)
+
+
+def test_the_scripts_train_with_ema_and_translate_with_the_average(tmp_path, capsys):
+    from DLStudio.cli.explore import explore_main
+    from DLStudio.cli.translation import train_main, translate_main
+    ck = str(tmp_path / "ck")
+    assert train_main("FG", ["--archive", "bundled", "--embedding-size", "16", "--num-layers",
+                             "1", "--num-atten-heads", "2", "--batch-size", "32",
+                             "--max-steps", "15", "--ema", "--checkpoints-dir", ck,
+                             "--no-eval", "--cpu"]) == 0
+    capsys.readouterr()
+    assert translate_main([ck, "last", "she is tired", "--weights", "average"]) == 0
+    assert capsys.readouterr().out.strip()
+    page = tmp_path / "page.html"
+    assert explore_main([ck, "last", "she is tired", "--weights", "average", "--out",
+                         str(page)]) == 0
+    assert '"weights":"average"' in page.read_text(encoding="utf-8")
