@@ -199,3 +199,19 @@ def test_beam_search_drops_finished_sentences_without_changing_a_translation(tra
     assert sentences(dropping) == sentences(keeping)
     lengths = {len(s) for s in sentences(dropping)}
     assert len(lengths) > 2              # sentences did finish at different steps
+
+
+def test_encoder_and_decoder_depths_are_set_apart_and_a_checkpoint_keeps_them(tmp_path, capsys):
+    """--num-encoder-layers / --num-decoder-layers: a deep encoder, a shallow decoder."""
+    from DLStudio.cli.translation import train_main, translate_main
+    from DLStudio.data.checkpoints import checkpoint_files, load_checkpoint
+    ck = str(tmp_path / "ck")
+    assert train_main("FG", ["--archive", "bundled", "--embedding-size", "16", "--num-layers",
+                             "1", "--num-encoder-layers", "3", "--num-atten-heads", "2",
+                             "--batch-size", "32", "--max-steps", "4", "--checkpoints-dir", ck,
+                             "--no-eval", "--cpu"]) == 0
+    payload = load_checkpoint(checkpoint_files(ck)[-1])
+    assert payload["encoder_config"]["num_basic_encoders"] == 3
+    assert payload["decoder_config"]["num_basic_decoders"] == 1          # --num-layers
+    capsys.readouterr()
+    assert translate_main([ck, "last", "she is tired"]) == 0 and capsys.readouterr().out.strip()

@@ -61,6 +61,12 @@ def training_parser(variant):
     p.add_argument("--embedding-size", type=positive_int, default=L["embedding_size"])
     p.add_argument("--num-layers", type=positive_int, default=L["num_layers"],
                    help="basic encoders and basic decoders (each)")
+    p.add_argument("--num-encoder-layers", type=positive_int, default=None, metavar="N",
+                   help="encoder layers, when they differ from --num-layers (a deep encoder "
+                        "and a shallow decoder translate about as well, faster: Kasai et al. "
+                        "2021)")
+    p.add_argument("--num-decoder-layers", type=positive_int, default=None, metavar="N",
+                   help="decoder layers, when they differ from --num-layers")
     p.add_argument("--num-atten-heads", type=positive_int, default=L["num_atten_heads"])
     p.add_argument("--max-seq-length", type=positive_int, default=L["max_seq_length"],
                    help="tokens per sentence, SOS and EOS included (with BPE: pieces; it "
@@ -175,9 +181,12 @@ def train_main(variant, argv=None):
                       learned_positions=args.learned_positions, tokenizer=args.tokenizer,
                       vocab_size=args.vocab_size if args.tokenizer == "bpe" else None,
                       vocab_from=args.vocab_from, pairs_options=pairs_options, vocab=vocab)
-        encoder = cls.MasterEncoder(dls, xformer, num_basic_encoders=args.num_layers,
+        encoder = cls.MasterEncoder(dls, xformer,
+                                    num_basic_encoders=args.num_encoder_layers or args.num_layers,
                                     num_atten_heads=args.num_atten_heads)
-        decoder = cls.MasterDecoderWithMasking(dls, xformer, num_basic_decoders=args.num_layers,
+        decoder = cls.MasterDecoderWithMasking(dls, xformer,
+                                               num_basic_decoders=args.num_decoder_layers
+                                               or args.num_layers,
                                                num_atten_heads=args.num_atten_heads)
         for side, (path, payload) in gpts.items():
             stack = decoder if side == "decoder" else encoder
