@@ -107,13 +107,8 @@ def explorer(path, args):
         return ({"title": "Attention explorer: TransformerGPT", "facts": facts,
                  "ask": "a prompt"}, make_view, [])
     if variant == "visTransformer":
-        from ..Transformers import visTransformer
-        vit, _, payload = visTransformer.from_checkpoint(path, model_class=args.model_class,
-                                                         weights=args.weights)
-        spec = dict(payload.get("dataset") or {})
-        if args.dataroot:
-            spec["dataroot"] = args.dataroot
-        vit.load_dataset_of(spec)
+        from .vision import vit_with_its_images
+        vit, payload = vit_with_its_images(path, args)
         test = vit.test_set
         grid = tuple(s // p for s, p in zip(vit.image_size, vit.patch_size))
         facts = _facts(path, payload, {

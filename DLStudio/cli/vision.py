@@ -124,11 +124,24 @@ def vit_train_main(argv=None):
     return run_job(run, argv)
 
 
+def vit_with_its_images(path, args):
+    """``(vit, checkpoint)``: a visTransformer checkpoint rebuilt (``args.model_class``,
+    ``args.weights``) with the images it was trained on (found again under
+    ``args.dataroot`` when they have moved)."""
+    from ..Transformers import visTransformer
+    vit, _, payload = visTransformer.from_checkpoint(path, model_class=args.model_class,
+                                                     weights=args.weights)
+    spec = dict(payload.get("dataset") or {})
+    if args.dataroot:
+        spec["dataroot"] = args.dataroot
+    vit.load_dataset_of(spec)
+    return vit, payload
+
+
 def vit_test_checkpoint_main(argv=None):
     """``test_checkpoint_for_visTransformer.py DIR N``: accuracy, confusion matrix, a grid
     of labelled test images and the class token's attention."""
     from ..evaluation.visualize import plot_class_token_attention, plot_image_grid
-    from ..Transformers import visTransformer
 
     def run(argv):
         p = argparse.ArgumentParser(description="Score a visTransformer checkpoint on its "
@@ -145,12 +158,7 @@ def vit_test_checkpoint_main(argv=None):
         args = p.parse_args(argv)
         path = checkpoint_arguments(p, args)
         label = os.path.basename(path)[len("checkpoint_"):-len(".pt")]     # "9", "9_partial"
-        vit, _, payload = visTransformer.from_checkpoint(path, model_class=args.model_class,
-                                                         weights=args.weights)
-        spec = dict(payload.get("dataset") or {})
-        if args.dataroot:
-            spec["dataroot"] = args.dataroot
-        vit.load_dataset_of(spec)
+        vit, payload = vit_with_its_images(path, args)
         out = args.out or os.path.dirname(path)
         print(f"visTransformer checkpoint {path} (epoch "
               f"{payload['epoch'] + 1}, step {payload['step']}):")
