@@ -93,8 +93,9 @@ class ProgressLines:
         left = [(total_steps - t.step) * per_step]
         if t.max_steps:
             left.append((t.max_steps - t.step) * per_step)
-        if t.max_minutes:
-            left.append(60 * t.max_minutes - elapsed)
+        if t.max_minutes:                 # a budget's minutes count the earlier runs too
+            budgeted = isinstance(t.optimizer, BudgetedOptim)
+            left.append(60 * t.max_minutes - (t.seconds_trained() if budgeted else elapsed))
         recent = t.train_losses[-50:]
         log.info("step %d (epoch %d): loss %.4f (mean of the last %d steps), lr %.2e, "
                  "%s elapsed, about %s left", t.step, t.epoch + 1, sum(recent) / len(recent),
@@ -226,7 +227,8 @@ class Trainer:
                 raise ValueError("the budget schedule decays the rate to zero when the "
                                  "budget ends: give it one, --max-minutes or --max-steps "
                                  "(max_minutes= or max_steps=)")
-            optimizer.total_steps = max_steps if not max_minutes else optimizer.total_steps
+            if max_steps and not max_minutes:     # a time budget is estimated as it goes
+                optimizer.total_steps = max_steps
         self.run_id = self.world.on_main(lambda: uuid.uuid4().hex[:12])
         if self.world.rank:             # dropout differs between ranks, repeatably
             self.seed_this_rank()
