@@ -264,6 +264,16 @@ def checkpoint_arguments(parser, args, sentence=False):
     return (path, text) if sentence else path
 
 
+def checkpoint_and_rest(args, train_script):
+    """``DIR [N] [MORE ...]`` or ``FILE.pt [MORE ...]`` (``args.checkpoint``, ``args.more``)
+    -> (the checkpoint file, MORE): N is taken only after a directory, when it is an epoch
+    index or "last"."""
+    more, index = list(args.more), None
+    if os.path.isdir(args.checkpoint) and more and (more[0] == "last" or more[0].isdigit()):
+        index = more.pop(0)
+    return find_checkpoint(args.checkpoint, index, how_to_run(train_script)), more
+
+
 def load_translation(path, archive=None, model_class=None, weights=DEFAULT_WEIGHTS):
     """``(xformer, model)`` of a translation checkpoint, read once; ``archive``: score on
     that one (a name or a path) instead of the one it records; ``weights``: "raw" or

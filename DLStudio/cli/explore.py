@@ -15,13 +15,13 @@ import os
 import sys
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
-from ..data.checkpoints import find_checkpoint, load_checkpoint
+from ..data.checkpoints import load_checkpoint
 from ..evaluation.explore import gpt_view, render_page, translation_view, vision_view
 from .common import (
     UserError,
     add_beam_argument,
     add_weights_argument,
-    how_to_run,
+    checkpoint_and_rest,
     load_translation,
     model_class_flag,
     nonnegative_int,
@@ -33,14 +33,6 @@ __all__ = ["explore_main", "explorer", "ExplorerServer", "BODY_LIMIT"]
 
 #: The largest request body the live page's server reads (a sentence is far smaller).
 BODY_LIMIT = 4096
-
-
-def _checkpoint_and_inputs(p, args):
-    """``DIR [N] [INPUT ...]`` or ``FILE.pt [INPUT ...]`` -> (checkpoint path, inputs)."""
-    more, index = list(args.more), None
-    if os.path.isdir(args.checkpoint) and more and (more[0] == "last" or more[0].isdigit()):
-        index = more.pop(0)
-    return find_checkpoint(args.checkpoint, index, how_to_run("seq2seq_with_transformerFG")), more
 
 
 def _score(payload):
@@ -237,7 +229,7 @@ def explore_main(argv=None):
         model_class_flag(p, "the container class the checkpoint was trained with, when it is "
                             "a subclass of your own")
         args = p.parse_args(argv)
-        path, inputs = _checkpoint_and_inputs(p, args)
+        path, inputs = checkpoint_and_rest(args, "seq2seq_with_transformerFG")
         header, make_view, defaults = explorer(path, args)
         inputs = inputs or defaults
         if not inputs and not args.serve:

@@ -8,7 +8,6 @@ import os
 import sys
 
 from ..data import BUNDLED_ARCHIVE, load_archive, split_pairs
-from ..data.checkpoints import find_checkpoint
 from ..DLStudio import DLStudio
 from ..training.distributed import single_process_only
 from ..Transformers import TransformerGPT
@@ -17,6 +16,7 @@ from .common import (
     add_run_arguments,
     add_stack_arguments,
     add_weights_argument,
+    checkpoint_and_rest,
     how_to_run,
     nonnegative_float,
     nonnegative_int,
@@ -156,15 +156,11 @@ def _held_out_perplexity(gpt):
 
 def _prompt_arguments(p, args):
     """``DIR [N] [PROMPT]`` or ``FILE.pt [PROMPT]`` -> (checkpoint path, prompt or None)."""
-    more = list(args.more)
-    index = None
-    if os.path.isdir(args.checkpoint) and more and (more[0] == "last" or more[0].isdigit()):
-        index = more.pop(0)
+    path, more = checkpoint_and_rest(args, "train_gpt")
     if len(more) > 1:
         p.error(f"give one prompt (in quotes), not {len(more)} words: "
                 f"\"{' '.join(more)}\"")
-    return (find_checkpoint(args.checkpoint, index, how_to_run("train_gpt")),
-            more[0] if more else None)
+    return path, more[0] if more else None
 
 
 def prompts_main(argv=None):
