@@ -156,7 +156,10 @@ class TransformerBase(Container, EncoderDecoderParts):
             DLStudio.data.vocabulary.
         Other designs than the lecture's, as switches: dropout (Vaswani 5.4), label_smoothing
         (5.4), full_width_heads (heads read all of M, then W^O: 3.2.2), tie_embeddings (the
-        output layer shares the Spanish embeddings: Press and Wolf 2017), learned_positions.
+        output layer shares the Spanish embeddings: Press and Wolf 2017), learned_positions,
+        shared_vocab (with BPE: one vocabulary of ``vocab_size`` pieces learnt from both
+        languages, and one matrix for the encoder's and decoder's embeddings and the
+        output layer: Vaswani 3.4).
         The settings, their defaults and what a checkpoint keeps of each are described
         once, in DLStudio.training.settings.TranslationSettings; an unknown keyword is refused.
     Attributes read by DLStudio scripts: ``vocab_en_size``, ``vocab_es_size``,
@@ -178,7 +181,8 @@ class TransformerBase(Container, EncoderDecoderParts):
             self, vocab_en_size=self.vocab_en_size, vocab_es_size=self.vocab_es_size,
             max_seq_length=self.max_seq_length, embedding_size=self.embedding_size,
             dropout=self.dropout, full_width_heads=self.full_width_heads,
-            learned_positions=self.learned_positions, tie_embeddings=self.tie_embeddings)
+            learned_positions=self.learned_positions, tie_embeddings=self.tie_embeddings,
+            shared_vocab=self.shared_vocab)
 
     __init__.__signature__ = TranslationSettings.signature(
         dl_studio=inspect.Parameter.empty, corpus=None, vocab=None, data=None)
@@ -203,7 +207,8 @@ class TransformerBase(Container, EncoderDecoderParts):
         archive (or pairs file) read once."""
         options = {"held_out_fraction": self.held_out_fraction, "split_seed": self.split_seed,
                    "tokenizer": self.tokenizer, "vocab_size": self.vocab_size,
-                   "vocab_from": self.vocab_from, "max_seq_length": self.max_seq_length}
+                   "vocab_from": self.vocab_from, "max_seq_length": self.max_seq_length,
+                   "shared_vocab": self.shared_vocab}
         if corpus is not None or self.data_archive is None:
             return TranslationData(corpus, vocab, **options)
         data, self.pairs_options = TranslationData.read(

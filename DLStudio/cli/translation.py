@@ -75,7 +75,12 @@ def training_parser(variant):
                    help="word: DLStudio's word vocabularies; bpe: byte-level subword pieces "
                         "learnt from the training split (any English sentence translates)")
     p.add_argument("--vocab-size", type=positive_int, default=8000,
-                   help="BPE: pieces per language (default: %(default)s)")
+                   help="BPE: pieces per language, or in all with --shared-vocab (default: "
+                        "%(default)s)")
+    p.add_argument("--shared-vocab", action="store_true",
+                   help="BPE: one vocabulary learnt from both languages, and one matrix for "
+                        "the encoder's and decoder's embeddings and the output layer "
+                        "(Vaswani et al. 2017, 3.4)")
     p.add_argument("--vocab-from", choices=("archive", "training"), default="archive",
                    help="word level: the archive's vocabularies (DLStudio's) or the words of "
                         "the training split only")
@@ -112,11 +117,24 @@ def _longest(vocab):
         f" (the longest training sentence is {n}; twice that, for words never seen)"
 
 
+def _vocabularies(xformer):
+    if xformer.shared_vocab:
+        return f"one vocabulary of {xformer.vocab_en_size} BPE pieces for both languages"
+    return (f"vocabularies {xformer.vocab_en_size} / {xformer.vocab_es_size} "
+            f"{'words' if xformer.tokenizer == 'word' else 'BPE pieces'}")
+
+
 def _gpt_checkpoints(args):
     """``--init-decoder-from`` / ``--init-encoder-from DIR [N]``: side -> (path, payload)."""
     found = {}
     for side, given in (("decoder", args.init_decoder_from),
                         ("encoder", args.init_encoder_from)):
+        if given and args.shared_vocab:
+            raise UserError(f"--init-{side}-from and --shared-vocab do not go together: a "
+                            "GPT's embeddings are of its own tokenizer, learnt from one "
+                            "language, and a shared vocabulary is learnt from both, so its "
+                            "pieces have other ids. Start from the GPT without --shared-vocab, "
+                            "or train with --shared-vocab from scratch")
         if given:
             if len(given) > 2:
                 raise UserError(f"--init-{side}-from takes DIR and at most one N, not "
@@ -180,7 +198,8 @@ def train_main(variant, argv=None):
                       tie_embeddings=args.tie_embeddings,
                       learned_positions=args.learned_positions, tokenizer=args.tokenizer,
                       vocab_size=args.vocab_size if args.tokenizer == "bpe" else None,
-                      vocab_from=args.vocab_from, pairs_options=pairs_options, vocab=vocab)
+                      vocab_from=args.vocab_from, shared_vocab=args.shared_vocab,
+                      pairs_options=pairs_options, vocab=vocab)
         encoder = cls.MasterEncoder(dls, xformer,
                                     num_basic_encoders=args.num_encoder_layers or args.num_layers,
                                     num_atten_heads=args.num_atten_heads)
@@ -195,9 +214,8 @@ def train_main(variant, argv=None):
         n_params = sum(p.numel() for p in xformer.EncoderDecoder(xformer, encoder, decoder)
                        .parameters())
         print(f"{cls.__name__} on {archive}: {len(xformer.training_corpus)} training "
-              f"pairs, {len(xformer.held_out_corpus)} held out; vocabularies "
-              f"{xformer.vocab_en_size} / {xformer.vocab_es_size} "
-              f"{'words' if args.tokenizer == 'word' else 'BPE pieces'}; max_seq_length "
+              f"pairs, {len(xformer.held_out_corpus)} held out; "
+              f"{_vocabularies(xformer)}; max_seq_length "
               f"{xformer.max_seq_length} {xformer.vocab.unit}{_longest(xformer.vocab)}; "
               f"{n_params:,} parameters; "
               f"device {dls.device}")

@@ -289,7 +289,7 @@ class Vocabulary:
 
 
 def build_vocabulary(corpus, training_pairs, tokenizer="word", vocab_size=None,
-                     vocab_from="archive", max_seq_length=10, given=None):
+                     vocab_from="archive", max_seq_length=10, given=None, shared=False):
     """The vocabulary a container trains with.
 
     Args:
@@ -303,17 +303,26 @@ def build_vocabulary(corpus, training_pairs, tokenizer="word", vocab_size=None,
             several pieces. (The sine/cosine positions cost nothing for the room left, and
             batches are cut to their longest sentence.)
         given: ready tokenizers by language (a pre-trained GPT's), used as they are.
+        shared: BPE only: one tokenizer of ``vocab_size`` pieces learnt from the English
+            and the Spanish of the training split, for both languages (so that one matrix
+            can embed both; a piece both languages spell, "no" or "hotel", is one token).
     """
     if tokenizer not in ("word", "bpe"):
         raise ValueError(f"tokenizer must be 'word' or 'bpe', not {tokenizer!r}")
     if vocab_from not in ("archive", "training"):
         raise ValueError(f"vocab_from must be 'archive' or 'training', not {vocab_from!r}")
     given = given or {}
+    if shared and (tokenizer != "bpe" or given):
+        raise ValueError("a shared vocabulary is one BPE tokenizer learnt from both "
+                         "languages: it takes tokenizer='bpe' and no ready tokenizer")
     if tokenizer == "word" and vocab_from == "archive" and not given:
         return Vocabulary(corpus.vocab_en, corpus.vocab_es, max_seq_length)
     if not training_pairs:
         raise ValueError("a vocabulary learnt from the training split needs training pairs")
     tokenizers = {}
+    if shared:
+        both = BPETokenizer.train([s for pair in training_pairs for s in pair], vocab_size or 8000)
+        given = {"en": both, "es": both}
     for lang, side, archive_words in (("en", 0, corpus.vocab_en), ("es", 1, corpus.vocab_es)):
         if lang in given:
             tokenizers[lang] = given[lang]
@@ -372,7 +381,8 @@ class TranslationData:
         corpus: a Corpus; or ``reader``, a function that reads it when it is first needed
             (a model rebuilt from a checkpoint reads its archive only to be scored on it).
         vocab: a ready Vocabulary (a checkpoint's); else built as ``build_vocabulary``
-            says from ``tokenizer``, ``vocab_size``, ``vocab_from``, ``max_seq_length``.
+            says from ``tokenizer``, ``vocab_size``, ``vocab_from``, ``max_seq_length``,
+            ``shared_vocab``.
         held_out_fraction, split_seed: the split. ``split``: a ready (training, held-out).
 
     The split is made when it is first asked for (DLStudio's word lists need none).
@@ -382,7 +392,7 @@ class TranslationData:
 
     def __init__(self, corpus=None, vocab=None, *, reader=None, held_out_fraction=0.05,
                  split_seed=0, split=None, tokenizer="word", vocab_size=None,
-                 vocab_from="archive", max_seq_length=10):
+                 vocab_from="archive", max_seq_length=10, shared_vocab=False):
         if corpus is None and reader is None:
             raise ValueError("give data_archive= (a DLStudio archive) or corpus=")
         self._corpus, self._reader, self._split = corpus, reader, split
@@ -390,7 +400,8 @@ class TranslationData:
         if vocab is None:
             from_split = tokenizer != "word" or vocab_from != "archive"
             vocab = build_vocabulary(self.corpus, self.training_pairs if from_split else None,
-                                     tokenizer, vocab_size, vocab_from, max_seq_length)
+                                     tokenizer, vocab_size, vocab_from, max_seq_length,
+                                     shared=shared_vocab)
         self.vocab = vocab
 
     @classmethod

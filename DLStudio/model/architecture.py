@@ -92,14 +92,16 @@ class TransformerParts:
         SOS and EOS included), vocab_sizes ({"en": V_en, "es": V_es}), norm_first (False:
         post-LN, True: pre-LN; None keeps the class's); other designs than the lecture's, as
         switches: dropout (Vaswani 5.4), full_width_heads (heads read all of M, then W^O:
-        3.2.2), learned_positions, tie_embeddings (output layer = target word vectors).
+        3.2.2), learned_positions, tie_embeddings (output layer = target word vectors),
+        shared_vocab (one vocabulary for both languages: encoder input, decoder input and
+        output layer are one matrix, Vaswani 3.4; V_en must equal V_es).
     """
 
     norm_first = False    # where LayerNorm sits: see `residual`
 
     def __init__(self, *, embedding_size, max_seq_length, vocab_sizes=None, norm_first=None,
                  dropout=0.0, full_width_heads=False, learned_positions=False,
-                 tie_embeddings=False):
+                 tie_embeddings=False, shared_vocab=False):
         if embedding_size % 2:
             raise ValueError(f"embedding_size must be even (sin/cos pairs), got {embedding_size}")
         self.embedding_size = embedding_size
@@ -111,6 +113,11 @@ class TransformerParts:
         self.full_width_heads = full_width_heads
         self.learned_positions = learned_positions
         self.tie_embeddings = tie_embeddings
+        self.shared_vocab = shared_vocab
+        sizes = set(self.vocab_sizes.values())
+        if shared_vocab and len(sizes) > 1:
+            raise ValueError(f"shared_vocab: one vocabulary serves both languages, but the "
+                             f"sizes differ ({self.vocab_sizes})")
 
     def num_tokens(self, lang):
         """The size of the vocabulary of ``lang``: its embeddings and output layer."""
@@ -531,7 +538,11 @@ class EncoderDecoderParts(TransformerParts):
             self.embeddings_generator_en = xformer.embeddings_generator_en
             self.embeddings_generator_es = xformer.embeddings_generator_es
             self.encoder, self.decoder = master_encoder, master_decoder
-            if xformer.tie_embeddings:   # the output layer reuses the Spanish word vectors
+            if xformer.shared_vocab:    # one vocabulary: both languages' vectors are one matrix
+                self.embeddings_generator_es.embedding.weight = \
+                    self.embeddings_generator_en.embedding.weight
+            if xformer.tie_embeddings or xformer.shared_vocab:
+                # the output layer reuses the Spanish word vectors (Press and Wolf 2017)
                 master_decoder.out.weight = self.embeddings_generator_es.embedding.weight
 
         def forward(self, src, tgt, keep=None):

@@ -142,6 +142,13 @@ class TranslationSettings(Settings):
     tokenizer: str = setting("word")
     vocab_size: int = setting(None)
     vocab_from: str = setting("archive")
+    shared_vocab: bool = setting(False, shapes=True)   # BPE: one vocabulary, one matrix
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.shared_vocab and self.tokenizer != "bpe":
+            raise ValueError("shared_vocab is one BPE vocabulary learnt from both languages: "
+                             "give tokenizer='bpe' with it (--tokenizer bpe --shared-vocab)")
     pairs_options: dict = setting(None)
 
 
