@@ -36,6 +36,17 @@ LECTURE = {"archive": "./data/en_es_xformer_8_90000.tar.gz", "embedding_size": 2
            "num_warmup_steps": 4000, "max_seq_length": 10, "learning_rate": 1e-5,
            "lr_mul": 1.0}
 
+#: ``--recipe NAME`` of the translation training scripts: defaults for their flags (by
+#: argparse name), which a flag given beside it still overrides. "today30" is the 30-minute
+#: recipe of docs/results.md (the lecture's sizes, BPE pieces); benchmarks/recipe_sweep.py
+#: measures each change from it.
+RECIPES = {
+    "today30": {"archive": "./data/en_es_xformer_8_90000.tar.gz", "batch_size": 128,
+                "num_warmup_steps": 1000, "lr_mul": 1.0, "dropout": 0.1,
+                "label_smoothing": 0.1, "tokenizer": "bpe", "vocab_size": 8000,
+                "max_minutes": 30.0, "epochs": 10_000},
+}
+
 
 class UserError(Exception):
     """A failure the user can fix; printed as one line, exit code 1."""

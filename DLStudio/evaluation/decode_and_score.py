@@ -189,9 +189,11 @@ def beam_search(model, src, max_len, beam_width=4, length_penalty=0.6, stop_at_e
 
 
 @torch.no_grad()
-def translate_ids(model, src, max_len, beam_width=1, batch_size=256, precision="fp32"):
+def translate_ids(model, src, max_len, beam_width=1, batch_size=256, precision="fp32",
+                  length_penalty=0.6):
     """Translate many sentences in batches. Shape: src (N, T_src) -> list of N id lists.
-    ``precision``: of decoding, as training's ``--precision`` (DLStudio.training.precision)."""
+    ``precision``: of decoding, as training's ``--precision`` (DLStudio.training.precision);
+    ``length_penalty``: beam search's alpha (see `beam_search`)."""
     model.eval()
     out = []
     with Precision(precision, src.device).autocast():
@@ -200,7 +202,7 @@ def translate_ids(model, src, max_len, beam_width=1, batch_size=256, precision="
             if beam_width == 1:
                 ids = greedy_decode(model, chunk, max_len)
             else:
-                ids = beam_search(model, chunk, max_len, beam_width)
+                ids = beam_search(model, chunk, max_len, beam_width, length_penalty)
             out.extend(ids.tolist())
     return out
 
@@ -249,7 +251,7 @@ def bleu_scores(hypotheses, references):
 
 
 def evaluate_bleu(model, vocab, pairs, beam_width=1, device=None, show=0, seed=0,
-                  result_file=None, print_fn=print, precision="fp32"):
+                  result_file=None, print_fn=print, precision="fp32", length_penalty=0.6):
     """Translate the distinct English sentences of ``pairs`` with ``model`` and score them
     (``vocab``: the Vocabulary).
 
@@ -260,6 +262,7 @@ def evaluate_bleu(model, vocab, pairs, beam_width=1, device=None, show=0, seed=0
             this framework wrote, it stays and they go to NAME-1.txt, ... (``result_file``
             of the result says where).
         precision: of decoding ("fp32", "bf16", "fp16" on CUDA, "auto").
+        length_penalty: beam search's alpha (`beam_search`; greedy decoding has none).
     Returns:
         the dict of ``bleu_scores`` plus ``translations``: list of (english, predicted words,
         references), and ``translatable``: how many English sentences the vocabulary can
@@ -274,7 +277,8 @@ def evaluate_bleu(model, vocab, pairs, beam_width=1, device=None, show=0, seed=0
     hyps = dict.fromkeys(english, [])    # a sentence the model cannot read: no translation
     if readable:
         src = vocab.encode(readable, "en").to(device)
-        ids = translate_ids(model, src, vocab.max_seq_length, beam_width, precision=precision)
+        ids = translate_ids(model, src, vocab.max_seq_length, beam_width, precision=precision,
+                            length_penalty=length_penalty)
         hyps.update(zip(readable, (vocab.words(seq) for seq in ids)))
     result = bleu_scores([hyps[en] for en in english], [refs[en] for en in english])
     result["translatable"] = len(readable)

@@ -1,0 +1,232 @@
+#!/usr/bin/env python3
+"""The 30-minute recipe, one change at a time: which levers buy BLEU on a small budget.
+
+    python benchmarks/recipe_sweep.py --archive ../shared/data/en_es_xformer_8_90000.tar.gz \\
+        --out sweep                        # every row not done yet, one after the other
+    python benchmarks/recipe_sweep.py ... --rows baseline,budget    # only these
+    python benchmarks/recipe_sweep.py ... --table                   # what is done, as a table
+
+Every row starts from today's recipe (``--recipe today30`` of the training scripts) and
+changes one thing: the learning rate falls to zero at the budget's end (budget), one BPE
+vocabulary for both languages with one matrix for the three embeddings (shared), a deep
+encoder and a shallow decoder (deep-encoder); "seed1" is the recipe again with another seed,
+the noise floor. "best" combines every change whose gain on the development split is larger
+than that noise; "best-10" is it on a 10-minute budget. Each row trains for --minutes on the
+training split less a development split carved from it (--dev-sentences distinct English
+sentences, all their pairs), keeping a moving average of the weights (--ema). Its last
+checkpoint is then scored on the development split for each decoding (greedy; beam 4 and 8,
+length penalty alpha 0.6 and 1.0) with the raw and the averaged weights. The choice of
+weights and decoding is made there, never on the held-out split. Held-out BLEU is then given
+for greedy raw weights (the old recipe's measure) and for the choice.
+
+Runs one at a time on an otherwise idle machine. Each finished row is one file, OUT/ROW.json;
+a row stopped midway (Ctrl-C, a closed laptop) resumes from its last checkpoint, its
+training time counted across the stops.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from DLStudio import DLStudio, TransformerFG  # noqa: E402
+from DLStudio.cli import (  # noqa: E402
+    archive_or_usage,
+    existing_file,
+    positive_float,
+    positive_int,
+)
+from DLStudio.cli.common import RECIPES  # noqa: E402
+from DLStudio.cli.experiments import machine  # noqa: E402
+from DLStudio.data import BUNDLED_ARCHIVE, split_pairs  # noqa: E402
+from DLStudio.data.checkpoints import checkpoint_files, load_checkpoint  # noqa: E402
+from DLStudio.data.vocabulary import TranslationData, Vocabulary  # noqa: E402
+from DLStudio.evaluation.decode_and_score import evaluate_bleu  # noqa: E402
+from DLStudio.training.trainer import TrainingInterrupted  # noqa: E402
+
+#: Each row: what it changes from today's recipe (training flags by argparse name).
+LEVERS = {
+    "baseline": {},
+    "budget": {"schedule": "budget"},
+    "shared": {"shared_vocab": True},
+    "deep-encoder": {"num_encoder_layers": 6, "num_decoder_layers": 2},
+    "seed1": {"seed": 1},
+}
+COMBINED = ("best", "best-10")
+DECODINGS = [(1, 0.6), (4, 0.6), (4, 1.0), (8, 0.6)]     # (beam width, length penalty alpha)
+
+
+def settings_of(row, minutes, short_minutes, sizes, best=None):
+    """The flags of a row: today's recipe, the lecture's sizes, the row's change."""
+    recipe = {k: v for k, v in RECIPES["today30"].items() if k != "archive"}
+    s = {**recipe, **sizes, "seed": 0, "schedule": "warmup", "shared_vocab": False,
+         "num_encoder_layers": sizes["num_layers"], "num_decoder_layers": sizes["num_layers"],
+         "max_minutes": minutes}
+    if row in COMBINED:
+        for lever in best:
+            s.update(LEVERS[lever])
+        if row == "best-10":
+            s["max_minutes"] = short_minutes
+    else:
+        s.update(LEVERS[row])
+    return s
+
+
+def train_row(folder, s, corpus, split, ema):
+    """Train (or go on training) one row; returns its last checkpoint's path."""
+    done = checkpoint_files(folder)
+    payload = load_checkpoint(done[-1]) if done else None
+    if payload and payload.get("train_seconds", 0) >= 60 * s["max_minutes"] - 1:
+        return done[-1]                                       # trained: score it
+    dls = DLStudio(use_gpu=True, batch_size=s["batch_size"], epochs=s["epochs"], seed=s["seed"])
+    vocab = Vocabulary.from_payload(payload) if payload else None   # a resumed row's own
+    data = TranslationData(corpus, vocab, split=split, tokenizer=s["tokenizer"],
+                           vocab_size=s["vocab_size"], shared_vocab=s["shared_vocab"])
+    x = TransformerFG(dl_studio=dls, data=data, embedding_size=s["embedding_size"],
+                      num_warmup_steps=s["num_warmup_steps"], lr_mul=s["lr_mul"],
+                      schedule=s["schedule"], dropout=s["dropout"],
+                      label_smoothing=s["label_smoothing"], tokenizer=s["tokenizer"],
+                      vocab_size=s["vocab_size"], shared_vocab=s["shared_vocab"],
+                      checkpoint_freq=1)
+    enc = x.MasterEncoder(dls, x, s["num_encoder_layers"], s["num_atten_heads"])
+    dec = x.MasterDecoderWithMasking(dls, x, s["num_decoder_layers"], s["num_atten_heads"])
+    trainer = x.run_code_for_training(dls, enc, dec, checkpoints_dir=folder,
+                                      max_minutes=s["max_minutes"], ema=ema,
+                                      resume=bool(done), overwrite=not done)
+    return trainer.last_checkpoint
+
+
+def score_row(path, dev, held_out):
+    """BLEU of every decoding on the development split, raw and averaged weights; held-out
+    BLEU of greedy raw weights and of the development split's choice."""
+    scores, models = {}, {}
+    for weights in ("raw", "average"):
+        xformer, models[weights], _ = TransformerFG.from_checkpoint(path, weights=weights)
+        for beam, alpha in DECODINGS:
+            t0 = time.monotonic()
+            r = evaluate_bleu(models[weights], xformer.vocab, dev, beam, show=0,
+                              length_penalty=alpha)
+            scores[f"{weights} beam {beam} alpha {alpha}"] = {
+                "bleu": r["bleu"], "seconds": time.monotonic() - t0}
+    choice = max(scores, key=lambda k: scores[k]["bleu"])
+    weights, _, beam, _, alpha = choice.split()
+    held = {}
+    for name, w, b, a in (("greedy raw", "raw", 1, 0.6), ("chosen", weights, int(beam),
+                                                           float(alpha))):
+        r = evaluate_bleu(models[w], xformer.vocab, held_out, b, show=0, length_penalty=a)
+        held[name] = {"bleu": r["bleu"], "sacrebleu": r.get("sacrebleu"),
+                      "translatable": r["translatable"], "sentences": r["sentences"]}
+    return {"dev": scores, "dev_choice": choice, "held_out": held}
+
+
+def best_levers(results):
+    """The single changes whose best development BLEU beats the recipe's by more than the
+    two seeds of the recipe differ."""
+    def dev(row):
+        return max(v["bleu"] for v in results[row]["dev"].values())
+    noise = abs(dev("baseline") - dev("seed1"))
+    return [lever for lever in LEVERS if lever not in ("baseline", "seed1")
+            and dev(lever) - dev("baseline") > noise], noise
+
+
+def table(results):
+    lines = ["| row | change from today's recipe | minutes | steps | dev BLEU, greedy raw | "
+             "dev BLEU, best (its decoding) | held-out BLEU greedy raw | held-out BLEU, the "
+             "choice (sacreBLEU) | translatable |", "|---" * 9 + "|"]
+    for row, r in results.items():
+        dev, held = r["dev"], r["held_out"]
+        change = ", ".join(f"{k}={v}" for k, v in r["change"].items()) or "none"
+        lines.append(
+            f"| {row} | {change} | {r['minutes']:.1f} | {r['steps']} | "
+            f"{dev['raw beam 1 alpha 0.6']['bleu']:.2f} | {dev[r['dev_choice']]['bleu']:.2f} "
+            f"({r['dev_choice']}) | {held['greedy raw']['bleu']:.2f} | "
+            f"{held['chosen']['bleu']:.2f} ({held['chosen']['sacrebleu']:.2f}) | "
+            f"{held['chosen']['translatable']} / {held['chosen']['sentences']} |")
+    return "\n".join(lines)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--archive", default=BUNDLED_ARCHIVE, type=existing_file)
+    p.add_argument("--out", default="recipe_sweep", help="one folder per row, ROW.json when done")
+    p.add_argument("--rows", default=",".join([*LEVERS, *COMBINED]),
+                   help="which rows, in this order (default: all)")
+    p.add_argument("--minutes", type=positive_float, default=30.0,
+                   help="training time per row (default: %(default)s)")
+    p.add_argument("--short-minutes", type=positive_float, default=10.0,
+                   help="training time of best-10 (default: %(default)s)")
+    p.add_argument("--dev-sentences", type=positive_int, default=1000,
+                   help="distinct English sentences of the development split")
+    p.add_argument("--ema", type=positive_float, default=0.998,
+                   help="decay of the averaged weights every row keeps")
+    p.add_argument("--embedding-size", type=positive_int, default=256)
+    p.add_argument("--num-layers", type=positive_int, default=4)
+    p.add_argument("--num-atten-heads", type=positive_int, default=4)
+    p.add_argument("--table", action="store_true", help="print the finished rows and stop")
+    args = p.parse_args()
+    rows = args.rows.split(",")
+    unknown = [r for r in rows if r not in LEVERS and r not in COMBINED]
+    if unknown:
+        p.error(f"no row {unknown[0]!r}; the rows are {', '.join([*LEVERS, *COMBINED])}")
+    os.makedirs(args.out, exist_ok=True)
+
+    def finished():
+        found = {}
+        for row in [*LEVERS, *COMBINED]:
+            path = os.path.join(args.out, f"{row}.json")
+            if os.path.isfile(path):
+                with open(path, encoding="utf-8") as f:
+                    found[row] = json.load(f)
+        return found
+
+    if args.table:
+        print(table(finished()))
+        return 0
+    corpus = archive_or_usage(p, args.archive)
+    train, held_out = split_pairs(corpus.pairs)                  # the usual held-out split
+    distinct = len({en for en, _ in train})
+    train, dev = split_pairs(train, args.dev_sentences / distinct, seed=1)
+    sizes = {"embedding_size": args.embedding_size, "num_layers": args.num_layers,
+             "num_atten_heads": args.num_atten_heads}
+    print(f"machine: {machine()}\n{args.archive}: {len(train)} training pairs, "
+          f"{len({en for en, _ in dev})} development and {len({en for en, _ in held_out})} "
+          f"held-out English sentences", flush=True)
+    for row in rows:
+        results = finished()
+        if row in results:
+            print(f"{row}: done ({os.path.join(args.out, row + '.json')})")
+            continue
+        best = None
+        if row in COMBINED:
+            missing = [r for r in LEVERS if r not in results]
+            if missing:
+                print(f"{row}: needs the rows {', '.join(missing)} first", file=sys.stderr)
+                return 1
+            best, noise = best_levers(results)
+            print(f"{row}: combines {', '.join(best) or 'nothing (no change beat the noise)'}"
+                  f" (noise floor {noise:.2f} BLEU)")
+        s = settings_of(row, args.minutes, args.short_minutes, sizes, best)
+        print(f"{row}: training for {s['max_minutes']:g} minutes: {s}", flush=True)
+        path = train_row(os.path.join(args.out, row), s, corpus, (train, held_out), args.ema)
+        payload = load_checkpoint(path)
+        result = {"row": row, "change": ({k: True for k in best} if best is not None
+                                         else LEVERS[row]),
+                  "settings": s, "checkpoint": path, "steps": payload["step"],
+                  "minutes": payload["train_seconds"] / 60, "machine": machine(),
+                  **score_row(path, dev, held_out)}
+        with open(os.path.join(args.out, f"{row}.json"), "w", encoding="utf-8") as f:
+            json.dump(result, f, indent=1)
+        print(table({row: result}), flush=True)
+    print("\n" + table(finished()))
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except TrainingInterrupted as stopped:      # Ctrl-C: the row goes on next time
+        print(f"{stopped}\nRun the same command again to go on.", file=sys.stderr)
+        sys.exit(130)
