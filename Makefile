@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-$(shell cksum setup.py | cut -d' ' -f1)
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 export MPLBACKEND := Agg
 
-.PHONY: demo test test-all lint venv clean-demo pictures notebook dist explorer-picture
+.PHONY: demo test test-all lint venv clean-demo pictures notebook dist explorer-picture recipe
 
 venv: $(STAMP)
 
@@ -69,3 +69,10 @@ pictures: $(STAMP)
 explorer-picture: $(STAMP)
 	DLSTUDIO_SCREENSHOTS=$(PICS) DLSTUDIO_BROWSER_TESTS=required $(PY) -m pytest \
 		tests/test_explorer_browser.py -k file_page -q -p no:randomly
+
+# A measured recipe on the real archive (docs/results.md): make recipe ARCHIVE=data/en_es_xformer_8_90000.tar.gz
+RECIPE ?= today30
+recipe: $(STAMP)
+	@test -n "$(ARCHIVE)" || { echo "make recipe needs the archive: make recipe ARCHIVE=path/to/en_es_xformer_8_90000.tar.gz (docs/data.md says where to get it)"; exit 2; }
+	$(PY) ExamplesTransformers/seq2seq_with_transformerFG.py --recipe $(RECIPE) --archive $(abspath $(ARCHIVE)) \
+		--checkpoints-dir recipe_run --ema --overwrite

@@ -117,7 +117,11 @@ def runs(w):
         "ExamplesTransformers/pretraining_experiment.py": [
             (["--archive", a, "--pairs", 100, "--steps", 6, "--pretrain-steps", 2, *TINY,
               "--num-atten-heads", 2, "--batch-size", 16, "--runs", "a,b,c",
-              "--vocab-size", 300], "| bpe | c: encoder and decoder pre-trained")],
+              "--vocab-size", 300], "| bpe | c: encoder and decoder pre-trained"),
+            (["--archive", a, "--pairs", "60,100", "--steps", 6, "--pretrain-steps", 2, *TINY,
+              "--num-atten-heads", 2, "--batch-size", 16, "--runs", "a,b", "--tokenizers",
+              "bpe", "--vocab-size", 300, "--pretraining", "outside"],
+             "| 60 | bpe | b: decoder pre-trained (GPT, Spanish) | 2 + 6 |")],
         "ExamplesTransformers/show_attention.py": [
             ([early, 0, "she is not tired", "--out", "maps_early"], "wrote"),
             ([long_, 0, "she is not tired", "--out", "maps_long"], "wrote")],
@@ -153,6 +157,9 @@ def runs(w):
               "--warmup", 1], "s/iter")],
         "benchmarks/same_arithmetic.py": [
             (["--base", "HEAD", "--steps", 2, "--sentences", 3], "identical")],
+        "benchmarks/recipe_sweep.py": [
+            (["--archive", a, "--out", "sweep", "--minutes", 0.005, "--dev-sentences", 10,
+              *TINY, "--num-atten-heads", 2, "--rows", "baseline,seed1"], "| seed1 | seed=1")],
         "benchmarks/bleu_vs_time.py": [
             (["--archive", a, "--minutes", 0.02, "--every", 0.01, *TINY, "--batch-size", 32,
               "--num-warmup-steps", 20, "--out", "bvt"], "BLEU")],

@@ -38,19 +38,20 @@ LECTURE = {"archive": "./data/en_es_xformer_8_90000.tar.gz", "embedding_size": 2
 
 #: ``--recipe NAME`` of the translation training scripts: defaults for their flags (by
 #: argparse name), which a flag given beside it still overrides. "today30" is the 30-minute
-#: recipe of docs/results.md (the lecture's sizes, BPE pieces); benchmarks/recipe_sweep.py
-#: measures each change from it.
+#: recipe of docs/results.md (the lecture's sizes, BPE pieces; PreLN at a constant 5e-4);
+#: benchmarks/recipe_sweep.py measures each change from it. ``also_score``: the held-out
+#: decodings printed after the greedy one, as (weights, beam width, length penalty).
 RECIPES = {
     "today30": {"archive": "./data/en_es_xformer_8_90000.tar.gz", "batch_size": 128,
-                "num_warmup_steps": 1000, "lr_mul": 1.0, "dropout": 0.1,
-                "label_smoothing": 0.1, "tokenizer": "bpe", "vocab_size": 8000,
-                "max_minutes": 30.0, "epochs": 10_000},
+                "num_warmup_steps": 1000, "lr_mul": 1.0, "learning_rate": 5e-4,
+                "dropout": 0.1, "label_smoothing": 0.1, "tokenizer": "bpe",
+                "vocab_size": 8000, "max_minutes": 30.0, "epochs": 10_000,
+                "also_score": [("raw", 4, 0.6)]},
 }
 
 
 class UserError(Exception):
     """A failure the user can fix; printed as one line, exit code 1."""
-
 
 
 def _number(convert, minimum, strict):
@@ -71,6 +72,11 @@ positive_int = _number(int, 1, strict=False)
 positive_float = _number(float, 0.0, strict=True)
 nonnegative_float = _number(float, 0.0, strict=False)
 nonnegative_int = _number(int, 0, strict=False)
+
+
+def positive_ints(text):
+    """An argparse type: a comma-separated list of positive integers ("1000,3000")."""
+    return [positive_int(part) for part in text.split(",")]
 
 
 

@@ -22,6 +22,7 @@ from .common import (
     nonnegative_int,
     positive_float,
     positive_int,
+    positive_ints,
     resolve_archive,
     run_job,
 )
@@ -210,11 +211,17 @@ def pretraining_parser():
                     "an archive as labelled data, the Spanish (and English) of the others as "
                     "unlabelled text; every run gets the same number of optimiser steps.")
     p.add_argument("--archive", default=BUNDLED_ARCHIVE)
-    p.add_argument("--pairs", type=positive_int, default=10_000, help="labelled pairs")
+    p.add_argument("--pairs", type=positive_ints, default=[10_000], metavar="N[,N...]",
+                   help="labelled pairs (several: the experiment for each, e.g. 1000,3000)")
     p.add_argument("--steps", type=positive_int, default=3000,
-                   help="optimiser steps of each run, pre-training included")
+                   help="optimiser steps of each run, pre-training included unless "
+                        "--pretraining outside")
     p.add_argument("--pretrain-steps", type=positive_int, default=1500,
-                   help="runs b and c: steps of GPT pre-training within --steps")
+                   help="runs b and c: steps of GPT pre-training")
+    p.add_argument("--pretraining", choices=("inside", "outside"), default="inside",
+                   help="inside: pre-training steps count in --steps; outside: they do not "
+                        "(a pre-trained model is reused in practice), and every run "
+                        "fine-tunes all --steps")
     p.add_argument("--runs", default="a,b",
                    help="a: from scratch; b: decoder from a GPT on the unlabelled Spanish; "
                         "c: encoder too, from a GPT on the unlabelled English")
@@ -239,7 +246,8 @@ def _experiment_setup(p, args):
     if not set(runs) <= {"a", "b", "c"} or not set(tokenizers) <= {"word", "bpe"}:
         p.error(f"--runs takes a, b, c and --tokenizers word, bpe (got {args.runs!r}, "
                 f"{args.tokenizers!r})")
-    if ({"b", "c"} & set(runs)) and args.pretrain_steps >= args.steps:
+    if ({"b", "c"} & set(runs)) and args.pretraining == "inside" and \
+            args.pretrain_steps >= args.steps:
         p.error(f"--pretrain-steps ({args.pretrain_steps}) must be fewer than --steps "
                 f"({args.steps}): the rest of the budget fine-tunes")
     return runs, tokenizers
@@ -259,38 +267,46 @@ def pretraining_main(argv=None):
         args = p.parse_args(argv)
         runs, tokenizers = _experiment_setup(p, args)
         corpus = load_archive(resolve_archive(args.archive))
-        labelled, held_out, text_en, text_es = scarce_labels(corpus, args.pairs, args.seed)
-        print(f"machine: {machine()}\n{args.archive}: {len(labelled)} labelled pairs, "
-              f"{len(text_es)} unlabelled Spanish and {len(text_en)} English sentences, "
-              f"{len({en for en, _ in held_out})} held-out English sentences; "
-              f"Transformer{args.variant} {args.embedding_size}, {args.num_layers}+"
-              f"{args.num_layers} layers; {args.steps} steps a run", flush=True)
         cls = TransformerPreLN if args.variant == "PreLN" else TransformerFG
-        text = {"en": text_en, "es": text_es}
-        # Every run sees the same tokenizers, learnt from all the text any run may see.
-        everything = labelled + [(en, "") for en in text_en] + [("", es) for es in text_es]
+        counted = args.pretraining == "inside"
+        print(f"machine: {machine()}\nTransformer{args.variant} {args.embedding_size}, "
+              f"{args.num_layers}+{args.num_layers} layers; {args.steps} steps a run"
+              + (", pre-training included" if counted else
+                 f" of fine-tuning, after {args.pretrain_steps} of pre-training (not "
+                 "counted)"), flush=True)
         rows = []
-        for tokenizer in tokenizers:
-            vocab = build_vocabulary(corpus, everything, tokenizer, args.vocab_size,
-                                     "training")
+        for num_pairs in args.pairs:
+            labelled, held_out, text_en, text_es = scarce_labels(corpus, num_pairs, args.seed)
+            print(f"{args.archive}: {len(labelled)} labelled pairs, {len(text_es)} unlabelled "
+                  f"Spanish and {len(text_en)} English sentences, "
+                  f"{len({en for en, _ in held_out})} held-out English sentences", flush=True)
+            text = {"en": text_en, "es": text_es}
+            # Every run sees the same tokenizers, learnt from all the text any run may see.
+            everything = labelled + [(en, "") for en in text_en] + [("", es) for es in text_es]
+            for tokenizer in tokenizers:
+                vocab = build_vocabulary(corpus, everything, tokenizer, args.vocab_size,
+                                         "training")
 
-            def make_container(vocab=vocab):
-                dls = DLStudio(use_gpu=not args.cpu, batch_size=args.batch_size, epochs=10_000,
-                               seed=args.seed, learning_rate=args.learning_rate)
-                data = TranslationData(Corpus(labelled + held_out, [], []), vocab,
-                                       split=(labelled, held_out))        # this split
-                x = cls(dl_studio=dls, data=data, embedding_size=args.embedding_size,
-                        num_warmup_steps=args.num_warmup_steps, dropout=args.dropout,
-                        label_smoothing=args.label_smoothing, save_checkpoints=False)
-                return (x, x.MasterEncoder(dls, x, args.num_layers, args.num_atten_heads),
-                        x.MasterDecoderWithMasking(dls, x, args.num_layers,
-                                                   args.num_atten_heads))
+                def make_container(vocab=vocab, labelled=labelled, held_out=held_out):
+                    dls = DLStudio(use_gpu=not args.cpu, batch_size=args.batch_size,
+                                   epochs=10_000, seed=args.seed,
+                                   learning_rate=args.learning_rate)
+                    data = TranslationData(Corpus(labelled + held_out, [], []), vocab,
+                                           split=(labelled, held_out))        # this split
+                    x = cls(dl_studio=dls, data=data, embedding_size=args.embedding_size,
+                            num_warmup_steps=args.num_warmup_steps, dropout=args.dropout,
+                            label_smoothing=args.label_smoothing, save_checkpoints=False)
+                    return (x, x.MasterEncoder(dls, x, args.num_layers, args.num_atten_heads),
+                            x.MasterDecoderWithMasking(dls, x, args.num_layers,
+                                                       args.num_atten_heads))
 
-            for name in runs:
-                row = pretraining_run(make_container, name, args.steps, args.pretrain_steps,
-                                      text, (args.num_layers, args.num_atten_heads),
-                                      report=lambda r: print(_format_row(r), flush=True))
-                rows.append(dict(row, tokenizer=tokenizer))
+                for name in runs:
+                    row = pretraining_run(make_container, name, args.steps,
+                                          args.pretrain_steps, text,
+                                          (args.num_layers, args.num_atten_heads),
+                                          report=lambda r: print(_format_row(r), flush=True),
+                                          counted=counted)
+                    rows.append(dict(row, tokenizer=tokenizer, pairs=len(labelled)))
         print("\n" + _table(rows))
         return 0
     return run_job(run, argv)
@@ -311,10 +327,10 @@ def _format_row(r):
 
 
 def _table(rows):
-    lines = ["| tokenizer | run | steps (pre-train + fine-tune) | minutes | held-out BLEU "
-             "(sacreBLEU) | translatable |", "|---|---|---|---|---|---|"]
+    lines = ["| pairs | tokenizer | run | steps (pre-train + fine-tune) | minutes | held-out "
+             "BLEU (sacreBLEU) | translatable |", "|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['tokenizer']} | {r['run']}: {_RUNS[r['run']]} | "
+        lines.append(f"| {r['pairs']:,} | {r['tokenizer']} | {r['run']}: {_RUNS[r['run']]} | "
                      f"{r['pretrain_steps']} + {r['finetune_steps']} | "
                      f"{r['pretrain_minutes'] + r['finetune_minutes']:.1f} | "
                      f"{r['bleu']:.2f} ({r['sacrebleu']:.2f}) | "

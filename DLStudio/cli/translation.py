@@ -16,6 +16,7 @@ from ..training.distributed import single_process_only
 from ..Transformers import TransformerBase, TransformerFG, TransformerPreLN
 from .common import (
     LECTURE,
+    RECIPES,
     UserError,
     add_beam_argument,
     add_checkpoint_arguments,
@@ -107,8 +108,37 @@ def training_parser(variant):
     p.add_argument("--init-encoder-from", nargs="+", metavar=("DIR", "N"),
                    help="start the encoder from a GPT checkpoint trained on English")
     p.add_argument("--no-eval", action="store_true", help="skip the held-out evaluation")
+    p.add_argument("--recipe", choices=sorted(RECIPES),
+                   help="a measured recipe: defaults for the flags above, which flags given "
+                        "beside it still override (today30: docs/results.md's 30-minute "
+                        "recipe); the held-out evaluation then also gives its other decodings")
     model_class_flag(p, f"train this subclass of Transformer{variant} (homework)")
     return p
+
+
+def parse_training_args(variant, argv):
+    """The training flags; with ``--recipe NAME``, the recipe's values are the defaults."""
+    p = training_parser(variant)
+    args = p.parse_args(argv)
+    if args.recipe:
+        p.set_defaults(**{k: v for k, v in RECIPES[args.recipe].items() if k != "also_score"})
+        args = p.parse_args(argv)
+    return args
+
+
+def recipe_scores(args, xformer, trainer):
+    """A recipe's other decodings of the held-out split, after its greedy raw score: each
+    (weights, beam width, length penalty) it names."""
+    from ..evaluation.decode_and_score import evaluate_bleu
+    for weights, beam, alpha in RECIPES[args.recipe].get("also_score", ()) if args.recipe \
+            else ():
+        model = trainer.average if weights == "average" else trainer.model
+        if model is None:
+            continue                        # no average: the run had no --ema
+        r = evaluate_bleu(model.eval(), xformer.vocab, xformer.held_out_corpus, beam,
+                          length_penalty=alpha)
+        print(f"held-out BLEU, {weights} weights, beam {beam}, length penalty {alpha}: "
+              f"{r['bleu']:.2f} (sacreBLEU {r.get('sacrebleu', float('nan')):.2f})")
 
 
 def _longest(vocab):
@@ -172,7 +202,7 @@ def _data_for_gpts(gpts, archive, args, pairs_options=None):
 def train_main(variant, argv=None):
     """``seq2seq_with_transformer{FG,PreLN}.py``: train, checkpoint, evaluate."""
     def run(argv):
-        args = training_parser(variant).parse_args(argv)
+        args = parse_training_args(variant, argv)
         if args.max_words and not args.pairs:
             raise UserError("--max-words goes with --pairs (an archive is curated already)")
         archive = args.pairs or resolve_archive(args.archive)
@@ -231,6 +261,7 @@ def train_main(variant, argv=None):
             xformer.run_code_for_evaluating(encoder, decoder, show=10,
                                             result_file=os.path.join(args.checkpoints_dir,
                                                                      "held_out_translations.txt"))
+            recipe_scores(args, xformer, trainer)
         say_how_to_test(f"test_checkpoint{variant}", trainer, args.model_class)
         return 0
     return run_job(run, argv)

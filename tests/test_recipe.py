@@ -1,0 +1,60 @@
+"""--recipe NAME gives the training flags their measured values (a flag given beside it still
+wins) and scores the recipe's other decodings after the greedy one; the sweep that chooses
+a recipe combines only the changes that beat the noise of two seeds."""
+
+import os
+import sys
+
+import pytest
+
+from DLStudio.cli import common
+from DLStudio.cli.translation import parse_training_args, train_main
+from DLStudio.data.checkpoints import checkpoint_files
+
+from .conftest import ROOT
+
+
+def test_a_recipe_sets_the_defaults_and_a_flag_still_wins():
+    plain = parse_training_args("FG", [])
+    assert (plain.batch_size, plain.tokenizer, plain.max_minutes) == (50, "word", None)
+    recipe = parse_training_args("FG", ["--recipe", "today30"])
+    assert (recipe.batch_size, recipe.tokenizer, recipe.dropout, recipe.max_minutes) == \
+        (128, "bpe", 0.1, 30.0)
+    mine = parse_training_args("FG", ["--recipe", "today30", "--batch-size", "7",
+                                      "--tokenizer", "word"])
+    assert (mine.batch_size, mine.tokenizer, mine.label_smoothing) == (7, "word", 0.1)
+
+
+def test_a_recipe_scores_its_other_decodings(tmp_path, monkeypatch, capsys):
+    from DLStudio import TransformerFG
+    from DLStudio.evaluation.decode_and_score import evaluate_bleu
+    monkeypatch.setitem(common.RECIPES, "tiny", {
+        "archive": "bundled", "embedding_size": 16, "num_layers": 1, "num_atten_heads": 2,
+        "batch_size": 32, "max_steps": 12, "tokenizer": "bpe", "vocab_size": 300,
+        "ema": 0.9, "also_score": [("average", 2, 1.0)]})
+    folder = str(tmp_path / "ck")
+    assert train_main("FG", ["--recipe", "tiny", "--checkpoints-dir", folder]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("held-out BLEU, average weights"))
+    assert "beam 2, length penalty 1.0" in line
+    x, model, _ = TransformerFG.from_checkpoint(checkpoint_files(folder)[-1], weights="average")
+    r = evaluate_bleu(model, x.vocab, x.held_out_corpus, 2, length_penalty=1.0)
+    assert f": {r['bleu']:.2f} (sacreBLEU" in line
+
+
+def test_the_sweep_combines_only_what_beats_the_noise():
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    from recipe_sweep import best_levers, settings_of
+
+    def row(*bleus):
+        return {"dev": {f"d{i}": {"bleu": b} for i, b in enumerate(bleus)}}
+    results = {"baseline": row(30.0, 31.0), "seed1": row(30.5, 30.2),  # noise 0.5
+               "budget": row(31.2, 32.0), "shared": row(31.4),         # +1.0 and +0.4
+               "deep-encoder": row(29.0, 30.0)}
+    assert best_levers(results) == (["budget"], pytest.approx(0.5))
+    sizes = {"embedding_size": 256, "num_layers": 4, "num_atten_heads": 4}
+    best = settings_of("best", 30.0, 10.0, sizes, ["budget", "deep-encoder"])
+    assert (best["schedule"], best["num_encoder_layers"], best["num_decoder_layers"],
+            best["max_minutes"], best["shared_vocab"]) == ("budget", 6, 2, 30.0, False)
+    assert settings_of("best-10", 30.0, 10.0, sizes, ["budget"])["max_minutes"] == 10.0
+    assert settings_of("shared", 30.0, 10.0, sizes)["shared_vocab"] is True
