@@ -27,6 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from DLStudio import TransformerFG  # noqa: E402
 from DLStudio.cli import positive_int  # noqa: E402
+from DLStudio.cli.common import Parser  # noqa: E402
 from DLStudio.cli.experiments import machine  # noqa: E402
 from DLStudio.training.precision import native_bf16  # noqa: E402
 from DLStudio.Transformers import scaled_dot_product  # noqa: E402
@@ -94,7 +95,7 @@ def model_calls(dtype, device):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("--batch-size", type=positive_int, default=128)
     p.add_argument("--num-atten-heads", type=positive_int, default=4)
     p.add_argument("--qkv-size", type=positive_int, default=64,

@@ -19,7 +19,6 @@ the same batches of held-out sentences.
     - Without: every model is untrained and runs every step to max_seq_length.
 """
 
-import argparse
 import contextlib
 import os
 import statistics
@@ -37,13 +36,14 @@ from bench_train import Baseline  # noqa: E402
 from DLStudio import (  # noqa: E402
     DLStudio,
     TransformerFG,
-    evaluation,  # noqa: E402
+    evaluation,
 )
 from DLStudio.cli import (  # noqa: E402
     archive_or_usage,
     existing_file,
     positive_int,
 )
+from DLStudio.cli.common import Parser  # noqa: E402
 from DLStudio.cli.experiments import machine  # noqa: E402
 from DLStudio.data import BUNDLED_ARCHIVE  # noqa: E402
 from DLStudio.data.checkpoints import CheckpointError  # noqa: E402
@@ -104,7 +104,7 @@ class KeepsFinished(NoCache):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("--archive", default=BUNDLED_ARCHIVE, type=existing_file)
     p.add_argument("--embedding-size", type=positive_int, default=256)
     p.add_argument("--num-layers", type=positive_int, default=4)

@@ -23,7 +23,6 @@ batches (forward and backward), and divided by the time and by the peak of a lar
 in the same precision, measured here.
 """
 
-import argparse
 import math
 import os
 import resource
@@ -51,6 +50,7 @@ from DLStudio.cli import (  # noqa: E402
     nonnegative_int,
     positive_int,
 )
+from DLStudio.cli.common import Parser  # noqa: E402
 from DLStudio.cli.experiments import machine  # noqa: E402
 from DLStudio.data import BUNDLED_ARCHIVE  # noqa: E402
 from DLStudio.model.tokens import padding_mask  # noqa: E402
@@ -189,7 +189,7 @@ def build(args, corpus, dls, precision):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("--archive", default=BUNDLED_ARCHIVE, type=existing_file)
     p.add_argument("--variant", choices=("FG", "PreLN"), default="FG")
     p.add_argument("--embedding-size", type=positive_int, default=256)

@@ -11,7 +11,6 @@ the whole held-out split (greedy) and scores it (the evaluation time is not coun
 training time, and is reported apart). Prints a table, writes it as CSV and plots it.
 """
 
-import argparse
 import csv
 import logging
 import os
@@ -29,12 +28,13 @@ from DLStudio.cli import (  # noqa: E402
     positive_float,
     positive_int,
 )
+from DLStudio.cli.common import Parser  # noqa: E402
 from DLStudio.cli.experiments import budget_run, machine  # noqa: E402
 from DLStudio.data import BUNDLED_ARCHIVE  # noqa: E402
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("--archive", default=BUNDLED_ARCHIVE, type=existing_file)
     p.add_argument("--variant", choices=("FG", "PreLN"), default="FG")
     p.add_argument("--minutes", type=positive_float, default=30.0)

@@ -24,7 +24,6 @@ a row stopped midway (Ctrl-C, a closed laptop) resumes from its last checkpoint,
 training time counted across the stops.
 """
 
-import argparse
 import json
 import os
 import sys
@@ -39,7 +38,7 @@ from DLStudio.cli import (  # noqa: E402
     positive_float,
     positive_int,
 )
-from DLStudio.cli.common import RECIPES  # noqa: E402
+from DLStudio.cli.common import RECIPES, Parser  # noqa: E402
 from DLStudio.cli.experiments import machine  # noqa: E402
 from DLStudio.data import BUNDLED_ARCHIVE, split_pairs  # noqa: E402
 from DLStudio.data.checkpoints import checkpoint_files, load_checkpoint  # noqa: E402
@@ -149,7 +148,7 @@ def table(results):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("--archive", default=BUNDLED_ARCHIVE, type=existing_file)
     p.add_argument("--out", default="recipe_sweep", help="one folder per row, ROW.json when done")
     p.add_argument("--rows", default=",".join([*LEVERS, *COMBINED]),

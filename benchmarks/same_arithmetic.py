@@ -15,7 +15,6 @@ runs in a process of its own, with one thread, so that the two see the same orde
 Prints each quantity side by side and exits 1 if anything differs.
 """
 
-import argparse
 import json
 import os
 import subprocess
@@ -25,6 +24,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
+from DLStudio.cli.common import Parser  # noqa: E402
 from DLStudio.data import BUNDLED_ARCHIVE as ARCHIVE  # noqa: E402  (this tree's corpus)
 
 # What runs in each version: only names that every version since DLStudio's API has had.
@@ -108,7 +108,7 @@ def run(version, steps, sentences):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("--base", required=True, help="a commit, or . for this tree")
     p.add_argument("--head", default=".", help="a commit, or . for this tree (the default)")
     p.add_argument("--steps", type=int, default=60, help="training steps of each translation "

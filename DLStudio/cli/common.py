@@ -54,6 +54,20 @@ class UserError(Exception):
     """A failure the user can fix; printed as one line, exit code 1."""
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, whose ``--help`` gives each flag's default (a switch's, or a
+    value's that is unset until given, goes without saying)."""
+
+    def format_help(self):
+        for action in self._actions:
+            help = action.help or ""
+            if (action.option_strings and help is not argparse.SUPPRESS
+                    and action.default not in (None, False, argparse.SUPPRESS)
+                    and "%(default)" not in help):
+                action.help = f"{help} (default: %(default)s)".lstrip()
+        return super().format_help()
+
+
 def _number(convert, minimum, strict):
     """An argparse type: a number (int or float) >= minimum (> minimum when strict)."""
     def parse(text):
@@ -145,17 +159,32 @@ def how_to_run(script):
 # ---------------------------------------------------------------------------------------
 def missing_archive_message(path):
     return (f"no archive at {path}.\n"
-            "  - The lecture's archive en_es_xformer_8_90000.tar.gz comes with DLStudio's data "
-            "(put it in ./data/), or build one from Tatoeba's spa-eng file:\n"
-            "      python -m DLStudio.data build-archive spa.txt -o "
-            "data/en_es_xformer_8_90000.tar.gz\n"
+            "  - The lecture's archive en_es_xformer_8_90000.tar.gz goes in data/ at the top "
+            "of the clone. Build it from spa.txt of spa-eng.zip "
+            "(https://www.manythings.org/anki/), from the top of the clone:\n"
+            "      python -m DLStudio.data build-archive spa.txt\n"
             f"  - or train on the bundled corpus: --archive bundled ({BUNDLED_ARCHIVE})")
+
+
+#: The top of the clone this package runs from (None when it is installed): its data/ folder
+#: is where the real archive goes, whichever folder a script is started from.
+CLONE_TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if not os.path.isdir(os.path.join(CLONE_TOP, "ExamplesTransformers")):
+    CLONE_TOP = None
 
 
 def archive_named(path):
     """``--archive``'s file: ``bundled`` names the bundled corpus, wherever this copy of the
-    package keeps it."""
-    return BUNDLED_ARCHIVE if path == "bundled" else path
+    package keeps it; a relative path that is not there is looked for from the top of the
+    clone too (``data/en_es_xformer_8_90000.tar.gz`` is then one file, whether a script
+    starts from the clone's top or from ExamplesTransformers/)."""
+    if path == "bundled":
+        return BUNDLED_ARCHIVE
+    if CLONE_TOP and not os.path.isabs(path) and not os.path.exists(path):
+        at_top = os.path.join(CLONE_TOP, path)
+        if os.path.exists(at_top):
+            return at_top
+    return path
 
 
 def resolve_archive(path):

@@ -25,7 +25,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ..exercises import NAMES, exercise, skeleton_path
-from .common import UserError, positive_int, run_job
+from .common import Parser, UserError, positive_int, run_job
 
 MUSEUM = "dlstudio bug_museum --exhibit {}"
 
@@ -33,7 +33,7 @@ MUSEUM = "dlstudio bug_museum --exhibit {}"
 def exercise_main(argv):
     """``dlstudio exercise [NAME DIR]``."""
     def run(argv):
-        p = argparse.ArgumentParser(prog="dlstudio exercise", description="List the "
+        p = Parser(prog="dlstudio exercise", description="List the "
                                     "exercises, or write one's skeleton into a folder.")
         p.add_argument("name", nargs="?", help="the exercise (none: list them)")
         p.add_argument("dir", nargs="?", help="the folder to write NAME.py into")
@@ -70,7 +70,7 @@ def _exercise(name):
 def check_main(argv):
     """``dlstudio check NAME FILE`` or ``dlstudio check NAME --submissions DIR --csv F``."""
     def run(argv):
-        p = argparse.ArgumentParser(
+        p = Parser(
             prog="dlstudio check", description="Run an exercise's checks on a file (exit "
             "status 0 only when all pass), or grade a folder of submissions.",
             formatter_class=argparse.ArgumentDefaultsHelpFormatter)

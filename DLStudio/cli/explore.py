@@ -18,6 +18,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from ..data.checkpoints import load_checkpoint
 from ..evaluation.explore import gpt_view, render_page, translation_view, vision_view
 from .common import (
+    Parser,
     UserError,
     add_beam_argument,
     add_weights_argument,
@@ -202,7 +203,7 @@ class ExplorerServer(HTTPServer):
 def explore_main(argv=None):
     """``dlstudio explore DIR N "sentence" ... --out FILE.html`` or ``... --serve``."""
     def run(argv):
-        p = argparse.ArgumentParser(
+        p = Parser(
             description="See inside your own model: a page with every layer's and head's "
                         "attention for your sentences (a GPT: prompts; a visTransformer: test "
                         "images), which works from disk, or live with --serve.",

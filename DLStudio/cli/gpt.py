@@ -3,7 +3,6 @@
 conventions are the same: argv in, an exit code out, one line for an expected failure).
 """
 
-import argparse
 import os
 import sys
 
@@ -12,6 +11,7 @@ from ..DLStudio import DLStudio
 from ..training.distributed import single_process_only
 from ..Transformers import TransformerGPT
 from .common import (
+    Parser,
     UserError,
     add_run_arguments,
     add_stack_arguments,
@@ -61,7 +61,7 @@ def archive_side(archive, side):
 
 def gpt_parser():
     d = GPT
-    p = argparse.ArgumentParser(description="Train TransformerGPT, a language model, on a "
+    p = Parser(description="Train TransformerGPT, a language model, on a "
                                             "text file or one side of a DLStudio archive.")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--text", help="a UTF-8 text file, one sentence per line")
@@ -168,7 +168,7 @@ def prompts_main(argv=None):
     """``interact_with_prompts.py DIR N "prompt"``: continue prompts with a GPT checkpoint;
     with no prompt, each line of standard input is one."""
     def run(argv):
-        p = argparse.ArgumentParser(description="Continue prompts with a TransformerGPT "
+        p = Parser(description="Continue prompts with a TransformerGPT "
                                                 "checkpoint (babyGPT's name for the job).")
         p.add_argument("checkpoint", metavar="DIR|FILE")
         p.add_argument("more", nargs="*", metavar="[N] [PROMPT]",
@@ -206,7 +206,7 @@ def prompts_main(argv=None):
 
 
 def pretraining_parser():
-    p = argparse.ArgumentParser(
+    p = Parser(
         description="Pre-train, then fine-tune, with scarce translation pairs: N pairs of "
                     "an archive as labelled data, the Spanish (and English) of the others as "
                     "unlabelled text; every run gets the same number of optimiser steps.")

@@ -308,13 +308,12 @@ def plot_losses(rows, path):
 
 def main(argv=None):
     """``bug_museum.py --exhibit NAME`` or ``--all``: train, score, compare."""
-    import argparse
     import os
 
-    from .common import positive_int, resolve_archive, run_job
+    from .common import Parser, positive_int, resolve_archive, run_job
 
     def run(argv):
-        p = argparse.ArgumentParser(
+        p = Parser(
             description="Train a correct model and one with a real Transformer bug for the "
                         "same budget on the bundled corpus, and show what the bug costs.",
             epilog="exhibits: " + "; ".join(f"{n}: {w}" for n, (_, w, _) in EXHIBITS.items()))

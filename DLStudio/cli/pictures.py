@@ -6,7 +6,6 @@ these; ``dlstudio <script>`` calls them too).
 Every function takes ``argv`` and returns an exit code, as in DLStudio.cli.
 """
 
-import argparse
 import csv
 import os
 
@@ -14,6 +13,7 @@ from ..data import BUNDLED_ARCHIVE, load_archive
 from ..data.checkpoints import checkpoint_path, list_checkpoints
 from ..training.distributed import DistributedError, single_process_only
 from .common import (
+    Parser,
     UserError,
     add_beam_argument,
     add_checkpoint_arguments,
@@ -37,7 +37,7 @@ def score_checkpoints_main(argv=None):
     from ..evaluation.visualize import find_divergence, plot_bleu_by_epoch
 
     def run(argv):
-        p = argparse.ArgumentParser(description="Held-out BLEU of every checkpoint in a "
+        p = Parser(description="Held-out BLEU of every checkpoint in a "
                                                 "directory: when did the model learn, and "
                                                 "did it diverge?")
         p.add_argument("checkpoints_dir")
@@ -91,7 +91,7 @@ def show_attention_main(argv=None):
     from ..evaluation.visualize import plot_attention
 
     def run(argv):
-        p = argparse.ArgumentParser(description="What does each head look at? Attention maps "
+        p = Parser(description="What does each head look at? Attention maps "
                                                 "of every layer and head for one sentence.")
         add_checkpoint_arguments(p, sentence=True)
         p.add_argument("--out", default="attention_maps", help="folder for the PNG files")
@@ -138,7 +138,7 @@ def show_lr_schedule_main(argv=None):
     from ..evaluation.visualize import plot_lr_schedule
     from ..Transformers import TransformerFG
 
-    p = argparse.ArgumentParser(description="TransformerFG's warm-up schedule: the learning "
+    p = Parser(description="TransformerFG's warm-up schedule: the learning "
                                             "rate at every step.")
     p.add_argument("--embedding-size", type=int, default=256)
     p.add_argument("--num-warmup-steps", type=int, default=4000)
@@ -165,7 +165,7 @@ def show_positional_encoding_main(argv=None):
     from ..evaluation.visualize import plot_positional_encoding
     from ..Transformers import TransformerFG
 
-    p = argparse.ArgumentParser(description="The sinusoidal positional encoding as a picture, "
+    p = Parser(description="The sinusoidal positional encoding as a picture, "
                                             "and how alike the positions are.")
     p.add_argument("--embedding-size", type=int, default=256)
     p.add_argument("--positions", type=int, default=10)
@@ -221,7 +221,7 @@ def compare_fg_preln_main(argv=None):
     from ..Transformers import TransformerFG, TransformerPreLN
     from .experiments import budget_run
 
-    p = argparse.ArgumentParser(description="Is PreLN more stable but slower to converge? "
+    p = Parser(description="Is PreLN more stable but slower to converge? "
                                             "Does FG need its warm-up? What does each "
                                             "design switch buy? Train and see.")
     p.add_argument("--archive", default=BUNDLED_ARCHIVE)

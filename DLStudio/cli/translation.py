@@ -1,7 +1,6 @@
 """The translation scripts: train (seq2seq_with_transformerFG.py / PreLN), test a checkpoint,
 translate your own English, the homework runner and the demo (``make demo``)."""
 
-import argparse
 import os
 import sys
 
@@ -17,6 +16,7 @@ from ..Transformers import TransformerBase, TransformerFG, TransformerPreLN
 from .common import (
     LECTURE,
     RECIPES,
+    Parser,
     UserError,
     add_beam_argument,
     add_checkpoint_arguments,
@@ -42,7 +42,7 @@ _VARIANTS = {"FG": TransformerFG, "PreLN": TransformerPreLN}
 
 
 def training_parser(variant):
-    p = argparse.ArgumentParser(
+    p = Parser(
         description=f"Train Transformer{variant} for English-to-Spanish translation. With no "
                     "arguments: the lecture's configuration.")
     L = LECTURE
@@ -271,7 +271,7 @@ def test_checkpoint_main(variant, argv=None):
     """``test_checkpoint{FG,PreLN}.py DIR N`` (or ``DIR last``, ``FILE.pt``): held-out
     translations and BLEU."""
     def run(argv):
-        p = argparse.ArgumentParser(description="Translate held-out sentences with a "
+        p = Parser(description="Translate held-out sentences with a "
                                                 "checkpoint and score it with BLEU.")
         add_checkpoint_arguments(p)
         p.add_argument("--archive", help="the archive (or --pairs file) it was trained on, "
@@ -305,7 +305,7 @@ def translate_main(argv=None):
     """``translate_sentence.py DIR N "sentence"`` (or ``FILE.pt "sentence"``; ``-`` reads
     standard input)."""
     def run(argv):
-        p = argparse.ArgumentParser(description="Translate English with any checkpoint.")
+        p = Parser(description="Translate English with any checkpoint.")
         add_checkpoint_arguments(p, sentence=True)
         add_beam_argument(p)
         add_weights_argument(p)
@@ -354,7 +354,7 @@ def homework_main(homework_class, argv=None, report=None):
     def run(argv):
         single_process_only(f"homework script for {homework_class.__name__}")
         h = HOMEWORK
-        p = argparse.ArgumentParser(description=f"Train {homework_class.__name__} beside "
+        p = Parser(description=f"Train {homework_class.__name__} beside "
                                                 "the unmodified model and compare them.")
         p.add_argument("--archive", default=BUNDLED_ARCHIVE)
         p.add_argument("--epochs", type=positive_int, default=h["epochs"])
@@ -396,7 +396,7 @@ def demo_main(argv=None):
 
     from ..data.checkpoints import checkpoint_path, list_checkpoints
 
-    p = argparse.ArgumentParser(description="Train TransformerFG on the bundled corpus for a "
+    p = Parser(description="Train TransformerFG on the bundled corpus for a "
                                             "few minutes, then translate sentences it has "
                                             "never seen and score them with BLEU.")
     p.add_argument("--epochs", type=positive_int, default=10)

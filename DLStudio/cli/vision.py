@@ -1,11 +1,11 @@
 """The visTransformer's scripts: train one on our shapes, CIFAR-10 or a folder of your
 pictures, and test a checkpoint (accuracy, confusion matrix, attention pictures)."""
 
-import argparse
 import os
 
 from ..DLStudio import DLStudio
 from .common import (
+    Parser,
     UserError,
     add_checkpoint_arguments,
     add_run_arguments,
@@ -31,7 +31,7 @@ VIT_DEFAULTS = {"patch_size": 8, "embedding_size": 64, "num_layers": 4, "num_att
 
 def vit_parser():
     d = VIT_DEFAULTS
-    p = argparse.ArgumentParser(
+    p = Parser(
         description="Train a visTransformer to classify images: our own shapes (default, no "
                     "download), CIFAR-10, or your own pictures (--image-folder).")
     p.add_argument("--dataset", choices=("shapes", "cifar10"), default="shapes")
@@ -144,7 +144,7 @@ def vit_test_checkpoint_main(argv=None):
     from ..evaluation.visualize import plot_class_token_attention, plot_image_grid
 
     def run(argv):
-        p = argparse.ArgumentParser(description="Score a visTransformer checkpoint on its "
+        p = Parser(description="Score a visTransformer checkpoint on its "
                                                 "test images and show what it sees.")
         add_checkpoint_arguments(p)
         p.add_argument("--dataroot", help="CIFAR-10 or --image-folder: where it is now, if it "

@@ -1,8 +1,8 @@
 """``python -m DLStudio.data``: inspect, build and generate DLStudio archives.
 
     python -m DLStudio.data inspect ARCHIVE
-    python -m DLStudio.data build-archive spa.txt -o OUT.tar.gz
-        [--max-words 8] [--pairs 90000] [--seed 0]
+    python -m DLStudio.data build-archive spa.txt [-o OUT.tar.gz]
+        [--max-words 8] [--pairs 90000] [--seed 0]    (OUT: data/en_es_xformer_8_90000.tar.gz)
     python -m DLStudio.data synth -o OUT.tar.gz [--pairs 20000] [--seed 0]
 """
 
@@ -43,10 +43,14 @@ def _inspect(args):
 
 def _build(args):
     if not os.path.isfile(args.tsv):
-        raise FileNotFoundError(f"no file at {args.tsv}; download spa-eng.zip from the "
-                                "Tatoeba/Anki sentence pages and unzip it")
+        raise FileNotFoundError(f"no file at {args.tsv}; download spa-eng.zip from "
+                                "https://www.manythings.org/anki/ (Tatoeba's sentences) and "
+                                "unzip it: the file is spa.txt")
     corpus = curate_pairs(read_tsv_pairs(args.tsv), max_words=args.max_words,
                           num_pairs=args.pairs, seed=args.seed)
+    if args.output is None:
+        args.output = os.path.join("data", f"en_es_xformer_{args.max_words}_{args.pairs}.tar.gz")
+    os.makedirs(os.path.dirname(args.output) or ".", exist_ok=True)
     save_archive(corpus, args.output)
     print(f"wrote {args.output}: {len(corpus.pairs)} pairs, vocabularies "
           f"{len(corpus.vocab_en)} / {len(corpus.vocab_es)}")
@@ -67,26 +71,31 @@ def _positive(text):
 
 
 def main(argv=None):
+    shows = {"formatter_class": argparse.ArgumentDefaultsHelpFormatter}   # --help: defaults
     parser = argparse.ArgumentParser(prog="python -m DLStudio.data",
                                      description="Inspect, build and generate DLStudio "
-                                                 "English-Spanish archives.")
+                                                 "English-Spanish archives.", **shows)
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("inspect", help="validate an archive and print what it holds")
+    p = sub.add_parser("inspect", help="validate an archive and print what it holds", **shows)
     p.add_argument("archive")
-    p.add_argument("--samples", type=_positive, default=5)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--samples", type=_positive, default=5, help="pairs to print")
+    p.add_argument("--seed", type=int, default=0, help="which pairs are printed")
     p.set_defaults(run=_inspect)
-    p = sub.add_parser("build-archive", help="curate a Tatoeba/Anki TSV file into an archive")
-    p.add_argument("tsv")
-    p.add_argument("-o", "--output", required=True)
-    p.add_argument("--max-words", type=_positive, default=8)
-    p.add_argument("--pairs", type=_positive, default=90000)
-    p.add_argument("--seed", type=int, default=0)
+    p = sub.add_parser("build-archive", help="curate a Tatoeba/Anki TSV file into an archive",
+                       **shows)
+    p.add_argument("tsv", help="the unzipped file, e.g. spa.txt of manythings.org/anki's "
+                               "spa-eng.zip")
+    p.add_argument("-o", "--output", default=None,
+                   help="the archive to write (default: data/en_es_xformer_W_N.tar.gz, W "
+                        "--max-words and N --pairs: the folder the scripts look in)")
+    p.add_argument("--max-words", type=_positive, default=8, help="longest sentence kept")
+    p.add_argument("--pairs", type=_positive, default=90000, help="pairs kept at most")
+    p.add_argument("--seed", type=int, default=0, help="which pairs are kept")
     p.set_defaults(run=_build)
-    p = sub.add_parser("synth", help="generate the project's synthetic corpus")
+    p = sub.add_parser("synth", help="generate the project's synthetic corpus", **shows)
     p.add_argument("-o", "--output", required=True)
-    p.add_argument("--pairs", type=_positive, default=20000)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--pairs", type=_positive, default=20000, help="pairs to generate")
+    p.add_argument("--seed", type=int, default=0, help="of the generator")
     p.set_defaults(run=_synth)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
