@@ -92,6 +92,7 @@ class Container:
         settings = self.settings_class
         return {"variant": self.variant, "container_class": self.class_path,
                 "container_args": settings.record(self), "shape_args": settings.shape_names(),
+                "shape_defaults": settings.shape_defaults(),
                 "identity_args": settings.names("identity"), **more}
 
     def make_optimizer(self, params):

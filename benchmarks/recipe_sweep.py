@@ -25,6 +25,7 @@ training time counted across the stops.
 """
 
 import json
+import logging
 import os
 import sys
 import time
@@ -166,6 +167,7 @@ def main():
     p.add_argument("--num-atten-heads", type=positive_int, default=4)
     p.add_argument("--table", action="store_true", help="print the finished rows and stop")
     args = p.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(message)s")   # the trainer's progress
     rows = args.rows.split(",")
     unknown = [r for r in rows if r not in LEVERS and r not in COMBINED]
     if unknown:

@@ -62,7 +62,8 @@ class Parser(argparse.ArgumentParser):
         for action in self._actions:
             help = action.help or ""
             if (action.option_strings and help is not argparse.SUPPRESS
-                    and action.default not in (None, False, argparse.SUPPRESS)
+                    and not any(action.default is unset  # (0 == False: compared by identity)
+                                for unset in (None, False, argparse.SUPPRESS))
                     and "%(default)" not in help):
                 action.help = f"{help} (default: %(default)s)".lstrip()
         return super().format_help()

@@ -7,7 +7,7 @@ reads it and a crafted file cannot run code; no class is ever unpickled from it)
     format, variant ("FG" | "PreLN" | "GPT" | "visTransformer"),
     container_class ("module:Class", e.g. "DLStudio.Transformers:TransformerFG" or a
                      student's "homework_my_attention_head:TransformerFGWithTemperature"),
-    container_args, shape_args, identity_args,          # the settings (DLStudio.training.settings):
+    container_args, shape_args, shape_defaults,         # the settings (DLStudio.training.settings):
                                                         # all of them, those that shape the
                                                         # weights, those --resume compares
     run_id, training_config,                            # which run; what --resume checks
@@ -284,8 +284,9 @@ def check_fits(payload, description, path="the checkpoint"):
             raise CheckpointError(f"{path} does not fit this model: its {what} is "
                                   f"{payload.get(key)}, this model's is {description[key]}")
     theirs, ours = payload.get("container_args", {}), description["container_args"]
+    older = description.get("shape_defaults", {})   # a setting newer than the checkpoint
     for name in description["shape_args"]:
-        if _plain(theirs.get(name)) != _plain(ours[name]):
+        if _plain(theirs.get(name, older.get(name))) != _plain(ours[name]):
             raise CheckpointError(f"{path} was trained with {name}={theirs.get(name)}, this "
                                   f"model has {name}={ours[name]}")
 

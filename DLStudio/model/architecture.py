@@ -87,14 +87,12 @@ def residual(x, norm, sublayer, norm_first):
 class TransformerParts:
     """A model's sizes and the encoder side's classes, which every model shares. Each part
     reads its sizes from the object it is given (``xformer``: this one, or a container).
-
     Args (keyword-only): embedding_size (M, even), max_seq_length (tokens per sentence,
         SOS and EOS included), vocab_sizes ({"en": V_en, "es": V_es}), norm_first (False:
         post-LN, True: pre-LN; None keeps the class's); other designs than the lecture's, as
         switches: dropout (Vaswani 5.4), full_width_heads (heads read all of M, then W^O:
         3.2.2), learned_positions, tie_embeddings (output layer = target word vectors),
-        shared_vocab (one vocabulary for both languages: encoder input, decoder input and
-        output layer are one matrix, Vaswani 3.4; V_en must equal V_es).
+        shared_vocab (V_en = V_es: both embeddings and the output layer one matrix, 3.4).
     """
 
     norm_first = False    # where LayerNorm sits: see `residual`
@@ -112,12 +110,9 @@ class TransformerParts:
         self.dropout = dropout
         self.full_width_heads = full_width_heads
         self.learned_positions = learned_positions
-        self.tie_embeddings = tie_embeddings
-        self.shared_vocab = shared_vocab
-        sizes = set(self.vocab_sizes.values())
-        if shared_vocab and len(sizes) > 1:
-            raise ValueError(f"shared_vocab: one vocabulary serves both languages, but the "
-                             f"sizes differ ({self.vocab_sizes})")
+        self.tie_embeddings, self.shared_vocab = tie_embeddings, shared_vocab
+        if shared_vocab and len(set(self.vocab_sizes.values())) > 1:
+            raise ValueError(f"shared_vocab: one vocabulary for both, not {self.vocab_sizes}")
 
     def num_tokens(self, lang):
         """The size of the vocabulary of ``lang``: its embeddings and output layer."""
@@ -538,12 +533,11 @@ class EncoderDecoderParts(TransformerParts):
             self.embeddings_generator_en = xformer.embeddings_generator_en
             self.embeddings_generator_es = xformer.embeddings_generator_es
             self.encoder, self.decoder = master_encoder, master_decoder
-            if xformer.shared_vocab:    # one vocabulary: both languages' vectors are one matrix
-                self.embeddings_generator_es.embedding.weight = \
-                    self.embeddings_generator_en.embedding.weight
-            if xformer.tie_embeddings or xformer.shared_vocab:
-                # the output layer reuses the Spanish word vectors (Press and Wolf 2017)
-                master_decoder.out.weight = self.embeddings_generator_es.embedding.weight
+            es = self.embeddings_generator_es.embedding
+            if xformer.shared_vocab:     # one vocabulary: one matrix for both languages
+                es.weight = self.embeddings_generator_en.embedding.weight
+            if xformer.tie_embeddings or xformer.shared_vocab:   # Press and Wolf 2017
+                master_decoder.out.weight = es.weight      # the output layer reads it too
 
         def forward(self, src, tgt, keep=None):
             memory, cross_mask = self.encode(src)

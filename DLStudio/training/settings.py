@@ -55,6 +55,12 @@ class Settings:
         return cls.names("shapes")
 
     @classmethod
+    def shape_defaults(cls):
+        """What a checkpoint from before a shape setting existed was built with: its
+        default (a later setting's default is the model as it was)."""
+        return {f.name: f.default for f in dataclasses.fields(cls) if f.metadata["shapes"]}
+
+    @classmethod
     def checked(cls, owner, given):
         """The settings ``given`` (a dict of keywords) with the defaults for the rest; an
         unknown keyword raises SettingError naming ``owner`` and the nearest setting."""
