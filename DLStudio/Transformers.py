@@ -43,6 +43,7 @@ from .data.vocabulary import (
 )
 from .DLStudio import DLStudio
 from .evaluation.decode_and_score import (
+    LENGTH_PENALTY,
     classify,
     evaluate_container,
     evaluate_images,
@@ -282,9 +283,11 @@ class TransformerBase(Container, EncoderDecoderParts):
             master_encoder, master_decoder, result_file,
             checkpoint=find_checkpoint(checkpoints_dir, checkpoint_index), **options)
 
-    def translate(self, model, sentences, beam_width=1, precision="fp32"):
+    def translate(self, model, sentences, beam_width=1, precision="fp32",
+                  length_penalty=LENGTH_PENALTY):
         """Translate English sentences (raw strings or word lists); return Spanish strings."""
-        return translate_sentences(model, self.vocab, sentences, beam_width, precision)
+        return translate_sentences(model, self.vocab, sentences, beam_width, precision,
+                                   length_penalty)
 
     def run_code_for_translating_user_input(self, master_encoder, master_decoder,
                                             checkpoints_dir, checkpoint_index, sentence,

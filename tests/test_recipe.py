@@ -58,3 +58,23 @@ def test_the_sweep_combines_only_what_beats_the_noise():
             best["max_minutes"], best["shared_vocab"]) == ("budget", 6, 2, 30.0, False)
     assert settings_of("best-10", 30.0, 10.0, sizes, ["budget"])["max_minutes"] == 10.0
     assert settings_of("shared", 30.0, 10.0, sizes)["shared_vocab"] is True
+
+
+def test_the_length_penalty_reaches_the_beam_of_every_script(trained, capsys):
+    from DLStudio import TransformerFG
+    from DLStudio.cli.translation import test_checkpoint_main, translate_main
+    from DLStudio.evaluation.decode_and_score import evaluate_bleu, translate_sentences
+    folder = str(trained[0] / "ck")
+    x, model, _ = TransformerFG.from_checkpoint(checkpoint_files(folder)[-1])
+    english = "she will not eat the red apples"
+    for alpha in (0.0, 2.0):
+        assert translate_main([folder, "last", english, "--beam", "3",
+                               "--length-penalty", str(alpha)]) == 0
+        said = capsys.readouterr().out.splitlines()[-1]
+        assert said == translate_sentences(model, x.vocab, [english], 3, length_penalty=alpha)[0]
+        assert test_checkpoint_main("FG", [folder, "last", "--beam", "3", "--show", "0",
+                                           "--length-penalty", str(alpha)]) == 0
+        out = capsys.readouterr().out
+        bleu = evaluate_bleu(model, x.vocab, x.held_out_corpus, 3, length_penalty=alpha)
+        assert f"length penalty {alpha}" in out and f"BLEU (NLTK corpus_bleu, 4-gram, " \
+            f"smoothing method1): {bleu['bleu']:.2f}" in out

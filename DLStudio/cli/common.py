@@ -14,6 +14,7 @@ import sys
 
 from ..data import BUNDLED_ARCHIVE, ArchiveError, ImageDataError, load_archive
 from ..data.checkpoints import WEIGHTS, CheckpointError, find_checkpoint
+from ..evaluation.decode_and_score import LENGTH_PENALTY
 from ..model.overrides import OverrideError, import_class
 from ..training.distributed import (
     DistributedError,
@@ -202,7 +203,6 @@ def resolve_archive(path):
     raise UserError(missing_archive_message(path))
 
 
-
 def add_run_arguments(parser, checkpoints_dir, score, what):
     """The flags every training script shares: where checkpoints go and how often, when to
     stop, --overwrite / --resume, --track-<score> (``what``: the score), --seed, --cpu."""
@@ -246,9 +246,16 @@ def add_run_arguments(parser, checkpoints_dir, score, what):
 DEFAULT_BEAM = 1
 
 
+
+
 def add_beam_argument(parser, help="beam width (1: greedy decoding)"):
-    """``--beam``: the decoding of every script that translates, with one default."""
+    """``--beam`` and ``--length-penalty``: the decoding of every script that translates,
+    with one default each."""
     parser.add_argument("--beam", type=positive_int, default=DEFAULT_BEAM, help=help)
+    parser.add_argument("--length-penalty", type=nonnegative_float,
+                        default=LENGTH_PENALTY, metavar="ALPHA",
+                        help="beam search ranks hypotheses by log p / length^ALPHA (0: no "
+                             "penalty, 1: the mean per word)")
 
 
 #: The weights the scripts translate and score with unless told otherwise.

@@ -78,11 +78,13 @@ def explorer(path, args):
                      f"embedding {xformer.embedding_size}, {enc['num_basic_encoders']}+"
                      f"{dec['num_basic_decoders']} layers, {enc['num_atten_heads']} heads, "
                      f"{vocab.kind} tokens",
-            "decoding": "greedy" if args.beam == 1 else f"beam search, width {args.beam}",
+            "decoding": "greedy" if args.beam == 1 else
+            f"beam search, width {args.beam}, length penalty {args.length_penalty}",
             "weights": args.weights})
 
         def make_view(text):
-            return translation_view(model, vocab, text, args.beam, args.hypotheses)
+            return translation_view(model, vocab, text, args.beam, args.hypotheses,
+                                    args.length_penalty)
         return ({"title": f"Attention explorer: Transformer{variant}", "facts": facts,
                  "ask": "an English sentence"}, make_view, [])
     if variant == "GPT":

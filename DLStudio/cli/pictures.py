@@ -60,7 +60,8 @@ def score_checkpoints_main(argv=None):
             if not xformer.held_out_corpus:
                 raise UserError("the training archive is not where it was; give --archive")
             result = evaluate_bleu(model, xformer.vocab, xformer.held_out_corpus,
-                                   beam_width=args.beam, precision=args.precision)
+                                   beam_width=args.beam, precision=args.precision,
+                                   length_penalty=args.length_penalty)
             bleus.append(result["bleu"])
             print(f"{index:>6}{result['bleu']:>8.2f}"
                   f"{result.get('sacrebleu', float('nan')):>11.2f}")

@@ -291,12 +291,15 @@ def test_checkpoint_main(variant, argv=None):
         if not xformer.held_out_corpus:
             raise UserError("the archive this checkpoint was trained on is not where it was: "
                             "give it with --archive")
+        beam = f"beam {args.beam}" + (f", length penalty {args.length_penalty}"
+                                      if args.beam > 1 else "")
         print(f"Transformer{xformer.variant} checkpoint {path} "
-              f"({len(xformer.held_out_corpus)} held-out pairs, beam {args.beam}):\n")
+              f"({len(xformer.held_out_corpus)} held-out pairs, {beam}):\n")
         xformer.run_code_for_evaluating(model.encoder, model.decoder,
                                         result_file=args.result_file, beam_width=args.beam,
                                         checkpoint=None, show=args.show, model=model,
-                                        precision=args.precision)
+                                        precision=args.precision,
+                                        length_penalty=args.length_penalty)
         return 0
     return run_job(run, argv)
 
@@ -317,7 +320,8 @@ def translate_main(argv=None):
         xformer, model = load_translation(path, model_class=args.model_class,
                                           weights=args.weights)
         if sentence != "-":
-            print(xformer.translate(model, [sentence], args.beam, args.precision)[0])
+            print(xformer.translate(model, [sentence], args.beam, args.precision,
+                                    args.length_penalty)[0])
             return 0
         lines = [line.rstrip("\n") for line in sys.stdin]
         status, prepared = 0, []
@@ -329,7 +333,8 @@ def translate_main(argv=None):
                 prepared.append(None)
                 status = 1
         todo = [words for words in prepared if words]
-        done = iter(xformer.translate(model, todo, args.beam, args.precision)) if todo \
+        done = iter(xformer.translate(model, todo, args.beam, args.precision,
+                                      args.length_penalty)) if todo \
             else iter(())
         for words in prepared:  # one translation per input line, in order
             print(next(done) if words else "")

@@ -27,7 +27,12 @@ from ..data.checkpoints import free_name, mark_written
 from ..model.tokens import EOS_INDEX, SOS_INDEX
 from ..training.precision import Precision
 
-__all__ = ["greedy_decode", "beam_step", "length_normalised", "beam_search", "translate_ids",
+#: beam search's default alpha: hypotheses are ranked by log p / length^alpha (the value of
+#: Wu et al. 2016); every script's --length-penalty starts here.
+LENGTH_PENALTY = 0.6
+
+__all__ = ["LENGTH_PENALTY", "greedy_decode", "beam_step", "length_normalised", "beam_search",
+           "translate_ids",
            "translate_sentences", "held_out_references", "bleu_scores", "evaluate_bleu",
            "evaluate_container", "classify", "confusion_matrix", "format_confusion",
            "evaluate_images"]
@@ -125,7 +130,7 @@ def length_normalised(scores, lengths, alpha):
 
 
 @torch.no_grad()
-def beam_search(model, src, max_len, beam_width=4, length_penalty=0.6, stop_at_eos=True,
+def beam_search(model, src, max_len, beam_width=4, length_penalty=LENGTH_PENALTY, stop_at_eos=True,
                 step=beam_step, rank=length_normalised, hypotheses=None):
     """Keep the ``beam_width`` best partial translations of each sentence at every step.
 
@@ -190,7 +195,7 @@ def beam_search(model, src, max_len, beam_width=4, length_penalty=0.6, stop_at_e
 
 @torch.no_grad()
 def translate_ids(model, src, max_len, beam_width=1, batch_size=256, precision="fp32",
-                  length_penalty=0.6):
+                  length_penalty=LENGTH_PENALTY):
     """Translate many sentences in batches. Shape: src (N, T_src) -> list of N id lists.
     ``precision``: of decoding, as training's ``--precision`` (DLStudio.training.precision);
     ``length_penalty``: beam search's alpha (see `beam_search`)."""
@@ -207,12 +212,14 @@ def translate_ids(model, src, max_len, beam_width=1, batch_size=256, precision="
     return out
 
 
-def translate_sentences(model, vocab, sentences, beam_width=1, precision="fp32"):
+def translate_sentences(model, vocab, sentences, beam_width=1, precision="fp32",
+                        length_penalty=LENGTH_PENALTY):
     """Translate English sentences (raw strings or word lists) in one batch; return the
     Spanish strings. Raises ValueError naming what is wrong with a sentence."""
     words = [vocab.prepare(s) for s in sentences]
     src = vocab.encode(words, "en").to(next(model.parameters()).device)
-    ids = translate_ids(model, src, vocab.max_seq_length, beam_width, precision=precision)
+    ids = translate_ids(model, src, vocab.max_seq_length, beam_width, precision=precision,
+                        length_penalty=length_penalty)
     return [" ".join(vocab.words(seq)) for seq in ids]
 
 
@@ -251,7 +258,8 @@ def bleu_scores(hypotheses, references):
 
 
 def evaluate_bleu(model, vocab, pairs, beam_width=1, device=None, show=0, seed=0,
-                  result_file=None, print_fn=print, precision="fp32", length_penalty=0.6):
+                  result_file=None, print_fn=print, precision="fp32",
+                  length_penalty=LENGTH_PENALTY):
     """Translate the distinct English sentences of ``pairs`` with ``model`` and score them
     (``vocab``: the Vocabulary).
 
@@ -304,7 +312,7 @@ def evaluate_bleu(model, vocab, pairs, beam_width=1, device=None, show=0, seed=0
 
 def evaluate_container(xformer, master_encoder, master_decoder, result_file=None,
                        checkpoint=None, model=None, beam_width=1, show=20, print_fn=print,
-                       precision="fp32"):
+                       precision="fp32", length_penalty=LENGTH_PENALTY):
     """``run_code_for_evaluating``: translate the held-out split, print ``show`` random
     translations beside their references, and return the BLEU scores (NLTK, sacreBLEU).
 
@@ -322,7 +330,8 @@ def evaluate_container(xformer, master_encoder, master_decoder, result_file=None
         raise ValueError("no held-out pairs: the container was built without an archive")
     result = evaluate_bleu(model, xformer.vocab, xformer.held_out_corpus,
                            beam_width=beam_width, show=show, result_file=result_file,
-                           print_fn=print_fn, precision=precision)
+                           print_fn=print_fn, precision=precision,
+                           length_penalty=length_penalty)
     line = (f"held-out BLEU (NLTK corpus_bleu, 4-gram, smoothing method1): "
             f"{result['bleu']:.2f} on {result['sentences']} English sentences")
     if result["translatable"] < result["sentences"]:

@@ -26,7 +26,7 @@ import torch
 
 from ..model.recorder import record_attention
 from ..model.tokens import EOS_INDEX, SOS_INDEX
-from .decode_and_score import beam_search, greedy_decode
+from .decode_and_score import LENGTH_PENALTY, beam_search, greedy_decode
 
 __all__ = ["translation_view", "gpt_view", "vision_view", "render_page", "SCALE"]
 
@@ -85,7 +85,8 @@ def _until_eos(ids):
     return (ids[:ids.index(EOS_INDEX)], True) if EOS_INDEX in ids else (ids, False)
 
 
-def translation_view(model, vocab, sentence, beam_width=1, hypotheses=4, length_penalty=0.6):
+def translation_view(model, vocab, sentence, beam_width=1, hypotheses=4,
+                     length_penalty=LENGTH_PENALTY):
     """What the translator does with one English sentence: the translation the scripts give
     (greedy, or the best of ``beam_width`` > 1), its tokens' probabilities and alternatives,
     the ``hypotheses`` best of a beam search with their scores, and the attention weights of
@@ -112,7 +113,8 @@ def translation_view(model, vocab, sentence, beam_width=1, hypotheses=4, length_
          "cross": [d.cross_attention for d in layers]}, lambda: model(src, tgt))
     predicted = out + [EOS_INDEX] if ended else out
     view = {"kind": "translation", "input": sentence, "output": " ".join(vocab.words(out)),
-            "decoding": "greedy" if beam_width == 1 else f"beam search, width {beam_width}",
+            "decoding": "greedy" if beam_width == 1 else
+            f"beam search, width {beam_width}, length penalty {length_penalty}",
             "tokens": {"source": en.readable(src[0].tolist()),
                        "target": es.readable(tgt[0].tolist())},
             "axes": {"encoder": ["source", "source"], "decoder_self": ["target", "target"],
