@@ -71,8 +71,8 @@ explorer-picture: $(STAMP)
 		tests/test_explorer_browser.py -k file_page -q -p no:randomly
 
 # A measured recipe on the real archive (docs/results.md): make recipe ARCHIVE=data/en_es_xformer_8_90000.tar.gz
-RECIPE ?= today30
+RECIPE ?= fast30
 recipe: $(STAMP)
 	@test -n "$(ARCHIVE)" || { echo "make recipe needs the archive: make recipe ARCHIVE=path/to/en_es_xformer_8_90000.tar.gz (docs/data.md says where to get it)"; exit 2; }
 	$(PY) ExamplesTransformers/seq2seq_with_transformerFG.py --recipe $(RECIPE) --archive $(abspath $(ARCHIVE)) \
-		--checkpoints-dir recipe_run --ema --overwrite
+		--checkpoints-dir recipe_run --overwrite
