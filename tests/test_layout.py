@@ -155,6 +155,25 @@ def test_the_modules_import_one_another_without_a_cycle():
     assert [module for module in graph if reaches(module, module)] == []
 
 
+def test_every_module_can_be_the_first_one_imported():
+    """Python's own order: a package's __init__ runs before its modules, so a module that
+    imports a sibling package can meet a module of its own package half made. Each module
+    is imported first, in a fresh interpreter's state (torch kept, every DLStudio module
+    forgotten)."""
+    import subprocess
+    modules = sorted(module_of(p) for p in package_files() if not p.endswith("__main__.py")
+                     and os.path.isfile(os.path.join(os.path.dirname(p), "__init__.py")))
+    code = ("import importlib, sys, torch\nfailed = []\nfor m in sys.argv[1:]:\n"
+            "    for k in [k for k in sys.modules if k.split('.')[0] in "
+            "('DLStudio', 'Transformers')]:\n        del sys.modules[k]\n"
+            "    try:\n        importlib.import_module(m)\n"
+            "    except Exception as e:\n        failed.append(f'{m}: {e}')\n"
+            "print('\\n'.join(failed))\n")
+    out = subprocess.run([sys.executable, "-c", code, *modules], cwd=ROOT, text=True,
+                         capture_output=True, env={**os.environ, "PYTHONPATH": ROOT})
+    assert out.returncode == 0 and out.stdout.strip() == "", out.stdout + out.stderr
+
+
 def test_the_architecture_reads_in_one_sitting_and_needs_only_torch():
     source = read(ARCHITECTURE)
     assert len(source.splitlines()) <= 780       # 750 until each model owned its loss

@@ -137,8 +137,9 @@ def recipe_scores(args, xformer, trainer):
             continue                        # no average: the run had no --ema
         r = evaluate_bleu(model.eval(), xformer.vocab, xformer.held_out_corpus, beam,
                           length_penalty=alpha)
-        print(f"held-out BLEU, {weights} weights, beam {beam}, length penalty {alpha}: "
-              f"{r['bleu']:.2f} (sacreBLEU {r.get('sacrebleu', float('nan')):.2f})")
+        how = "greedy" if beam == 1 else f"beam {beam}, length penalty {alpha}"
+        print(f"held-out BLEU, {weights} weights, {how}: {r['bleu']:.2f} "
+              f"(sacreBLEU {r.get('sacrebleu', float('nan')):.2f})")
 
 
 def _longest(vocab):
