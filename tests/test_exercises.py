@@ -366,6 +366,7 @@ def read_grades(path):
         return {row["file"]: row for row in csv.DictReader(f)}
 
 
+@pytest.mark.slow          # a stress run (17 s): make test-all
 def test_grading_a_folder_survives_files_that_hang_or_fill_memory(tmp_path):
     write_submissions(tmp_path / "in")
     result = dlstudio("check", "attention", "--submissions", str(tmp_path / "in"), "--csv",

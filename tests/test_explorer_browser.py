@@ -167,7 +167,7 @@ def test_the_live_page_translates_what_you_type(trained, browser, tmp_path):
     folder = trained[0]
     path = find_checkpoint(str(folder / "ck"), "1")
     args = Namespace(model_class=None, beam=1, hypotheses=4, images=4, dataroot=None,
-                     weights="raw")
+                     weights="raw", length_penalty=0.6)
     header, make_view, _ = explorer(path, args)
     server = ExplorerServer(render_page(header, [], live=True), make_view)
     threading.Thread(target=server.serve_forever, daemon=True).start()

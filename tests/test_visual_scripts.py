@@ -110,9 +110,9 @@ def test_divergence_flag():
     assert find_divergence([0.0, 0.1, 0.0]) is None          # never rose: not a divergence
 
 
-@pytest.mark.parametrize("extra", [[], ["--full-width-heads", "--tie-embeddings",
-                                        "--learned-positions", "--dropout", "0.1",
-                                        "--label-smoothing", "0.1"]])
+@pytest.mark.parametrize("extra", [[], pytest.param(     # the switches: make test-all
+    ["--full-width-heads", "--tie-embeddings", "--learned-positions", "--dropout", "0.1",
+     "--label-smoothing", "0.1"], marks=pytest.mark.slow)])
 def test_compare_fg_preln_runs_and_plots(tmp_path, extra):
     from DLStudio.data import generate_corpus, save_archive
     save_archive(generate_corpus(400, seed=6), tmp_path / "tiny.tar.gz")

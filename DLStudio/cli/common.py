@@ -255,7 +255,7 @@ DEFAULT_BEAM = 1
 def add_beam_argument(parser, help="beam width (1: greedy decoding)"):
     """``--beam`` and ``--length-penalty``: the decoding of every script that translates,
     with one default each."""
-    from ..evaluation.decode_and_score import LENGTH_PENALTY   # (imported once training is)
+    from ..evaluation.decode_and_score import LENGTH_PENALTY  # (imported once training is)
     parser.add_argument("--beam", type=positive_int, default=DEFAULT_BEAM, help=help)
     parser.add_argument("--length-penalty", type=nonnegative_float,
                         default=LENGTH_PENALTY, metavar="ALPHA",
