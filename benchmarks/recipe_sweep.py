@@ -11,7 +11,8 @@ changes one thing: the learning rate falls to zero at the budget's end (budget),
 vocabulary for both languages with one matrix for the three embeddings (shared), a deep
 encoder and a shallow decoder (deep-encoder); "seed1" is the recipe again with another seed,
 the noise floor. "best" combines every change whose gain on the development split is larger
-than that noise; "best-10" is it on a 10-minute budget. Each row trains for --minutes on the
+than that noise (when none does, it is the baseline row and is not trained again);
+"best-10" is it on a 10-minute budget. Each row trains for --minutes on the
 training split less a development split carved from it (--dev-sentences distinct English
 sentences, all their pairs), keeping a moving average of the weights (--ema). Its last
 checkpoint is then scored on the development split for each decoding (greedy; beam 4 and 8,
@@ -132,6 +133,15 @@ def best_levers(results):
             and dev(lever) - dev("baseline") > noise], noise
 
 
+def needless(row, best):
+    """Why a combined row need not train, or None: "best" made of no change is the baseline
+    row again (best-10 still trains: the recipe at the shorter budget is a new figure)."""
+    if row == "best" and not best:
+        return ("best: no change beat the noise, so the best combination is today's recipe, "
+                "the baseline row; it is not trained again")
+    return None
+
+
 def table(results):
     lines = ["| row | change from today's recipe | minutes | steps | dev BLEU, greedy raw | "
              "dev BLEU, best (its decoding) | held-out BLEU greedy raw | held-out BLEU, the "
@@ -209,6 +219,9 @@ def main():
             best, noise = best_levers(results)
             print(f"{row}: combines {', '.join(best) or 'nothing (no change beat the noise)'}"
                   f" (noise floor {noise:.2f} BLEU)")
+            if needless(row, best):
+                print(needless(row, best), flush=True)
+                continue
         s = settings_of(row, args.minutes, args.short_minutes, sizes, best)
         print(f"{row}: training for {s['max_minutes']:g} minutes: {s}", flush=True)
         path = train_row(os.path.join(args.out, row), s, corpus, (train, held_out), args.ema)

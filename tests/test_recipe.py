@@ -44,7 +44,7 @@ def test_a_recipe_scores_its_other_decodings(tmp_path, monkeypatch, capsys):
 
 def test_the_sweep_combines_only_what_beats_the_noise():
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-    from recipe_sweep import best_levers, settings_of
+    from recipe_sweep import best_levers, needless, settings_of
 
     def row(*bleus):
         return {"dev": {f"d{i}": {"bleu": b} for i, b in enumerate(bleus)}}
@@ -58,6 +58,11 @@ def test_the_sweep_combines_only_what_beats_the_noise():
             best["max_minutes"], best["shared_vocab"]) == ("budget", 6, 2, 30.0, False)
     assert settings_of("best-10", 30.0, 10.0, sizes, ["budget"])["max_minutes"] == 10.0
     assert settings_of("shared", 30.0, 10.0, sizes)["shared_vocab"] is True
+    # Nothing beats the noise: "best" would be the baseline again; best-10 is still new.
+    results["budget"] = row(30.9)
+    assert best_levers(results)[0] == []
+    assert "the baseline row" in needless("best", []) and needless("best-10", []) is None
+    assert needless("best", ["budget"]) is None
 
 
 def test_the_length_penalty_reaches_the_beam_of_every_script(trained, capsys):
