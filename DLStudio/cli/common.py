@@ -40,7 +40,8 @@ LECTURE = {"archive": "./data/en_es_xformer_8_90000.tar.gz", "embedding_size": 2
 #: argparse name), which a flag given beside it still overrides. "today30" is the 30-minute
 #: recipe of docs/results.md (the lecture's sizes, BPE pieces; PreLN at a constant 5e-4);
 #: benchmarks/recipe_sweep.py measures each change from it. "fast30" adds what the sweep
-#: found to help (docs/results.md). ``also_score``: the held-out decodings printed after the
+#: found to help: averaged weights and a beam (no training change beat the seed-to-seed
+#: difference; docs/results.md). ``also_score``: the held-out decodings printed after the
 #: greedy one, as (weights, beam width, length penalty).
 TODAY30 = {"archive": "./data/en_es_xformer_8_90000.tar.gz", "batch_size": 128,
            "num_warmup_steps": 1000, "lr_mul": 1.0, "learning_rate": 5e-4, "dropout": 0.1,
