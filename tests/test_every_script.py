@@ -192,7 +192,12 @@ def test_every_script_has_a_run(work):
     assert set(runs(work)) == set(SCRIPTS), "give each new script a run in RUNS"
 
 
-@pytest.mark.parametrize("script", SCRIPTS)
+# The longest benchmark runs are left to make test-all (CI), to keep make test under 5 minutes.
+SLOW_SCRIPTS = {"benchmarks/same_arithmetic.py", "benchmarks/bench_train.py"}
+
+
+@pytest.mark.parametrize("script", [pytest.param(s, marks=pytest.mark.slow)
+                                    if s in SLOW_SCRIPTS else s for s in SCRIPTS])
 def test_the_script_runs_to_the_end(script, work, monkeypatch, capsys):
     for args, expected in runs(work).get(script, []):
         status = run_script(script, args, work, monkeypatch)

@@ -153,7 +153,7 @@ def test_training_script_missing_archive_explains(tmp_path):
     assert out.returncode == 2 and "usage" in out.stderr
 
 
-@pytest.mark.parametrize("variant", ["FG", "PreLN"])
+@pytest.mark.parametrize("variant", ["FG", pytest.param("PreLN", marks=pytest.mark.slow)])
 def test_dlstudio_258_script_runs_unchanged(tmp_path, variant):
     """DLStudio's own example script, with only the epochs and the archive name changed."""
     script = f"seq2seq_with_transformer{variant}.py"

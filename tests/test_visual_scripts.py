@@ -82,6 +82,7 @@ def test_attention_maps_are_the_weights_used(trained):
     assert enc.basic_encoder_arr[0].self_attention.record_attention is False
 
 
+@pytest.mark.slow
 def test_positional_encoding_and_schedule_pictures(tmp_path):
     out = run("show_positional_encoding.py", "--embedding-size", 64, cwd=tmp_path)
     assert "wrote" in out
@@ -110,7 +111,8 @@ def test_divergence_flag():
     assert find_divergence([0.0, 0.1, 0.0]) is None          # never rose: not a divergence
 
 
-@pytest.mark.parametrize("extra", [[], pytest.param(     # the switches: make test-all
+@pytest.mark.slow       # compare.py's quick test below runs the same code path in make test
+@pytest.mark.parametrize("extra", [[], pytest.param(     # the switches
     ["--full-width-heads", "--tie-embeddings", "--learned-positions", "--dropout", "0.1",
      "--label-smoothing", "0.1"], marks=pytest.mark.slow)])
 def test_compare_fg_preln_runs_and_plots(tmp_path, extra):

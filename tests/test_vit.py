@@ -159,6 +159,7 @@ def test_missing_cifar10_says_where_to_put_it(tmp_path):
     assert "cifar-10-batches-py" in out.stderr
 
 
+@pytest.mark.slow
 def test_the_scripts_train_and_show_a_checkpoint(tmp_path):
     ck = tmp_path / "ck"
     out = subprocess.run(
