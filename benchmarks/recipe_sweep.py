@@ -219,8 +219,9 @@ def main():
             best, noise = best_levers(results)
             print(f"{row}: combines {', '.join(best) or 'nothing (no change beat the noise)'}"
                   f" (noise floor {noise:.2f} BLEU)")
-            if needless(row, best):
-                print(needless(row, best), flush=True)
+            reason = needless(row, best)
+            if reason:
+                print(reason, flush=True)
                 continue
         s = settings_of(row, args.minutes, args.short_minutes, sizes, best)
         print(f"{row}: training for {s['max_minutes']:g} minutes: {s}", flush=True)
