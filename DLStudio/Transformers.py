@@ -94,7 +94,8 @@ class Container:
         return {"variant": self.variant, "container_class": self.class_path,
                 "container_args": settings.record(self), "shape_args": settings.shape_names(),
                 "shape_defaults": settings.shape_defaults(),
-                "identity_args": settings.names("identity"), **more}
+                "identity_args": settings.names("identity"),
+                "identity_defaults": settings.identity_defaults(), **more}
 
     def make_optimizer(self, params):
         """Adam (``optimizer_params``): post-LN (FG) with ``num_warmup_steps`` > 0 driven by

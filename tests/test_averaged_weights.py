@@ -90,3 +90,49 @@ def test_the_scripts_train_with_ema_and_translate_with_the_average(tmp_path, cap
     assert explore_main([ck, "last", "she is tired", "--weights", "average", "--out",
                          str(page)]) == 0
     assert '"weights":"average"' in page.read_text(encoding="utf-8")
+
+
+def test_resume_refuses_another_decay_of_the_average_by_name(tmp_path):
+    first = run_with(tmp_path / "ck", ema=0.998)
+    first.run(callback=lambda trainer: trainer.step >= 5)
+    with pytest.raises(ValueError, match="ema: 0.998 there, 0.999 now"):
+        run_with(tmp_path / "ck", ema=0.999, resume=True)
+    with pytest.raises(ValueError, match="ema: 0.998 there, None now"):
+        run_with(tmp_path / "ck", resume=True)                 # the average would be lost
+    assert run_with(tmp_path / "ck", ema=0.998, resume=True).step == 5
+    plain = run_with(tmp_path / "plain")                       # no average there: as today
+    plain.run(callback=lambda trainer: trainer.step >= 5)
+    assert run_with(tmp_path / "plain", ema=0.99, resume=True).step == 5
+
+
+def gpt_run(folder, **options):
+    from DLStudio import TransformerGPT
+    sentences = [es for _, es in CORPUS.pairs]
+    dls = DLStudio(use_gpu=False, seed=0, batch_size=32, epochs=2, learning_rate=1e-3)
+    gpt = TransformerGPT(dl_studio=dls, sentences=sentences, tokenizer="word",
+                         embedding_size=16, num_basic_decoders=1, num_atten_heads=2,
+                         dropout=0.1, checkpoint_freq=1)
+    return gpt.run_code_for_training(str(folder), **options)
+
+
+def vit_run(folder, **options):
+    from DLStudio import visTransformer
+    from DLStudio.data import SHAPE_CLASSES
+    dls = DLStudio(use_gpu=False, seed=0, batch_size=16, epochs=2, learning_rate=1e-3)
+    vit = visTransformer(dl_studio=dls, patch_size=(8, 8), embedding_size=16,
+                         num_basic_encoders=1, num_atten_heads=2, classes=SHAPE_CLASSES,
+                         checkpoint_freq=1, augment=True, dropout=0.1)
+    vit.load_shapes_dataset(num_train=96, num_test=16)
+    return vit.run_code_for_training_visTransformer(checkpoint_dir=str(folder), **options)
+
+
+@pytest.mark.parametrize("run", [gpt_run, vit_run], ids=["GPT", "visTransformer"])
+def test_a_resumed_average_of_a_gpt_or_a_vit_is_the_unbroken_runs(tmp_path, run):
+    whole = run(tmp_path / "whole", ema=0.9)
+    first = run(tmp_path / "parts", ema=0.9, max_steps=whole.step // 2 + 1)
+    assert 0 < first.step < whole.step
+    rest = run(tmp_path / "parts", ema=0.9, resume=True)
+    assert rest.step == whole.step
+    for a, b in zip(params(rest.average), params(whole.average)):
+        assert torch.allclose(a, b, atol=1e-7)
+    assert any(not torch.equal(a, w) for a, w in zip(params(rest.average), params(rest.model)))

@@ -13,9 +13,9 @@ from DLStudio.training.schedule import BudgetedOptim
 CORPUS = generate_corpus(300, seed=4)
 
 
-def budget_run(folder, cls=TransformerFG, epochs=100, **options):
+def budget_run(folder, cls=TransformerFG, epochs=100, warmup=10, **options):
     dls = DLStudio(use_gpu=False, batch_size=16, epochs=epochs, seed=1, learning_rate=1e-3)
-    x = cls(dl_studio=dls, corpus=CORPUS, embedding_size=16, num_warmup_steps=10,
+    x = cls(dl_studio=dls, corpus=CORPUS, embedding_size=16, num_warmup_steps=warmup,
             checkpoint_freq=1000, schedule="budget")
     enc = x.MasterEncoder(dls, x, num_basic_encoders=1, num_atten_heads=2)
     dec = x.MasterDecoderWithMasking(dls, x, num_basic_decoders=1, num_atten_heads=2)
@@ -67,18 +67,6 @@ def test_a_resumed_budget_takes_the_rates_of_an_unbroken_run(tmp_path):
     assert before + after == pytest.approx(unbroken, rel=1e-12) and after[-1] == 0.0
 
 
-def test_a_time_budget_is_counted_over_resumes_and_ends_near_zero(tmp_path):
-    minutes = 0.04                                                      # 2.4 s in all
-    _, first = budget_run(tmp_path / "ck", max_minutes=minutes)
-    before = rates(first, stop_at=15)
-    _, rest = budget_run(tmp_path / "ck", max_minutes=minutes, resume=True)
-    after = rates(rest)
-    payload = load_checkpoint(checkpoint_files(tmp_path / "ck")[-1])
-    assert 60 * minutes <= payload["train_seconds"] < 60 * minutes + 2      # both runs' time
-    assert payload["optimizer"]["total_steps"] == payload["step"]   # the estimate, recorded
-    assert len(after) > 20 and after[-1] < 0.1 * max(before + after)  # it ends near zero
-
-
 def test_a_budget_schedule_needs_a_budget(tmp_path):
     with pytest.raises(ValueError, match="--max-minutes or --max-steps"):
         budget_run(tmp_path / "ck")
@@ -97,3 +85,76 @@ def test_the_script_flag_trains_on_the_budget(tmp_path):
     assert payload["container_args"]["schedule"] == "budget"
     assert payload["optimizer"]["total_steps"] == 12 and payload["step"] == 12
     assert payload["optimizer"]["optimizer"]["param_groups"][0]["lr"] == 0.0   # the last
+
+
+# ---------------------------------------------------------------------------------------
+# The budget given now wins on --resume; the warm-up is fixed once; the nearest limit ends it.
+def test_a_larger_max_steps_on_resume_takes_the_rates_of_an_unbroken_longer_run(tmp_path):
+    _, whole = budget_run(tmp_path / "whole", max_steps=80)
+    unbroken = rates(whole)
+    _, first = budget_run(tmp_path / "parts", max_steps=40)
+    before = rates(first)
+    _, rest = budget_run(tmp_path / "parts", max_steps=80, resume=True)
+    after = rates(rest)
+    assert len(before) == 40 and len(after) == 40
+    assert after == pytest.approx(unbroken[40:], rel=1e-12) and after[-1] == 0.0
+
+
+def test_a_smaller_max_steps_on_resume_ends_at_zero_there(tmp_path):
+    _, first = budget_run(tmp_path / "ck", max_steps=80)
+    rates(first, stop_at=30)
+    _, rest = budget_run(tmp_path / "ck", max_steps=40, resume=True)
+    after = rates(rest)
+    assert rest.step == 40 and len(after) == 10 and after[-1] == 0.0
+    assert all(a > b for a, b in zip(after, after[1:]))       # falling all the way
+
+
+class StepClock:
+    """A clock read off the trainer's step: the first step takes ``first`` seconds, every
+    other one ``each``."""
+
+    def __init__(self, first, each):
+        self.trainer, self.first, self.each = None, first, each
+
+    def __call__(self):
+        step = self.trainer.step if self.trainer else 0
+        return 0.0 if step == 0 else self.first + self.each * (step - 1)
+
+
+def test_a_slow_first_step_neither_shortens_the_warm_up_nor_the_time_estimate(tmp_path):
+    _, t = budget_run(tmp_path / "ck", max_minutes=30, warmup=1000)
+    clock = t.clock = StepClock(first=60.0, each=1.0)
+    clock.trainer = t
+    seen = rates(t, stop_at=4)
+    peak = t.optimizer.peak
+    assert seen[1] == pytest.approx(peak * 2 / 1000)     # step 2: the warm-up's own rate
+    # after step 4: 1,800 s less 63 s, at one step a second (the first step left out)
+    assert t.optimizer.total_steps == 4 + 1800 - 63
+    assert t.optimizer.state_dict()["warmup"] == 1000
+
+
+def clocked(trainer, each):
+    trainer.clock = StepClock(first=each, each=each)
+    trainer.clock.trainer = trainer
+    return trainer
+
+
+def test_a_time_budget_is_counted_over_resumes_and_ends_at_zero(tmp_path):
+    # 3 s at 1/8 s a step: 24 steps, by a clock that counts steps (the same on any machine)
+    _, whole = budget_run(tmp_path / "whole", max_minutes=0.05)
+    unbroken = rates(clocked(whole, 0.125))
+    _, first = budget_run(tmp_path / "ck", max_minutes=0.05)
+    before = rates(clocked(first, 0.125), stop_at=15)
+    _, rest = budget_run(tmp_path / "ck", max_minutes=0.05, resume=True)
+    after = rates(clocked(rest, 0.125))
+    payload = load_checkpoint(checkpoint_files(tmp_path / "ck")[-1])
+    assert payload["train_seconds"] == pytest.approx(0.125 * payload["step"])  # both runs'
+    assert payload["optimizer"]["total_steps"] == 24 and unbroken[23] == 0.0
+    assert (before + after)[2:24] == pytest.approx(unbroken[2:24], rel=1e-12)
+
+
+def test_the_epoch_limit_ends_a_budget_when_it_comes_first(tmp_path):
+    _, t = budget_run(tmp_path / "ck", epochs=2, max_minutes=10)
+    seen = rates(t)
+    assert t.step == len(seen) == 2 * t.batches_per_epoch()
+    assert seen[-1] == 0.0 and max(seen) > 0

@@ -55,3 +55,49 @@ def test_dlstudio_s_run_code_for_evaluating_checkpoint_scores_an_old_checkpoint(
     assert english in written and greedy in written
     with pytest.raises(Exception, match="checkpoint_7|no checkpoint|7"):
         xformer.run_code_for_evaluating_checkpoint(enc, dec, str(folder), 7, show=0)
+
+
+# ---------------------------------------------------------------------------------------
+# A run written before a setting existed still resumes. The fixture: a TransformerFG with
+# the budget schedule, stopped after 6 of 12 steps by commit 97d52e5, the one before
+# --shared-vocab (tests/fixtures/pre_shared_vocab_run/write_fixture.py wrote it).
+PRE_SHARED = os.path.join(FIXTURES, "pre_shared_vocab_run", "checkpoint_0_partial.pt")
+
+
+def pre_shared_run(folder, **options):
+    from DLStudio.data import generate_corpus
+    from DLStudio.training import TranslationTrainer
+    dls = DLStudio(use_gpu=False, batch_size=16, epochs=100, seed=1, learning_rate=1e-3)
+    x = TransformerFG(dl_studio=dls, corpus=generate_corpus(300, seed=4), embedding_size=16,
+                      num_warmup_steps=10, checkpoint_freq=1000, schedule="budget")
+    enc = x.MasterEncoder(dls, x, num_basic_encoders=1, num_atten_heads=2)
+    dec = x.MasterDecoderWithMasking(dls, x, num_basic_decoders=1, num_atten_heads=2)
+    return TranslationTrainer.for_container(x, enc, dec, str(folder), max_steps=12, **options)
+
+
+def test_a_run_from_before_a_new_setting_resumes_as_an_unbroken_run_goes_on(tmp_path):
+    payload = load_checkpoint(PRE_SHARED)
+    assert "shared_vocab" not in payload["training_config"] and payload["optimizer"]
+    assert "warmup" not in payload["optimizer"]              # nor the warm-up, kept since
+    folder = tmp_path / "ck"
+    folder.mkdir()
+    shutil.copyfile(PRE_SHARED, folder / "checkpoint_0_partial.pt")
+    resumed = pre_shared_run(folder, resume=True)
+    assert resumed.step == 6
+    resumed.run()
+    whole = pre_shared_run(tmp_path / "whole")
+    whole.run()
+    assert resumed.step == whole.step == 12
+    # the same arithmetic as a run that was never stopped (fp32 sums: to 1e-5)
+    assert resumed.train_losses == pytest.approx(whole.train_losses, rel=1e-5)
+    assert resumed.current_lr() == whole.current_lr() == 0.0
+
+
+def test_a_checkpoint_without_its_optimiser_state_is_refused_by_name(tmp_path):
+    folder = tmp_path / "ck"
+    folder.mkdir()
+    shutil.copyfile(OLD, checkpoint_path(str(folder), 4))
+    from DLStudio.data.checkpoints import CheckpointError
+    with pytest.raises(CheckpointError, match="optimizer") as raised:
+        pre_shared_run(folder, resume=True)
+    assert "\n" not in str(raised.value) and "resume" in str(raised.value)

@@ -348,3 +348,25 @@ def test_bpe_pieces_read_back_as_the_words_and_the_explorer_draws_every_piece(bp
     for layer in view["maps"]["encoder"]["layers"]:
         assert [len(head) for head in layer] == [len(ids)] * len(layer)
         assert all(len(row) == len(ids) for head in layer for row in head)
+
+
+def test_a_held_out_perplexity_that_cannot_be_computed_is_recorded_missing(tmp_path, caplog):
+    """Every held-out sentence holds a word the word-level tokenizer never saw: the run
+    still writes its checkpoints, each recording the score as missing, with one warning."""
+    from DLStudio.data.checkpoints import checkpoint_files, load_checkpoint
+    sentences = [es for _, es in load_archive(BUNDLED_ARCHIVE).pairs[:300]]
+    dls = DLStudio(use_gpu=False, seed=0, batch_size=64, epochs=2, learning_rate=1e-3)
+    gpt = TransformerGPT(dl_studio=dls, sentences=sentences, tokenizer="word",
+                         embedding_size=16, num_basic_decoders=1, num_atten_heads=2,
+                         checkpoint_freq=1)
+    gpt.data.held_out_sentences = [s.replace(s.split()[0], "xyzzy", 1)
+                                   for s in gpt.held_out_sentences]
+    with caplog.at_level("WARNING"):
+        gpt.run_code_for_training(str(tmp_path / "ck"), track_perplexity=True)
+    files = checkpoint_files(tmp_path / "ck")
+    assert len(files) == 2
+    for path in files:
+        rows = load_checkpoint(path)["held_out_perplexity"]
+        assert rows and rows[-1][2] is None
+    said = [r.getMessage() for r in caplog.records if "perplexity" in r.getMessage()]
+    assert len(said) == 1 and "unknown word" in said[0]

@@ -43,9 +43,12 @@ def _score(payload):
               "held_out_accuracy": ("test accuracy (%)", "--track-accuracy"),
               "held_out_perplexity": ("held-out perplexity", "--track-perplexity")}
     for key, (name, _) in scores.items():
-        if payload.get(key):
-            step, epoch, value = payload[key][-1]
+        rows = [row for row in payload.get(key) or [] if row[2] is not None]
+        if rows:
+            step, epoch, value = rows[-1]
             return f"{name} {value:.2f} (epoch {epoch}, step {step})"
+        if payload.get(key):
+            return f"{name}: could not be computed (recorded as missing)"
     flag = next((f for k, (_, f) in scores.items() if k in payload), "--track-bleu")
     tail = (payload.get("train_losses") or [])[-50:]
     return (f"training loss {sum(tail) / len(tail):.3f} (mean of its last {len(tail)} steps;"

@@ -44,7 +44,9 @@ log = logging.getLogger("DLStudio")
 
 __all__ = ["CheckpointError", "FORMAT", "checkpoint_path", "checkpoint_files",
            "list_checkpoints", "find_checkpoint", "save_checkpoint", "load_checkpoint",
-           "make_payload", "check_fits", "load_into", "save_final", "Restored", "init_from_gpt",
+           "make_payload", "check_fits", "check_resumable", "check_same_run", "check_same_average",
+           "load_into",
+           "save_final", "Restored", "init_from_gpt",
            "MANIFEST", "mark_written", "written_here", "refuse_theirs", "free_name",
            "saved_model_paths", "refuse_saved_model_of_theirs"]
 
@@ -289,6 +291,58 @@ def check_fits(payload, description, path="the checkpoint"):
         if _plain(theirs.get(name, older.get(name))) != _plain(ours[name]):
             raise CheckpointError(f"{path} was trained with {name}={theirs.get(name)}, this "
                                   f"model has {name}={ours[name]}")
+
+
+#: What a checkpoint needs for --resume to go on from it (a model's final file, or one
+#: written for a smaller download, may have left some out).
+RESUME_KEYS = ("optimizer", "step", "epoch", "epoch_complete", "train_losses")
+
+
+def check_resumable(payload, path="the checkpoint"):
+    """Raise CheckpointError naming what ``--resume`` needs and the checkpoint lacks."""
+    missing = [key for key in RESUME_KEYS if key not in payload]
+    if missing:
+        raise CheckpointError(
+            f"cannot resume from {path}: it keeps no {' and no '.join(missing)} state (it "
+            "holds weights to use, not a run to continue). Use it with the later scripts, or "
+            "start a new run with --overwrite.")
+
+
+def check_same_run(payload, ours, description, path="the checkpoint", previous="previous/"):
+    """Raise ValueError naming what differs between a checkpoint's training configuration
+    and ``ours`` (the trainer's). A setting newer than the checkpoint is compared at its
+    default (``identity_defaults`` of the model's description), and precision, recorded
+    since bf16 came, at fp32: a new setting never makes an old run unresumable."""
+    theirs = payload.get("training_config")
+    if theirs is None:
+        log.warning("%s records no training configuration (an older checkpoint): "
+                    "resuming without checking it", path)
+        return
+    older = json.loads(json.dumps(description.get("identity_defaults", {}), default=str))
+    if "precision" not in theirs:
+        log.warning("%s records no precision (written before it was recorded): it was "
+                    "trained in fp32, the only precision there was", path)
+    theirs = {"precision": "fp32", **{k: v for k, v in older.items() if k in ours}, **theirs}
+    differ = sorted(k for k in set(theirs) | set(ours) if theirs.get(k) != ours.get(k))
+    if differ:
+        said = "; ".join(f"{k}: {theirs.get(k)} there, {ours.get(k)} now" for k in differ)
+        raise ValueError(
+            f"cannot resume from {path}: its run was trained differently ({said}). Resume "
+            "with the same settings (only the number of epochs, time and step limits, the "
+            "device and threads may change), or start a new run with --overwrite (the "
+            f"old one moves to {previous}).")
+
+
+def check_same_average(payload, ema, path="the checkpoint"):
+    """Raise ValueError when the run's moving average of the weights (--ema) would change
+    on --resume: another decay, or none where the checkpoint keeps one. A checkpoint
+    without an average resumes with any (the average starts from its weights)."""
+    theirs = (payload.get("average") or {}).get("decay")
+    if theirs is not None and theirs != ema:
+        raise ValueError(
+            f"cannot resume from {path}: its run averaged its weights with another decay "
+            f"(ema: {theirs} there, {ema} now). Resume with --ema {theirs}, or start a new "
+            "run with --overwrite.")
 
 
 def load_into(model, checkpoint):

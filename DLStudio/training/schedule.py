@@ -7,8 +7,8 @@ container may override it like any other nested class.
 
 import torch
 
-__all__ = ["ScheduledOptim", "BudgetedOptim", "adam", "clip_gradient_norm", "ADAM_DEFAULTS",
-           "SCHEDULES"]
+__all__ = ["ScheduledOptim", "BudgetedOptim", "RecentSpeed", "budget_end", "adam",
+           "clip_gradient_norm", "ADAM_DEFAULTS", "SCHEDULES"]
 
 #: The learning-rate schedules a container's ``schedule`` setting names.
 SCHEDULES = ("warmup", "budget")
@@ -90,35 +90,87 @@ class ScheduledOptim:
 
 class BudgetedOptim(ScheduledOptim):
     """Adam for a known budget (Li et al. 2020, "Budgeted Training"): the rate rises
-    linearly to ``peak`` over ``n_warmup_steps``, then falls linearly to zero at
-    ``total_steps``, the last step of the budget:
+    linearly to ``peak`` over the warm-up, then falls linearly to zero at ``total_steps``,
+    the last step of the budget:
 
-        lr(step) = peak * step / n_warmup_steps                       step <= n_warmup_steps
-                 = peak * (total - step) / (total - n_warmup_steps)   after, 0 from total on
+        lr(step) = peak * step / warmup                       step <= warmup
+                 = peak * (total - step) / (total - warmup)   after, 0 from total on
 
-    A budget in steps fixes ``total_steps``; a budget in time is turned into steps by the
-    trainer, which sets ``total_steps`` again as the run's speed becomes known (None: not
-    yet known, the rate stays at its peak). A budget no longer than the warm-up warms up
-    over its first half.
+    The warm-up is fixed once, when the run starts (`fix_warmup`): ``n_warmup_steps``, or
+    half of a step budget that is not longer than it; the state keeps it, so a resumed run
+    warms up as it began. ``total_steps`` is the trainer's to set, at every step if it must
+    (`budget_end`): the nearest of the step budget, the end of the epochs and the time
+    budget at the recent speed (None: not yet known, the rate stays at its peak). A time
+    budget that turns out shorter than the warm-up rises on the warm-up's line to its middle
+    and falls at the same slope to zero at its end.
     """
 
     def __init__(self, optimizer, peak, n_warmup_steps, total_steps=None):
         super().__init__(optimizer, 1.0, 1, n_warmup_steps)
         self.peak, self.total_steps = peak, total_steps
+        self.fix_warmup(total_steps)
+
+    def fix_warmup(self, max_steps=None):
+        """The warm-up of this run: ``n_warmup_steps``, or half of ``max_steps`` when the
+        warm-up would not be shorter than the budget."""
+        warm = self.n_warmup_steps
+        self.warmup = max_steps // 2 if max_steps and warm >= max_steps else warm
 
     def lr_at(self, step):
-        step, warm = max(step, 1), self.n_warmup_steps
-        if self.total_steps is not None and warm >= self.total_steps:
-            warm = self.total_steps // 2     # a budget shorter than the warm-up: half of it
+        step, warm, total = max(step, 1), self.warmup, self.total_steps
+        if warm and total is not None and total <= warm:     # a time budget shorter than it
+            return self.peak * max(0, min(step, total - step)) / warm
         if step <= warm:
             return self.peak * step / warm
-        if self.total_steps is None:
+        if total is None:
             return self.peak
-        return self.peak * max(0, self.total_steps - step) / max(1, self.total_steps - warm)
+        return self.peak * max(0, total - step) / max(1, total - warm)
 
     def state_dict(self):
-        return {**super().state_dict(), "total_steps": self.total_steps}
+        return {**super().state_dict(), "total_steps": self.total_steps,
+                "warmup": self.warmup}
 
     def load_state_dict(self, state):
         super().load_state_dict(state)
         self.total_steps = state.get("total_steps")
+        if "warmup" in state:
+            self.warmup = state["warmup"]
+        else:                 # written before the warm-up was kept: as it was reckoned then
+            self.fix_warmup(self.total_steps)
+
+
+def budget_end(step, limits, time_left=None, speed=None, previous=None):
+    """The last step of a budget: the nearest of ``limits`` (the step budget, the end of the
+    epochs; None: no such limit) and, under a time budget of ``time_left`` seconds more, the
+    steps that time holds at the recent ``speed`` (a `RecentSpeed`; before it has measured
+    a step: the ``previous`` estimate)."""
+    ends = list(limits)
+    if time_left is not None:
+        steps = speed.steps_in(time_left) if speed is not None else None
+        ends.append(previous if steps is None else step + steps)
+    ends = [end for end in ends if end is not None]
+    return min(ends) if ends else None
+
+
+class RecentSpeed:
+    """The speed of training, in steps a second, over the last ``window`` steps. The first
+    step of a run only starts the clock: it holds one-off costs (compiling, starting CUDA)
+    that would make an early estimate of the budget's end far too short."""
+
+    def __init__(self, window=500):
+        self.durations, self.window, self.total, self.last = [], window, 0.0, None
+
+    def tick(self, now):
+        """A step ended at ``now`` (seconds)."""
+        if self.last is not None:
+            self.durations.append(now - self.last)
+            self.total += self.durations[-1]
+            if len(self.durations) > self.window:
+                self.total -= self.durations.pop(0)
+        self.last = now
+
+    def steps_in(self, seconds):
+        """How many steps ``seconds`` hold at this speed (None: no step measured yet)."""
+        if not self.durations or self.total <= 0:
+            return None
+        return int(max(0.0, seconds) * len(self.durations) / self.total)

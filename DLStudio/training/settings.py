@@ -61,6 +61,13 @@ class Settings:
         return {f.name: f.default for f in dataclasses.fields(cls) if f.metadata["shapes"]}
 
     @classmethod
+    def identity_defaults(cls):
+        """What a run from before an identity setting existed was trained with: its default
+        (so ``--resume`` of an older checkpoint compares it, and a new setting never makes
+        an old run unresumable)."""
+        return {f.name: f.default for f in dataclasses.fields(cls) if f.metadata["identity"]}
+
+    @classmethod
     def checked(cls, owner, given):
         """The settings ``given`` (a dict of keywords) with the defaults for the rest; an
         unknown keyword raises SettingError naming ``owner`` and the nearest setting."""

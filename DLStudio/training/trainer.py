@@ -35,6 +35,9 @@ from tqdm.auto import tqdm
 from ..data import pairs_fingerprint
 from ..data.checkpoints import (
     CheckpointError,
+    check_resumable,
+    check_same_average,
+    check_same_run,
     checkpoint_files,
     checkpoint_path,
     free_name,
@@ -54,7 +57,7 @@ from ..evaluation.generation import encode_sentences, perplexity
 from ..model.tokens import padding_mask
 from .distributed import ONE_PROCESS
 from .precision import Precision
-from .schedule import BudgetedOptim, clip_gradient_norm
+from .schedule import BudgetedOptim, RecentSpeed, budget_end, clip_gradient_norm
 
 __all__ = ["Trainer", "TranslationTrainer", "ImageTrainer", "TrainingDiverged",
            "TrainingInterrupted", "encode_pairs", "bucketed_batches", "train_translation",
@@ -84,7 +87,7 @@ class ProgressLines:
         self.last, self.first_step = start, trainer.step
 
     def after_step(self, total_steps):
-        now = time.monotonic()
+        now = self.trainer.clock()
         if now - self.last < self.every:
             return
         self.last, t = now, self.trainer
@@ -135,6 +138,11 @@ def bucketed_batches(lengths, batch_size, generator, pool=50):
         batches.extend(chunk[i:i + batch_size] for i in range(0, len(chunk), batch_size))
     perm = torch.randperm(len(batches), generator=generator).tolist()
     return [batches[i] for i in perm]
+
+
+class ScoreMissing(ValueError):
+    """The held-out score cannot be computed (``held_out_score`` says why): the checkpoint
+    records it as missing, and training goes on."""
 
 
 class TrainingInterrupted(RuntimeError):
@@ -191,6 +199,8 @@ class Trainer:
     """
 
     score_name, score_key = "score", "held_out_score"
+    #: The clock of time limits and budgets (a test may give another).
+    clock = staticmethod(time.monotonic)
     #: Seconds between the progress lines of a run whose output is not a terminal.
     progress_seconds = 60
 
@@ -216,6 +226,7 @@ class Trainer:
         self.last_epoch = None
         self.last_checkpoint = None
         self.track_score, self.score_history = track_score, []      # (step, epoch, score)
+        self.score_missing = False             # warned once that the score cannot be had
         self.seconds_before, self.run_start = 0.0, None   # training time of earlier runs
         if ema is not None and not 0 < ema < 1:
             raise ValueError(f"--ema {ema}: the decay of the average is between 0 and 1 "
@@ -227,8 +238,7 @@ class Trainer:
                 raise ValueError("the budget schedule decays the rate to zero when the "
                                  "budget ends: give it one, --max-minutes or --max-steps "
                                  "(max_minutes= or max_steps=)")
-            if max_steps and not max_minutes:     # a time budget is estimated as it goes
-                optimizer.total_steps = max_steps
+            optimizer.fix_warmup(max_steps)     # a resumed run gets its own back
         self.run_id = self.world.on_main(lambda: uuid.uuid4().hex[:12])
         if self.world.rank:             # dropout differs between ranks, repeatably
             self.seed_this_rank()
@@ -343,26 +353,10 @@ class Trainer:
         return json.loads(json.dumps(config, default=str))     # tuples read back as lists
 
     def check_same_run(self, path, payload):
-        """Raise ValueError naming what differs between this run and a checkpoint's."""
-        theirs, ours = payload.get("training_config"), self.training_config()
-        if theirs is None:
-            log.warning("%s records no training configuration (an older checkpoint): "
-                        "resuming without checking it", path)
-            return
-        if "precision" not in theirs:
-            log.warning("%s records no precision (written before it was recorded): it was "
-                        "trained in fp32, the only precision there was", path)
-            theirs = {**theirs, "precision": "fp32"}
-        if "schedule" not in theirs:           # written before there was another schedule
-            theirs = {**theirs, "schedule": "warmup"}
-        differ = sorted(k for k in set(theirs) | set(ours) if theirs.get(k) != ours.get(k))
-        if differ:
-            said = "; ".join(f"{k}: {theirs.get(k)} there, {ours.get(k)} now" for k in differ)
-            raise ValueError(
-                f"cannot resume from {path}: its run was trained differently ({said}). Resume "
-                "with the same settings (only the number of epochs, time and step limits, the "
-                "device and threads may change), or start a new run with --overwrite (the "
-                f"old one moves to {os.path.join(self.checkpoints_dir, 'previous')}).")
+        """Raise ValueError naming what differs between this run and a checkpoint's
+        (DLStudio.data.checkpoints.check_same_run)."""
+        check_same_run(payload, self.training_config(), self.model.description(), path,
+                       os.path.join(self.checkpoints_dir, "previous"))
 
     def move_previous_run(self, paths):
         """--overwrite: the old run's files go to DIR/previous/, replacing the run kept there
@@ -435,21 +429,19 @@ class Trainer:
     def seconds_trained(self):
         """Training time of the whole run: earlier runs' (checkpoints keep it) and this
         one's so far."""
-        now = time.monotonic() - self.run_start if self.run_start is not None else 0.0
+        now = self.clock() - self.run_start if self.run_start is not None else 0.0
         return self.seconds_before + now
 
-    def budget_end(self, steps_here):
-        """The step at which a time budget ends (the earlier of it and ``max_steps``): the
-        time left at this run's speed so far, by rank 0's clock (every rank takes its
-        estimate, so that all follow one schedule)."""
-        end = self.optimizer.total_steps
-        if steps_here:
-            speed = steps_here / (time.monotonic() - self.run_start)          # steps a second
-            left = 60 * self.max_minutes - self.seconds_trained()
-            end = self.step + max(0, int(left * speed))
-            if self.max_steps:
-                end = min(end, self.max_steps)
-        if self.world.distributed:
+    def budget_end(self):
+        """The last step of the budget schedule, as given now: the nearest of ``max_steps``,
+        the end of the epochs and ``max_minutes`` at the recent speed (schedule.budget_end).
+        Rank 0's reckoning: every rank takes it, so that all follow one schedule."""
+        epochs_end = (self.step + (self.dls.epochs - self.epoch) * self.batches_per_epoch()
+                      - self.batches_done)
+        time_left = 60 * self.max_minutes - self.seconds_trained() if self.max_minutes else None
+        end = budget_end(self.step, (self.max_steps, epochs_end), time_left, self.speed,
+                         self.optimizer.total_steps)
+        if self.world.distributed and self.max_minutes:      # a time budget: rank 0's clock
             mine = torch.tensor([float(end or 0) if self.world.is_main else 0.0],
                                 device=self.device)
             end = int(self.world.sum(mine).item()) or None
@@ -474,11 +466,14 @@ class Trainer:
         ``TrainingInterrupted``.
         """
         self.model.train()
-        start = time.monotonic()
+        start = self.clock()
         n_batches = self.batches_per_epoch()
         stop = None
-        self.run_start, first_step = start, self.step
+        self.run_start = start
         budgeted = isinstance(self.optimizer, BudgetedOptim)
+        self.speed = RecentSpeed()
+        if budgeted:                      # the budget given now: a resumed run's too
+            self.optimizer.total_steps = self.budget_end()
         to_a_log = self.world.is_main and not _terminal()
         progress = ProgressLines(self, start, self.progress_seconds) if to_a_log else None
         with _StopSignals(repeat_kills=not self.world.distributed) as signals:
@@ -501,11 +496,14 @@ class Trainer:
                         progress.after_step(self.dls.epochs * n_batches)
                     # a budget counts the whole run's time, across resumes; without one,
                     # --max-minutes is this process's time (DLStudio's scripts' meaning)
-                    spent = self.seconds_trained() if budgeted else time.monotonic() - start
-                    if budgeted and self.max_minutes:
-                        self.optimizer.total_steps = self.budget_end(self.step - first_step)
+                    spent = self.seconds_trained() if budgeted else self.clock() - start
+                    if budgeted and self.max_minutes:        # a time budget: estimated again
+                        self.speed.tick(self.clock())
+                        self.optimizer.total_steps = self.budget_end()
                     early = ((self.max_minutes and spent > 60 * self.max_minutes)
                              or (self.max_steps and self.step >= self.max_steps)
+                             or (budgeted and self.step >= (self.optimizer.total_steps
+                                                            or math.inf))
                              or (callback is not None and callback(self)))
                     if self.world.distributed:                 # every rank stops at this step
                         signalled, early = self.world.any(
@@ -522,7 +520,7 @@ class Trainer:
                 self.last_epoch = epoch
                 log.info("epoch %d/%d%s: mean loss %.4f, lr %.2e, %.0f s", epoch + 1,
                          self.dls.epochs, "" if complete else " (stopped inside it)",
-                         total / max(count, 1), self.current_lr(), time.monotonic() - start)
+                         total / max(count, 1), self.current_lr(), self.clock() - start)
                 due = complete and ((epoch + 1) % self.checkpoint_freq == 0
                                     or epoch + 1 == self.dls.epochs)
                 if self.save_checkpoints and self.checkpoints_dir and (due or stop):
@@ -577,11 +575,18 @@ class Trainer:
 
     def write_checkpoint(self, payload, epoch, path):
         if self.track_score:
-            score = self.held_out_score()
+            try:
+                score = self.held_out_score()
+            except ScoreMissing as e:        # recorded as missing; the checkpoint is written
+                if not self.score_missing:
+                    log.warning("%s; the checkpoints record it as missing (None)", e)
+                self.score_missing, score = True, ScoreMissing
             self.model.train()
             if score is not None:
+                score = None if score is ScoreMissing else score
                 self.score_history.append((self.step, epoch, score))
-                log.info("held-out %s at epoch %d: %.2f", self.score_name, epoch, score)
+                if score is not None:
+                    log.info("held-out %s at epoch %d: %.2f", self.score_name, epoch, score)
                 payload[self.score_key].append(list(self.score_history[-1]))
         save_checkpoint(payload, path)
         log.info("checkpoint written: %s", path)
@@ -592,7 +597,9 @@ class Trainer:
         than one run, or when this run's configuration differs from the checkpoint's.
         Under torchrun rank 0 reads it and hands it to the others."""
         path, payload = self.world.on_main(self.newest_checkpoint)
+        check_resumable(payload, path)
         self.check_same_run(path, payload)
+        check_same_average(payload, self.ema, path)
         if bool(payload.get("compile")) != bool(self.compile):
             log.warning("%s was trained %s --compile and resumes %s it: the same arithmetic, "
                         "only the speed differs", path,
@@ -664,10 +671,11 @@ class Trainer:
         ax.set_xlabel("training step")
         ax.set_ylabel("cross-entropy loss")
         ax.set_title(f"{self.title}: training loss")
-        if self.score_history:
+        scored = [r for r in self.score_history if r[2] is not None]    # (missing: None)
+        if scored:
             ax2 = ax.twinx()
-            ax2.plot([r[0] for r in self.score_history], [r[2] for r in self.score_history],
-                     color="tab:red", marker="o")
+            ax2.plot([r[0] for r in scored], [r[2] for r in scored], color="tab:red",
+                     marker="o")
             ax2.set_ylabel(f"held-out {self.score_name}", color="tab:red")
         wanted = os.path.join(folder, "train_loss.png")
         path = free_name(wanted)
@@ -869,7 +877,12 @@ class LanguageModelTrainer(Trainer):
     def held_out_score(self):
         if not self.gpt.held_out_sentences:
             return None
-        return perplexity(self.gpt, self.gpt.held_out_sentences)["per_piece"]
+        try:
+            return perplexity(self.gpt, self.gpt.held_out_sentences)["per_piece"]
+        except ValueError as e:
+            raise ScoreMissing(f"the held-out perplexity cannot be computed: {e} (a word-level "
+                               "tokenizer knows only the training words: --tokenizer bpe "
+                               "reads any)") from None
 
 
 def train_language_model(gpt, checkpoints_dir="checkpoints_GPT", callback=None, **options):
