@@ -74,3 +74,39 @@ def test_the_depth_cap_holds_for_a_list_grown_after_it_was_put_in_another(tmp_pa
     in_itself = b"\x80\x04]\x94h\x00a."                   # L = []; L.append(L)
     with pytest.raises(ArchiveError, match="nest more than 32 deep"):
         load_archive(write(tmp_path, in_itself))
+
+
+def test_a_key_too_large_to_print_is_refused_with_a_message(tmp_path):
+    """10**5000 has more digits than Python turns into a string: the key is checked for
+    type and range before any message formats it."""
+    for key in (10 ** 5000, 2 ** 63, -1, 1.5, "0" * 5000, True):
+        dataset = {key: ["no SOS here EOS", "SOS hola EOS"]}
+        path = write(tmp_path, __import__("pickle").dumps((dataset, ["SOS", "EOS"],
+                                                           ["SOS", "EOS", "hola"])))
+        with pytest.raises(ArchiveError, match="keys must be ints from 0 to 2\\*\\*63 - 1"):
+            load_archive(path)
+    ok = write(tmp_path, __import__("pickle").dumps((
+        {2 ** 63 - 1: ["SOS hi EOS", "SOS hola EOS"]}, ["SOS", "EOS", "hi"],
+        ["SOS", "EOS", "hola"])))
+    assert load_archive(ok).pairs == [("SOS hi EOS", "SOS hola EOS")]
+
+
+def test_the_walk_that_follows_the_nesting_is_capped_in_steps(tmp_path):
+    """Many containers sharing one list that is deepened level by level: each level walks
+    them all again. The walk counts its steps and refuses past its cap (here a small one;
+    the default's worst cases: the slow test below, their times: fuzz_archive.py --worst)."""
+    from .fuzz_archive import repeated_holder, shared_holders
+    for data in (shared_holders(5_000), repeated_holder(20_000)):
+        with pytest.raises(ArchiveError, match="more than 50,000 steps.*max_steps"):
+            load_archive(write(tmp_path, data), max_steps=50_000)
+        with pytest.raises(ArchiveError, match="expected the tuple"):   # the cap let it by
+            load_archive(write(tmp_path, data), max_steps=10 ** 7)
+
+
+@pytest.mark.slow
+def test_the_costliest_inputs_at_the_default_caps_are_refused(tmp_path):
+    from .fuzz_archive import worst_cases
+    for name, data in worst_cases():
+        with pytest.raises(ArchiveError):
+            load_archive(write(tmp_path, data))
+            pytest.fail(f"{name}: loaded")

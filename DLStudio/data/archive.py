@@ -11,9 +11,10 @@ an unpickler that refuses every global name, which leaves exactly the built-in c
 memory on any input: the decompressed size is capped (``max_bytes``), and before anything is
 built the pickle's opcodes are walked to count its objects (``max_objects``) and to follow how
 deep its containers nest (``max_depth``; the format needs 3, and a crafted tuple 200,000
-levels deep crashes CPython's hashing). Every refusal is an ``ArchiveError`` whose message
-names the file, the problem and what to do, and never prints more than a few dozen
-characters of the archive's content.
+levels deep crashes CPython's hashing), the walk's own work capped too (``max_steps``).
+Every refusal is an ``ArchiveError`` whose message names the file, the problem and what to
+do, and never prints more than a few dozen characters of the archive's content (a key is
+checked for type and range before any message formats it).
 """
 
 import gzip
@@ -25,6 +26,7 @@ import pickletools
 import random
 import tempfile
 import zlib
+from array import array
 from dataclasses import dataclass
 
 __all__ = ["ArchiveError", "Corpus", "load_archive", "save_archive", "archive_bytes",
@@ -35,8 +37,14 @@ SOS, EOS = "SOS", "EOS"
 #: The caps on what an archive may hold (``load_archive`` takes others). The real archive of
 #: 90,000 pairs is 7.8 MB decompressed, 0.87 million pickle opcodes, nested 3 deep.
 MAX_BYTES = int(os.environ.get("DLSTUDIO_MAX_ARCHIVE_MB", "256")) * 1_000_000
-MAX_OBJECTS = 20_000_000
+MAX_OBJECTS = 5_000_000
 MAX_DEPTH = 32
+#: The walk's steps (each opcode, and each container deepened as its nesting is followed):
+#: the 90,000-pair archive takes 0.96 million; tests/fuzz_archive.py's worst cases are
+#: refused at this cap within seconds and a few hundred MB.
+MAX_STEPS = 6_000_000
+#: A pair's key: an int that any language reads as a 64-bit integer.
+KEY_LIMIT = 2 ** 63
 
 
 class ArchiveError(ValueError):
@@ -107,13 +115,62 @@ _IN_PLACE = {"APPEND", "APPENDS", "SETITEM", "SETITEMS", "ADDITEMS"}
 _EMPTY = {"EMPTY_LIST", "EMPTY_DICT", "EMPTY_SET", "EMPTY_TUPLE"}
 
 
-def _check_opcodes(raw, path, max_objects, max_depth):
+class _Walk:
+    """What the opcode walk knows of the objects, kept small: each object's depth (4 bytes)
+    and whether it is a container; for a container that was put into another, the
+    containers that hold it. ``steps`` counts the walk's work (opcodes read and nesting
+    followed), capped at ``max_steps``."""
+
+    def __init__(self, path, max_depth, max_steps):
+        self.path, self.max_depth, self.max_steps, self.steps = path, max_depth, max_steps, 0
+        self.depth, self.container, self.holders = array("i"), bytearray(), {}
+
+    def new(self, container):
+        self.depth.append(0)
+        self.container.append(container)
+        return len(self.depth) - 1
+
+    def step(self):
+        self.steps += 1
+        if self.steps > self.max_steps:
+            _fail(self.path, f"following how its containers nest takes more than "
+                             f"{self.max_steps:,} steps, the cap that keeps a crafted file from "
+                             "exhausting time and memory (the 90,000-pair archive takes under "
+                             "a million); a real archive that large needs load_archive(..., "
+                             "max_steps=...).")
+
+    def hold(self, target, child):
+        """``target`` now holds ``child``: it is at least one deeper."""
+        if self.container[child]:
+            self.holders.setdefault(child, []).append(target)
+        if self.depth[child] + 1 > self.depth[target]:
+            self.deepen(target, self.depth[child] + 1)
+
+    def deepen(self, obj, d):
+        """``obj`` is now at least ``d`` deep, and so each container holding it one deeper,
+        and so on up (a container that holds itself deepens until it passes the cap)."""
+        todo = [(obj, d)]
+        while todo:
+            obj, d = todo.pop()
+            self.step()
+            if d <= self.depth[obj]:
+                continue
+            if d > self.max_depth:
+                _fail(self.path, f"its containers nest more than {self.max_depth} deep (a "
+                                 "DLStudio archive nests 3 deep: tuple, dict, pair); it may be "
+                                 "crafted to crash the reader and was not loaded.")
+            self.depth[obj] = d
+            todo.extend((holder, d + 1) for holder in self.holders.get(obj, ()))
+
+
+def _check_opcodes(raw, path, max_objects, max_depth, max_steps=None):
     """Walk the pickle's opcodes without building anything: count them, and follow the
     nesting depth of every container. The walk keeps a stack of object numbers beside the
     unpickler's stack; each object knows its depth and the containers that hold it, so that
     a container grown in place after it was put into another (APPEND onto a list fetched
-    back from the memo) deepens those too, whatever the order of the opcodes."""
-    depth, holders = [], {}     # object number -> its depth; container -> those that hold it
+    back from the memo) deepens those too, whatever the order of the opcodes. Its work is
+    capped (``max_steps``), so a crafted file is refused in bounded time."""
+    walk = _Walk(path, max_depth, max_steps or MAX_STEPS)
     stack, marks, memo = [], [], {}
     try:
         for count, (op, arg, _) in enumerate(pickletools.genops(raw), 1):
@@ -121,6 +178,7 @@ def _check_opcodes(raw, path, max_objects, max_depth):
                 _fail(path, f"it holds more than {max_objects:,} pickle objects, the cap that "
                             "keeps a crafted file from exhausting time and memory; a real "
                             "archive that large needs load_archive(..., max_objects=...).")
+            walk.step()
             name = op.name
             if name == "MARK":
                 marks.append(len(stack))
@@ -133,7 +191,7 @@ def _check_opcodes(raw, path, max_objects, max_depth):
             elif name == "DUP":
                 stack.append(stack[-1])
             elif name not in ("PROTO", "FRAME", "STOP"):
-                _apply(op, stack, marks, depth, holders, path, max_depth)
+                _apply(op, stack, marks, walk)
     except ArchiveError:
         raise
     except Exception as e:            # malformed or truncated: genops says where
@@ -141,7 +199,7 @@ def _check_opcodes(raw, path, max_objects, max_depth):
                     f"{str(e)[:100]}); download or build the archive again.")
 
 
-def _apply(op, stack, marks, depth, holders, path, max_depth):
+def _apply(op, stack, marks, walk):
     """One opcode's effect on the objects: a new object (a container one deeper than what
     it holds), or an in-place addition (APPEND, SETITEM, ...) to a container below."""
     before = op.stack_before
@@ -155,37 +213,17 @@ def _apply(op, stack, marks, depth, holders, path, max_depth):
     if op.name in _IN_PLACE:
         target, held = below[0], below[1:] + items
     else:
-        target, held = len(depth), below + items
-        depth.append(0)
-        if held or op.name in _EMPTY:            # a container (a string never grows)
-            holders[target] = []
+        held = below + items
+        target = walk.new(bool(held) or op.name in _EMPTY)   # a string never grows
     for child in held:
-        if child in holders:
-            holders[child].append(target)
-        if depth[child] + 1 > depth[target]:
-            _deepen(target, depth[child] + 1, depth, holders, path, max_depth)
+        walk.hold(target, child)
     stack.extend([target] * len(op.stack_after))
 
 
-def _deepen(obj, d, depth, holders, path, max_depth):
-    """``obj`` is now at least ``d`` deep, and so each container holding it one deeper, and
-    so on up (a container that holds itself deepens until it passes the cap)."""
-    todo = [(obj, d)]
-    while todo:
-        obj, d = todo.pop()
-        if d <= depth[obj]:
-            continue
-        if d > max_depth:
-            _fail(path, f"its containers nest more than {max_depth} deep (a DLStudio archive "
-                        "nests 3 deep: tuple, dict, pair); it may be crafted to crash the "
-                        "reader and was not loaded.")
-        depth[obj] = d
-        todo.extend((holder, d + 1) for holder in holders[obj])
-
-
-def _read_pickle(path, max_bytes=MAX_BYTES, max_objects=MAX_OBJECTS, max_depth=MAX_DEPTH):
+def _read_pickle(path, max_bytes=MAX_BYTES, max_objects=MAX_OBJECTS, max_depth=MAX_DEPTH,
+                 max_steps=None):
     raw = _read_bytes(path, max_bytes)
-    _check_opcodes(raw, path, max_objects, max_depth)
+    _check_opcodes(raw, path, max_objects, max_depth, max_steps)
     try:
         return _NoGlobalsUnpickler(io.BytesIO(raw)).load()
     except ArchiveError as e:
@@ -227,14 +265,15 @@ def _check_sentence(source, key, lang, sentence, vocab_set, max_seq_length):
 
 
 def load_archive(path, max_seq_length=None, max_bytes=MAX_BYTES, max_objects=MAX_OBJECTS,
-                 max_depth=MAX_DEPTH):
+                 max_depth=MAX_DEPTH, max_steps=MAX_STEPS):
     """Read and validate a DLStudio archive.
 
     Args:
         path:           the ``.tar.gz`` (gzip + pickle) file.
         max_seq_length: when given, every sentence (SOS and EOS included) must fit in it.
-        max_bytes, max_objects, max_depth: the caps on the decompressed size, the number of
-                        pickle objects and the nesting depth (see the module docstring).
+        max_bytes, max_objects, max_depth, max_steps: the caps on the decompressed size,
+                        the number of pickle objects, the nesting depth and the steps of
+                        the walk that follows it (see the module docstring).
 
     Returns:
         a ``Corpus`` with the pairs in key order.
@@ -249,7 +288,7 @@ def load_archive(path, max_seq_length=None, max_bytes=MAX_BYTES, max_objects=MAX
             f"no archive at {path}. Build one from a Tatoeba/Anki file with "
             "'python -m DLStudio.data build-archive spa.txt -o OUT', or use the bundled "
             "corpus datasets/en_es_synthetic_8_20000.tar.gz.")
-    obj = _read_pickle(path, max_bytes, max_objects, max_depth)
+    obj = _read_pickle(path, max_bytes, max_objects, max_depth, max_steps)
     if not (isinstance(obj, tuple) and len(obj) == 3):
         found = type(obj).__name__
         if isinstance(obj, (tuple, list)):
@@ -261,9 +300,11 @@ def load_archive(path, max_seq_length=None, max_bytes=MAX_BYTES, max_objects=MAX
     _check_vocab(path, vocab_en, "English")
     _check_vocab(path, vocab_es, "Spanish")
     en_set, es_set = set(vocab_en), set(vocab_es)
-    odd_key = next((k for k in dataset if type(k) is not int), None)
+    # checked before any message formats a key (a 5,000-digit int cannot become a string)
+    odd_key = next((k for k in dataset if type(k) is not int or not 0 <= k < KEY_LIMIT), None)
     if odd_key is not None:
-        _fail(path, f"the dataset's keys must be ints, found {_short(odd_key)}.")
+        _fail(path, f"the dataset's keys must be ints from 0 to 2**63 - 1, found "
+                    f"{_short(odd_key)}.")
     pairs = []
     for key in sorted(dataset):
         pair = dataset[key]
