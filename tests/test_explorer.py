@@ -245,6 +245,8 @@ def test_explore_says_what_is_wrong_with_its_input(trained, tmp_path, capsys):
 
 
 def test_serve_prints_its_address_answers_there_and_stops_on_ctrl_c(trained):
+    """Started as a shell starts a job in the background, with SIGINT ignored: the server
+    sets its own handler, so Ctrl-C (a SIGINT) still stops it."""
     import os
     import signal
     import subprocess
@@ -255,7 +257,8 @@ def test_serve_prints_its_address_answers_there_and_stops_on_ctrl_c(trained):
     server = subprocess.Popen(
         [sys.executable, "-m", "DLStudio", "explore", str(trained[0] / "ck"), "1", "--serve"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=dict(os.environ, PYTHONPATH=ROOT))
+        env=dict(os.environ, PYTHONPATH=ROOT),
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     try:
         line = server.stdout.readline()
         url = re.search(r"http://127\.0\.0\.1:\d+/", line)
@@ -267,3 +270,48 @@ def test_serve_prints_its_address_answers_there_and_stops_on_ctrl_c(trained):
         assert server.returncode == 0 and "stopped" in out
     finally:
         server.kill()
+
+
+def _live(make_view):
+    server = ExplorerServer(render_page({"title": "t", "facts": {}, "ask": "a sentence"}, [],
+                                        live=True), make_view)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def test_a_client_that_stops_sending_does_not_stall_the_server():
+    import socket
+    server = _live(lambda text: {"output": text})
+    try:
+        stalled = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+        stalled.sendall(f"POST /explore HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
+                        "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{".encode())
+        connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
+        connection.request("GET", "/", headers={"Host": f"127.0.0.1:{server.port}"})
+        assert connection.getresponse().status == 200      # answered while the other waits
+        stalled.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_an_unexpected_error_is_answered_500_in_one_line_and_the_server_goes_on(capsys):
+    def make_view(text):
+        if text == "boom":
+            raise RuntimeError("the model broke\nin two lines")
+        return {"output": text}
+    server = _live(make_view)
+    json_type = {"Content-Type": "application/json"}
+    try:
+        status, data = ask(server, "POST", "/explore", json.dumps({"text": "boom"}),
+                           headers=json_type)
+        error = json.loads(data)["error"]
+        assert status == 500 and "RuntimeError: the model broke" in error and "\n" not in error
+        status, data = ask(server, "POST", "/explore", json.dumps({"text": "hi"}),
+                           headers=json_type)
+        assert status == 200 and json.loads(data)["view"]["output"] == "hi"
+    finally:
+        server.shutdown()
+        server.server_close()
+    said = capsys.readouterr().err
+    assert "RuntimeError: the model broke" in said and "Traceback" not in said

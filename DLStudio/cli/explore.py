@@ -5,15 +5,20 @@ typed sentence is run through the model.
 
 The server is the standard library's ``http.server``: it binds 127.0.0.1, answers only
 requests addressed to it (the Host header: a page elsewhere that renames itself to this
-address, DNS rebinding, is refused), reads JSON bodies of at most ``BODY_LIMIT`` bytes, runs
-one request at a time, and stops on Ctrl-C.
+address, DNS rebinding, is refused), reads JSON bodies of at most ``BODY_LIMIT`` bytes, reads
+each request in a thread of its own with a timeout (a client that stops sending stalls no
+one), runs the model for one request at a time, answers an unexpected error with 500 and
+one line, and stops on Ctrl-C (it sets that handler itself: a shell that starts it in the
+background has it ignore SIGINT).
 """
 
 import argparse
 import json
 import os
+import signal
 import sys
-from http.server import BaseHTTPRequestHandler, HTTPServer
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from ..data.checkpoints import load_checkpoint
 from ..evaluation.explore import gpt_view, render_page, translation_view, vision_view
@@ -133,7 +138,7 @@ class ExplorerHandler(BaseHTTPRequestHandler):
     """GET / : the page; POST /explore {"text": ...} : {"view": ...} or {"error": ...}."""
 
     server_version = "DLStudioExplorer"
-
+    timeout = 10                  # seconds a client may take to send its request
     def _answer(self, status, body, content_type="application/json; charset=utf-8"):
         data = body if isinstance(body, bytes) else json.dumps(body).encode("utf-8")
         self.send_response(status)
@@ -182,9 +187,15 @@ class ExplorerHandler(BaseHTTPRequestHandler):
         except (ValueError, KeyError, TypeError, UnicodeDecodeError):
             return self._answer(400, {"error": "send JSON: {\"text\": \"...\"}"})
         try:
-            view = self.server.make_view(text)
+            with self.server.model_lock:               # the model runs one view at a time
+                view = self.server.make_view(text)
         except ValueError as e:
             return self._answer(400, {"error": str(e)})
+        except Exception as e:                         # say it in one line, and go on
+            said = " ".join(f"{type(e).__name__}: {e}".split())[:300]
+            print(f"POST /explore {text[:40]!r} -> 500 {said}", file=sys.stderr)
+            return self._answer(500, {"error": f"the model could not show this input "
+                                               f"({said})"})
         self._answer(200, {"view": view})
 
     def log_message(self, format, *args):          # one short line per request, no noise
@@ -193,13 +204,16 @@ class ExplorerHandler(BaseHTTPRequestHandler):
                   file=sys.stderr)
 
 
-class ExplorerServer(HTTPServer):
+class ExplorerServer(ThreadingHTTPServer):
     """The live explorer on 127.0.0.1 (``port`` 0: a free one); ``page``: its HTML,
     ``make_view(text)``: a view of a typed input (ValueError: what is wrong with it)."""
+
+    daemon_threads = True
 
     def __init__(self, page, make_view, port=0, verbose=False):
         super().__init__(("127.0.0.1", port), ExplorerHandler)
         self.page, self.make_view, self.verbose = page, make_view, verbose
+        self.model_lock = threading.Lock()
         self.port = self.server_address[1]
         self.hosts = {f"127.0.0.1:{self.port}", f"localhost:{self.port}"}
         self.url = f"http://127.0.0.1:{self.port}/"
@@ -247,12 +261,17 @@ def explore_main(argv=None):
                                     args.port, verbose=True)
             print(f"the attention explorer of {path} is at {server.url} (this machine only;"
                   " Ctrl-C stops it)", flush=True)
+            main = threading.current_thread() is threading.main_thread()
+            if main:        # Ctrl-C stops it, even where its shell had SIGINT ignored
+                before = signal.signal(signal.SIGINT, signal.default_int_handler)
             try:
                 server.serve_forever()
             except KeyboardInterrupt:
                 print("\nstopped")
             finally:
                 server.server_close()
+                if main:
+                    signal.signal(signal.SIGINT, before)
             return 0
         page = render_page(header, views)
         folder = os.path.dirname(os.path.abspath(args.out))
