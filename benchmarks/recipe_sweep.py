@@ -199,6 +199,10 @@ def main():
     corpus = archive_or_usage(p, args.archive)
     train, held_out = split_pairs(corpus.pairs)                  # the usual held-out split
     distinct = len({en for en, _ in train})
+    if args.dev_sentences >= distinct:
+        p.error(f"--dev-sentences {args.dev_sentences}: the training split of {args.archive} "
+                f"has {distinct} distinct English sentences, and the development split must "
+                f"leave some to train on: give fewer (a tenth would be {distinct // 10})")
     train, dev = split_pairs(train, args.dev_sentences / distinct, seed=1)
     sizes = {"embedding_size": args.embedding_size, "num_layers": args.num_layers,
              "num_atten_heads": args.num_atten_heads}

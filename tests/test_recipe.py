@@ -83,3 +83,37 @@ def test_the_length_penalty_reaches_the_beam_of_every_script(trained, capsys):
         bleu = evaluate_bleu(model, x.vocab, x.held_out_corpus, 3, length_penalty=alpha)
         assert f"length penalty {alpha}" in out and f"BLEU (NLTK corpus_bleu, 4-gram, " \
             f"smoothing method1): {bleu['bleu']:.2f}" in out
+
+
+def test_the_length_penalty_changes_which_hypothesis_the_beam_chooses(trained, capsys):
+    """A beam that ignored alpha would pass the test above (script and library alike):
+    here alpha must change the choice, towards the longer hypothesis as it grows."""
+    from DLStudio import TransformerFG
+    from DLStudio.cli.translation import translate_main
+    from DLStudio.evaluation.decode_and_score import translate_sentences
+    early = os.path.join(str(trained[0] / "ck"), "checkpoint_0.pt")    # after one epoch
+    x, model, _ = TransformerFG.from_checkpoint(early)
+    english = [" ".join(en.split()[1:-1]) for en, _ in x.held_out_corpus[:50]]
+    short = translate_sentences(model, x.vocab, english, 3, length_penalty=0.0)
+    long = translate_sentences(model, x.vocab, english, 3, length_penalty=2.0)
+    changed = [i for i, (a, b) in enumerate(zip(short, long)) if a != b]
+    assert changed, "alpha changed no translation"
+    assert all(len(long[i].split()) >= len(short[i].split()) for i in changed)
+    i = changed[0]
+    for alpha, expected in ((0.0, short[i]), (2.0, long[i])):
+        assert translate_main([early, english[i], "--beam", "3",
+                               "--length-penalty", str(alpha)]) == 0
+        assert capsys.readouterr().out.splitlines()[-1] == expected
+
+
+def test_the_sweep_refuses_a_development_split_as_large_as_the_training_one(
+        tmp_path, monkeypatch, capsys):
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    import recipe_sweep
+    monkeypatch.setattr(sys, "argv", ["recipe_sweep.py", "--dev-sentences", "19000",
+                                      "--out", str(tmp_path / "sweep")])
+    with pytest.raises(SystemExit) as stopped:
+        recipe_sweep.main()
+    said = capsys.readouterr().err
+    assert stopped.value.code == 2 and "--dev-sentences 19000" in said
+    assert "distinct English sentences" in said and "Traceback" not in said
