@@ -136,3 +136,79 @@ def test_a_resumed_average_of_a_gpt_or_a_vit_is_the_unbroken_runs(tmp_path, run)
     for a, b in zip(params(rest.average), params(whole.average)):
         assert torch.allclose(a, b, atol=1e-7)
     assert any(not torch.equal(a, w) for a, w in zip(params(rest.average), params(rest.model)))
+
+
+# ---------------------------------------------------------------------------------------
+# What a student keeps is the best the run gives: a checkpoint with an average records its
+# best use (the average, and its recipe's decoding), and every later script uses it.
+@pytest.fixture(scope="module")
+def recipe_run(tmp_path_factory):
+    from DLStudio.cli import common
+    from DLStudio.cli.translation import train_main
+    folder = str(tmp_path_factory.mktemp("recipe") / "ck")
+    common.RECIPES["tiny-best"] = {
+        "archive": "bundled", "embedding_size": 16, "num_layers": 1, "num_atten_heads": 2,
+        "batch_size": 32, "max_steps": 30, "ema": 0.9, "num_warmup_steps": 20,
+        "also_score": [("average", 1, 0.6), ("average", 3, 1.0)]}
+    try:
+        assert train_main("FG", ["--recipe", "tiny-best", "--checkpoints-dir", folder,
+                                 "--no-eval"]) == 0
+    finally:
+        del common.RECIPES["tiny-best"]
+    return folder
+
+
+def test_a_recipe_run_records_its_best_use_and_the_scripts_use_it(recipe_run, capsys):
+    from DLStudio.cli.translation import translate_main
+    from DLStudio.data.checkpoints import load_checkpoint
+    path = checkpoint_files(recipe_run)[-1]
+    assert load_checkpoint(path)["best_use"] == {"weights": "average", "beam": 3,
+                                                 "length_penalty": 1.0}
+    english = ["she is not tired today", "we will eat the red apples"]
+    x, average, _ = TransformerFG.from_checkpoint(path, weights="average")
+    _, raw, _ = TransformerFG.from_checkpoint(path, weights="raw")
+    best = x.translate(average, english, 3, length_penalty=1.0)
+    plain = x.translate(raw, english, 1)
+    capsys.readouterr()
+    for sentence, expected in zip(english, best):
+        assert translate_main([recipe_run, "last", sentence]) == 0
+        said = capsys.readouterr()
+        assert said.out.splitlines() == [expected]                  # one line per input
+        assert "averaged weights and a beam of 3 (length penalty 1.0)" in said.err
+    for sentence, expected in zip(english, plain):
+        assert translate_main([recipe_run, "last", sentence, "--weights", "raw",
+                               "--beam", "1"]) == 0
+        said = capsys.readouterr()
+        assert said.out.splitlines() == [expected] and not said.err.strip()
+
+
+def test_test_checkpoint_and_the_explorer_take_the_best_use(recipe_run, tmp_path, capsys):
+    from DLStudio.cli.explore import explore_main
+    from DLStudio.cli.translation import test_checkpoint_main
+    from DLStudio.evaluation.decode_and_score import evaluate_bleu
+    path = checkpoint_files(recipe_run)[-1]
+    x, average, _ = TransformerFG.from_checkpoint(path, weights="average")
+    bleu = evaluate_bleu(average, x.vocab, x.held_out_corpus, 3, length_penalty=1.0)["bleu"]
+    capsys.readouterr()
+    assert test_checkpoint_main("FG", [recipe_run, "last", "--show", "0"]) == 0
+    said = capsys.readouterr()
+    assert "beam 3, length penalty 1.0" in said.out and f": {bleu:.2f}" in said.out
+    assert "averaged weights" in said.err
+    page = tmp_path / "page.html"
+    assert explore_main([recipe_run, "last", "she is tired", "--out", str(page)]) == 0
+    text = page.read_text(encoding="utf-8")
+    assert '"weights":"average"' in text and "width 3, length penalty 1.0" in text
+
+
+def test_a_gpt_and_a_vit_with_an_average_are_used_with_it(tmp_path, capsys):
+    from DLStudio.cli.gpt import prompts_main
+    from DLStudio.cli.vision import vit_test_checkpoint_main
+    gpt_run(tmp_path / "gpt", ema=0.9)
+    capsys.readouterr()
+    assert prompts_main([str(tmp_path / "gpt"), "last", "el", "--samples", "1",
+                         "--seed", "0"]) == 0
+    assert "its averaged weights" in capsys.readouterr().err
+    vit_run(tmp_path / "vit", ema=0.9)
+    capsys.readouterr()
+    assert vit_test_checkpoint_main([str(tmp_path / "vit"), "last", "--images", "4"]) == 0
+    assert "its averaged weights" in capsys.readouterr().err

@@ -13,7 +13,7 @@ import os
 import sys
 
 from ..data import BUNDLED_ARCHIVE, ArchiveError, ImageDataError, load_archive
-from ..data.checkpoints import WEIGHTS, CheckpointError, find_checkpoint
+from ..data.checkpoints import WEIGHTS, CheckpointError, best_use, find_checkpoint
 from ..model.overrides import OverrideError, import_class
 from ..training.distributed import (
     DistributedError,
@@ -246,34 +246,57 @@ def add_run_arguments(parser, checkpoints_dir, score, what):
                         "docs/performance.md for whether it pays on your machine)")
 
 
-#: How the scripts translate unless told otherwise (beam width 1: greedy), in one place: every
-#: script that translates or scores, and the attention explorer, take it from here.
+#: How the scripts translate unless told otherwise, in one place: every script that
+#: translates or scores, and the attention explorer, take it from here. A checkpoint that
+#: records its best use (a run with --ema: its averaged weights and its recipe's decoding,
+#: checkpoints.best_use) is used so instead; `take_best_use` decides, and says so.
 DEFAULT_BEAM = 1
-
-
+DEFAULT_WEIGHTS = "raw"
 
 
 def add_beam_argument(parser, help="beam width (1: greedy decoding)"):
     """``--beam`` and ``--length-penalty``: the decoding of every script that translates,
-    with one default each."""
-    from ..evaluation.decode_and_score import LENGTH_PENALTY  # (imported once training is)
-    parser.add_argument("--beam", type=positive_int, default=DEFAULT_BEAM, help=help)
-    parser.add_argument("--length-penalty", type=nonnegative_float,
-                        default=LENGTH_PENALTY, metavar="ALPHA",
+    with one default each (the checkpoint's best use first: `take_best_use`)."""
+    parser.add_argument("--beam", type=positive_int, default=None,
+                        help=f"{help} (default: the checkpoint's best use, which a recipe's run "
+                             f"records; else {DEFAULT_BEAM})")
+    parser.add_argument("--length-penalty", type=nonnegative_float, default=None,
+                        metavar="ALPHA",
                         help="beam search ranks hypotheses by log p / length^ALPHA (0: no "
-                             "penalty, 1: the mean per word)")
-
-
-#: The weights the scripts translate and score with unless told otherwise.
-DEFAULT_WEIGHTS = "raw"
+                             "penalty, 1: the mean per word; default: the checkpoint's best "
+                             "use, else 0.6)")
 
 
 def add_weights_argument(parser):
     """``--weights raw|average``: the checkpoint's weights as trained, or their moving
     average (kept when training had --ema)."""
-    parser.add_argument("--weights", choices=WEIGHTS, default=DEFAULT_WEIGHTS,
+    parser.add_argument("--weights", choices=WEIGHTS, default=None,
                         help="raw: as trained; average: their moving average (the run "
-                             "trained with --ema)")
+                             "trained with --ema; default: average where the checkpoint "
+                             f"keeps one, else {DEFAULT_WEIGHTS})")
+
+
+def take_best_use(args, payload, path):
+    """Fill the flags left unset (``--weights``, ``--beam``, ``--length-penalty``) from the
+    checkpoint's best use, else the defaults; say on standard error what came from the
+    checkpoint (standard output keeps one line per input)."""
+    from ..evaluation.decode_and_score import LENGTH_PENALTY  # (imported when asked)
+    best, taken = best_use(payload), []
+    if getattr(args, "weights", "") is None:
+        args.weights = best.get("weights", DEFAULT_WEIGHTS)
+        if "weights" in best:
+            taken.append(f"its {'averaged' if args.weights == 'average' else 'raw'} weights")
+    if getattr(args, "beam", "") is None:
+        args.beam = best.get("beam", DEFAULT_BEAM)
+        if "beam" in best:
+            taken.append("greedy decoding" if args.beam == 1 else f"a beam of {args.beam}")
+    if getattr(args, "length_penalty", "") is None:
+        args.length_penalty = best.get("length_penalty", LENGTH_PENALTY)
+        if "length_penalty" in best and args.beam > 1:
+            taken[-1] += f" (length penalty {args.length_penalty})"
+    if taken:
+        print(f"{os.path.basename(path)}: {' and '.join(taken)}, as its run recorded it is best "
+              "used (--weights raw --beam 1: the weights as trained, greedy)", file=sys.stderr)
 
 
 def add_decoding_precision(parser):
@@ -334,18 +357,23 @@ def checkpoint_and_rest(args, train_script):
     return find_checkpoint(args.checkpoint, index, how_to_run(train_script)), more
 
 
-def load_translation(path, archive=None, model_class=None, weights=DEFAULT_WEIGHTS):
+def load_translation(path, archive=None, model_class=None, weights=None, args=None):
     """``(xformer, model)`` of a translation checkpoint, read once; ``archive``: score on
-    that one (a name or a path) instead of the one it records; ``weights``: "raw" or
-    "average"."""
-    xformer, model, _ = TransformerBase.from_checkpoint(
+    that one (a name or a path) instead of the one it records; ``weights``: "raw",
+    "average" or None (its best use). ``args``: the script's flags, which
+    `take_best_use` completes from the checkpoint (its ``weights`` are then used)."""
+    if args is not None:
+        weights = args.weights
+    xformer, model, payload = TransformerBase.from_checkpoint(
         path, archive=archive_named(archive) if archive else None, model_class=model_class,
         weights=weights)
+    if args is not None:
+        take_best_use(args, payload, path)
     return xformer, model
 
 
 def load_checkpoint_or_exit(checkpoints_dir, index=None, archive=None, model_class=None,
-                            weights=DEFAULT_WEIGHTS):
+                            weights=None):
     """``(xformer, model)`` from checkpoint N ("last" by default) of ``checkpoints_dir``, or
     from one checkpoint file (a student's container class: ``model_class``,
     "module:Class"); or a one-line message and exit code 1 (for scripts)."""
@@ -355,7 +383,6 @@ def load_checkpoint_or_exit(checkpoints_dir, index=None, archive=None, model_cla
     except (UserError, ArchiveError, CheckpointError, FileNotFoundError, OverrideError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(1)
-
 
 
 def say_how_to_test(script, trainer, model_class=None):

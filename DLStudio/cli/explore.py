@@ -33,6 +33,7 @@ from .common import (
     nonnegative_int,
     positive_int,
     run_job,
+    take_best_use,
 )
 
 __all__ = ["explore_main", "explorer", "ExplorerServer", "BODY_LIMIT"]
@@ -77,8 +78,7 @@ def explorer(path, args):
     payload = load_checkpoint(path)
     variant = payload.get("variant")
     if variant in ("FG", "PreLN"):
-        xformer, model = load_translation(path, model_class=args.model_class,
-                                          weights=args.weights)
+        xformer, model = load_translation(path, model_class=args.model_class, args=args)
         vocab = xformer.vocab
         enc, dec = payload["encoder_config"], payload["decoder_config"]
         facts = _facts(path, payload, {
@@ -100,6 +100,7 @@ def explorer(path, args):
         from ..Transformers import TransformerGPT
         gpt = TransformerGPT.from_checkpoint(path, model_class=args.model_class,
                                              weights=args.weights).model
+        take_best_use(args, payload, path)
         facts = _facts(path, payload, {
             "model": f"TransformerGPT ({gpt.layout}), embedding {gpt.embedding_size}, "
                      f"{gpt.num_basic_decoders} layers, {gpt.num_atten_heads} heads, "

@@ -25,6 +25,7 @@ from .common import (
     positive_ints,
     resolve_archive,
     run_job,
+    take_best_use,
 )
 
 __all__ = ["gpt_train_main", "prompts_main", "pretraining_main", "read_sentences", "GPT"]
@@ -186,8 +187,9 @@ def prompts_main(argv=None):
                        help="the TransformerGPT subclass the checkpoint was trained with")
         args = p.parse_args(argv)
         path, prompt = _prompt_arguments(p, args)
-        gpt = TransformerGPT.from_checkpoint(path, model_class=args.model_class,
-                                             weights=args.weights).model
+        gpt, _, payload = TransformerGPT.from_checkpoint(path, model_class=args.model_class,
+                                                         weights=args.weights)
+        take_best_use(args, payload, path)
         options = {"num_samples": args.samples, "temperature": args.temperature,
                    "top_k": args.top_k or None, "max_new_tokens": args.max_new_tokens,
                    "seed": args.seed}

@@ -20,7 +20,7 @@ from .common import (
     add_decoding_precision,
     add_weights_argument,
     checkpoint_arguments,
-    load_checkpoint_or_exit,
+    load_translation,
     resolve_archive,
     run_job,
 )
@@ -55,8 +55,8 @@ def score_checkpoints_main(argv=None):
         print(f"{'epoch':>6}{'BLEU':>8}{'sacreBLEU':>11}")
         bleus = []
         for index in indices:
-            xformer, model = load_checkpoint_or_exit(args.checkpoints_dir, index, args.archive,
-                                                     args.model_class, args.weights)
+            xformer, model = load_translation(checkpoint_path(args.checkpoints_dir, index),
+                                              args.archive, args.model_class, args=args)
             if not xformer.held_out_corpus:
                 raise UserError("the training archive is not where it was; give --archive")
             result = evaluate_bleu(model, xformer.vocab, xformer.held_out_corpus,
@@ -107,11 +107,11 @@ def show_attention_main(argv=None):
         path, sentence = checkpoint_arguments(p, args, sentence=True)
         if args.html:                                # the page: what dlstudio explore writes
             from .explore import explore_main
-            return explore_main([path, sentence, "--out", args.html, "--weights", args.weights]
+            return explore_main([path, sentence, "--out", args.html]
+                                + (["--weights", args.weights] if args.weights else [])
                                 + (["--model-class", args.model_class] if args.model_class
                                    else []))
-        xformer, model = load_checkpoint_or_exit(path, model_class=args.model_class,
-                                                 weights=args.weights)
+        xformer, model = load_translation(path, model_class=args.model_class, args=args)
         view = translation_view(model, xformer.vocab, sentence, hypotheses=0)  # ValueError
         print(f"{' '.join(xformer.vocab.prepare(sentence))}  ->  {view['output']}")
         en_axis, es_axis = view["tokens"]["source"], view["tokens"]["target"]

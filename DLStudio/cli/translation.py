@@ -142,6 +142,13 @@ def recipe_scores(args, xformer, trainer):
               f"(sacreBLEU {r.get('sacrebleu', float('nan')):.2f})")
 
 
+def recipe_decoding(args):
+    """The decoding a recipe reports last ({"beam", "length_penalty"}), which a checkpoint
+    with averaged weights records as its best use; None: greedy."""
+    scored = RECIPES[args.recipe].get("also_score") if args.recipe else None
+    return {"beam": scored[-1][1], "length_penalty": scored[-1][2]} if scored else None
+
+
 def _longest(vocab):
     n = getattr(vocab, "longest_training_sentence", None)
     return "" if n is None or vocab.kind == "word" else \
@@ -253,7 +260,7 @@ def train_main(variant, argv=None):
         trainer = xformer.run_code_for_training(
             dls, encoder, decoder, display_train_loss=True, checkpoints_dir=args.checkpoints_dir,
             max_minutes=args.max_minutes, max_steps=args.max_steps,
-            ema=args.ema, overwrite=args.overwrite,
+            ema=args.ema, decoding=recipe_decoding(args), overwrite=args.overwrite,
             resume=args.resume, track_bleu=args.track_bleu,
             precision=args.precision, compile=args.compile)
         if not dls.world.is_main:           # torchrun: rank 0 evaluates
@@ -286,7 +293,7 @@ def test_checkpoint_main(variant, argv=None):
                              "is a subclass of your own")
         args = p.parse_args(argv)
         path = checkpoint_arguments(p, args)
-        xformer, model = load_translation(path, args.archive, args.model_class, args.weights)
+        xformer, model = load_translation(path, args.archive, args.model_class, args=args)
         if variant and xformer.variant != variant:
             log.warning("note: this is a Transformer%s checkpoint", xformer.variant)
         if not xformer.held_out_corpus:
@@ -318,8 +325,7 @@ def translate_main(argv=None):
                              "is a subclass of your own")
         args = p.parse_args(argv)
         path, sentence = checkpoint_arguments(p, args, sentence=True)
-        xformer, model = load_translation(path, model_class=args.model_class,
-                                          weights=args.weights)
+        xformer, model = load_translation(path, model_class=args.model_class, args=args)
         if sentence != "-":
             print(xformer.translate(model, [sentence], args.beam, args.precision,
                                     args.length_penalty)[0])

@@ -19,6 +19,7 @@ from .common import (
     run_job,
     say_how_to_test,
     subclass_of,
+    take_best_use,
 )
 
 # ---------------------------------------------------------------------------------------
@@ -131,6 +132,7 @@ def vit_with_its_images(path, args):
     from ..Transformers import visTransformer
     vit, _, payload = visTransformer.from_checkpoint(path, model_class=args.model_class,
                                                      weights=args.weights)
+    take_best_use(args, payload, path)
     spec = dict(payload.get("dataset") or {})
     if args.dataroot:
         spec["dataroot"] = args.dataroot

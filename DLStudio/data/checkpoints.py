@@ -12,7 +12,8 @@ reads it and a crafted file cannot run code; no class is ever unpickled from it)
                                                         # weights, those --resume compares
     run_id, training_config,                            # which run; what --resume checks
     epoch, step, epoch_complete, batches_done, optimizer, rng, train_losses,
-    held_out_bleu | held_out_accuracy,
+    held_out_bleu | held_out_accuracy | held_out_perplexity,   # (step, epoch, score or None)
+    average {decay, model}, best_use {weights, beam, length_penalty}   # (--ema only)
   translation:
     encoder_config, decoder_config,
     vocab_en, vocab_es, vocab_fingerprint,              # the model needs no archive
@@ -44,9 +45,8 @@ log = logging.getLogger("DLStudio")
 
 __all__ = ["CheckpointError", "FORMAT", "checkpoint_path", "checkpoint_files",
            "list_checkpoints", "find_checkpoint", "save_checkpoint", "load_checkpoint",
-           "make_payload", "check_fits", "check_resumable", "check_same_run", "check_same_average",
-           "load_into",
-           "save_final", "Restored", "init_from_gpt",
+           "make_payload", "best_use", "check_fits", "check_resumable", "check_same_run",
+           "check_same_average", "load_into", "save_final", "Restored", "init_from_gpt",
            "MANIFEST", "mark_written", "written_here", "refuse_theirs", "free_name",
            "saved_model_paths", "refuse_saved_model_of_theirs"]
 
@@ -246,14 +246,24 @@ def _weights(model):
 WEIGHTS = ("raw", "average")
 
 
+def best_use(payload):
+    """How the checkpoint's run says it is best used: {"weights", "beam", "length_penalty"}
+    (a run with --ema: its averaged weights, and the decoding its recipe reported last),
+    or {} (use it as the scripts do by default: raw weights, greedy)."""
+    return dict(payload.get("best_use") or {})
+
+
 def weights_of(model):
     """A model's weights as a checkpoint keeps them (translation: by DLStudio's part names)."""
     return _weights(model)
 
 
 def with_weights(payload, which, path="the checkpoint"):
-    """The checkpoint with the weights asked for as its model: "raw" (as trained) or
-    "average" (the exponential moving average that training with --ema keeps beside)."""
+    """The checkpoint with the weights asked for as its model: "raw" (as trained),
+    "average" (the exponential moving average that training with --ema keeps beside) or
+    None (those of its `best_use`: the average where it keeps one)."""
+    if which is None:
+        which = best_use(payload).get("weights", "raw")
     if which not in WEIGHTS:
         raise ValueError(f"weights must be one of {', '.join(WEIGHTS)}, not {which!r}")
     if which == "raw":

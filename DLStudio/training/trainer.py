@@ -188,7 +188,10 @@ class Trainer:
         title:            the name on the loss plot.
         ema:              keep an exponential moving average of the weights with this decay
                           (``self.average``, a copy of the model), saved beside the weights
-                          in each checkpoint (``"average"``) and continued on --resume.
+                          in each checkpoint (``"average"``) and continued on --resume;
+                          the checkpoint then says it is best used with the average
+                          (``"best_use"``), decoded as ``decoding`` says ({"beam",
+                          "length_penalty"}: a recipe's; None: greedy).
 
     A subclass provides: ``num_examples``, ``batches(epoch, skip)`` (this rank's share of
     each global batch: see ``share``), ``data_fingerprint()`` and ``held_out_score()``
@@ -208,7 +211,7 @@ class Trainer:
                  save_checkpoints=True, display_train_loss=False, max_minutes=None, max_steps=None,
                  clip_grad_norm=1.0, overwrite=False, resume=False, track_score=False,
                  title="Transformer", also_move=(), precision="fp32", compile=False,
-                 ema=None):
+                 ema=None, decoding=None):
         self.dls, self.device = dls, dls.device
         self.world = getattr(dls, "world", ONE_PROCESS)
         if self.world.distributed and dls.batch_size < self.world.size:
@@ -233,6 +236,7 @@ class Trainer:
                              "(0.999: about the last 1,000 steps)")
         self.ema = ema                         # the moving average of the weights, kept beside
         self.average = copy.deepcopy(self.model).requires_grad_(False) if ema else None
+        self.decoding = dict(decoding or {"beam": 1})
         if isinstance(optimizer, BudgetedOptim):
             if not (max_minutes or max_steps):
                 raise ValueError("the budget schedule decays the rate to zero when the "
@@ -561,6 +565,8 @@ class Trainer:
             "train_losses": list(self.train_losses), "train_seconds": self.seconds_trained(),
             "average": ({"decay": self.ema, "model": weights_of(self.average)}
                         if self.average is not None else None),
+            "best_use": ({"weights": "average", **self.decoding}
+                         if self.average is not None else None),
             self.score_key: [list(row) for row in self.score_history]})
 
     def save(self, epoch, complete=True):
