@@ -4,6 +4,8 @@ versions of the package, one after the other on this machine, and compares them 
 
     - TransformerFG and TransformerPreLN on the bundled corpus: the loss of every step, and the
       greedy and beam translations of the held-out sentences;
+    - TransformerFG with the budget schedule over --steps steps (where a version has it): every
+      loss, and the last rate;
     - a TransformerGPT on the corpus's Spanish: every loss, and a greedy continuation;
     - a visTransformer on our shapes: every loss, and its predicted classes.
 
@@ -59,6 +61,18 @@ for cls in (TransformerFG, TransformerPreLN):
     out[cls.__name__] = {"losses": [float(v).hex() for v in trainer.train_losses],
                          "greedy": x.translate(trainer.model, english, beam_width=1),
                          "beam": x.translate(trainer.model, english, beam_width=3)}
+try:                                     # the budget schedule, where the version has it
+    d = dls("budget")
+    x = TransformerFG(dl_studio=d, data_archive=archive, max_seq_length=10, embedding_size=64,
+                      num_warmup_steps=40, save_checkpoints=False, schedule="budget")
+except Exception:
+    x = None
+if x is not None:
+    enc = TransformerFG.MasterEncoder(d, x, num_basic_encoders=2, num_atten_heads=4)
+    dec = TransformerFG.MasterDecoderWithMasking(d, x, num_basic_decoders=2, num_atten_heads=4)
+    trainer = x.run_code_for_training(d, enc, dec, checkpoints_dir="budget_ck", max_steps=steps)
+    out["FG, budget"] = {"losses": [float(v).hex() for v in trainer.train_losses],
+                         "rates": [float(trainer.current_lr()).hex()]}
 d = dls("gpt")
 gpt = TransformerGPT(dl_studio=d, sentences=[es for _, es in x.training_corpus[:2000]],
                      tokenizer="bpe", vocab_size=300, embedding_size=64, num_basic_decoders=2,
