@@ -87,6 +87,8 @@ TOOLS = {
                  "list the exercises; exercise NAME DIR writes a skeleton to fill in"),
     "check": (_job("exercises", "check_main"),
               "check NAME FILE: an exercise's checks; --submissions DIR grades a folder"),
+    "autograder": (_job("exercises", "autograder_main"),
+                   "autograder NAME --out autograder.zip: a Gradescope autograder"),
     "explore": (_job("explore", "explore_main"),
                 "explore DIR N \"sentence\": a page of every layer's and head's attention"),
 }

@@ -1,15 +1,19 @@
-"""`dlstudio exercise` and `dlstudio check`: a student's skeletons and their checks, and an
-instructor's grading of a folder of submissions (DLStudio.exercises).
+"""`dlstudio exercise`, `dlstudio check` and `dlstudio autograder`: a student's skeletons and
+their checks, and an instructor's grading (DLStudio.exercises).
 
     dlstudio exercise                          list the exercises
     dlstudio exercise NAME DIR                 write DIR/NAME.py, the skeleton
     dlstudio check NAME FILE [--train]         the checks (and a training run beside ours)
     dlstudio check NAME --submissions DIR --csv FILE [--timeout S] [--memory-mb MB]
-                        [--points CHECK=P ...] [--jobs N]
+                        [--points CHECK=P ...] [--jobs N] [--seed S]
+    dlstudio check NAME FILE --gradescope results.json [--visibility CHECK=hidden ...]
+    dlstudio check NAME FILE --only CHECK      one check, graded: exit 0 when it passes
+    dlstudio autograder NAME --out autograder.zip
 
-Grading runs each file in a process of its own, in a temporary folder, with a time and a
-memory limit, so that one that hangs, crashes or fills memory does not stop the rest. The
-students' code runs with the grader's rights: grade in an account or container of its own.
+A student checking their own file runs it in this process, with fixed inputs. Grading (a
+folder, --gradescope, --only) runs each file in a process of its own that only answers the
+checks' questions, in a sandbox where one can be made, with a time and a memory limit; the
+verdicts are this process's (DLStudio.exercises.grading).
 """
 
 import argparse
@@ -17,17 +21,17 @@ import csv
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
+import zipfile
 
 from ..exercises import NAMES, exercise, skeleton_path
 from .common import Parser, UserError, positive_int, run_job
 
 MUSEUM = "dlstudio bug_museum --exhibit {}"
+VISIBILITY = ("visible", "hidden", "after_due_date", "after_published")
 
 
 def exercise_main(argv):
@@ -67,6 +71,36 @@ def _exercise(name):
         raise UserError(str(e)) from None
 
 
+def grading_arguments(p, folder=True):
+    """The flags of a grading run (check --submissions/--gradescope/--only, autograder)."""
+    g = p.add_argument_group("grading (instructors)")
+    if folder:
+        g.add_argument("--submissions", metavar="DIR", help="grade every .py file in DIR")
+        g.add_argument("--csv", metavar="FILE", help="where the grades go (one row a file)")
+        g.add_argument("--gradescope", metavar="RESULTS.json",
+                       help="grade FILE (or the one .py of a folder) into Gradescope's "
+                            "results.json")
+        g.add_argument("--only", metavar="CHECK", help="grade FILE on this check alone: exit "
+                       "0 when it passes (GitHub Classroom's command tests)")
+        g.add_argument("--jobs", type=positive_int, default=1, help="files graded at once")
+        g.add_argument("--seed", type=int, help="the inputs' seed (default: a fresh one per "
+                       "file when grading, recorded with the grades; checking your own file: "
+                       "the fixed inputs)")
+    g.add_argument("--timeout", type=positive_int, default=60,
+                   help="seconds per file before it is stopped")
+    g.add_argument("--memory-mb", type=positive_int, default=3072,
+                   help="memory (data segment) per file, in MB (Linux and macOS)")
+    g.add_argument("--points", action="append", default=[], metavar="CHECK=P",
+                   help="points of a check (default 1 each); repeat for several")
+    g.add_argument("--visibility", action="append", default=[], metavar="CHECK=WHEN",
+                   help=f"Gradescope: when a check's result is shown ({', '.join(VISIBILITY)}; "
+                        "default visible)")
+    g.add_argument("--require-sandbox", action="store_true",
+                   help="refuse to grade where no bubblewrap sandbox can be made")
+    g.add_argument("--no-sandbox", action="store_true", help=argparse.SUPPRESS)
+    return g
+
+
 def check_main(argv):
     """``dlstudio check NAME FILE`` or ``dlstudio check NAME --submissions DIR --csv F``."""
     def run(argv):
@@ -81,55 +115,39 @@ def check_main(argv):
         p.add_argument("--steps", type=positive_int, default=300,
                        help="--train: optimiser steps for each model")
         p.add_argument("--out", default="exercise_run", help="--train: checkpoints folder")
-        p.add_argument("--json", help=argparse.SUPPRESS)     # the grader's child writes it
-        g = p.add_argument_group("grading (instructors)")
-        g.add_argument("--submissions", metavar="DIR", help="grade every .py file in DIR")
-        g.add_argument("--csv", metavar="FILE", help="where the grades go (one row a file)")
-        g.add_argument("--timeout", type=positive_int, default=60,
-                       help="seconds per file before it is stopped")
-        g.add_argument("--memory-mb", type=positive_int, default=3072,
-                       help="memory (data segment) per file, in MB (Linux and macOS)")
-        g.add_argument("--points", action="append", default=[], metavar="CHECK=P",
-                       help="points of a check (default 1 each); repeat for several")
-        g.add_argument("--jobs", type=positive_int, default=1, help="files graded at once")
+        grading_arguments(p)
         args = p.parse_args(argv)
         ex = _exercise(args.name)
+        points = points_of(ex, args.points)
+        visibility = visibility_of(ex, args.visibility)
         if args.submissions:
             if not args.csv:
                 raise UserError("--submissions needs --csv FILE: where the grades go")
-            return grade(ex, args.submissions, args.csv, args.timeout, args.memory_mb,
-                         points_of(ex, args.points), args.jobs)
+            return grade(ex, args.submissions, args.csv, points, args)
         if not args.file:
             raise UserError(f"give the file to check: dlstudio check {ex.name} FILE")
+        if args.gradescope:
+            return gradescope(ex, args.file, args.gradescope, points, visibility, args)
         if not os.path.isfile(args.file):
             raise UserError(f"{args.file}: no such file (dlstudio exercise {ex.name} DIR "
                             "writes the skeleton)")
-        return check_file(ex, args.file, args.json, args.train and dict(
-            steps=args.steps, out=args.out))
+        if args.only:
+            return only(ex, args.file, args.only, args)
+        return check_file(ex, args.file, args.train and dict(steps=args.steps, out=args.out),
+                          args.seed)
     return run_job(run, argv)
 
 
-def check_file(ex, path, json_path=None, train=None):
+def check_file(ex, path, train=None, seed=None):
     """Print each check's result, one line each (and what a failure costs); 0 when all
-    pass. ``json_path``: also write the results there. ``train``: then train (see
-    `train_beside`)."""
+    pass. ``train``: then train (see `train_beside`). ``seed``: a grading row's inputs."""
     from ..exercises.checking import run_checks
 
     start = time.monotonic()
-    results = run_checks(ex, path)
-    if json_path:
-        with open(json_path, "w") as f:
-            json.dump([r.__dict__ for r in results], f)
-    width = max(len(c.name) for c in ex.checks) + 2
-    print(f"exercise {ex.name}: {len(ex.checks)} checks of {path}")
-    for check, result in zip(ex.checks, results):
-        if result.passed:
-            print(f"  ok    {check.name:<{width}}{check.about}")
-        else:
-            print(f"  FAIL  {check.name:<{width}}{result.message}")
-            if result.exhibit:
-                print(f"        {'':<{width}}what this mistake costs: "
-                      f"{MUSEUM.format(result.exhibit)}")
+    results = run_checks(ex, path, seed=seed)
+    print(f"exercise {ex.name}: {len(ex.checks)} checks of {path}"
+          + (f" (inputs of seed {seed})" if seed is not None else ""))
+    print_results(ex, results)
     passed = sum(r.passed for r in results)
     print(f"{passed} of {len(results)} checks pass ({time.monotonic() - start:.1f} s).")
     if train and passed == len(results):
@@ -137,6 +155,19 @@ def check_file(ex, path, json_path=None, train=None):
     elif train:
         print("--train trains a solution that passes every check: fix the failing ones first")
     return 0 if passed == len(results) else 1
+
+
+def print_results(ex, results):
+    width = max(len(c.name) for c in ex.checks) + 2
+    about = {c.name: c.about for c in ex.checks}
+    for result in results:
+        if result.passed:
+            print(f"  ok    {result.name:<{width}}{about[result.name]}")
+        else:
+            print(f"  FAIL  {result.name:<{width}}{result.message}")
+            if result.exhibit:
+                print(f"        {'':<{width}}what this mistake costs: "
+                      f"{MUSEUM.format(result.exhibit)}")
 
 
 def train_beside(ex, path, steps, out):
@@ -195,7 +226,7 @@ def train_vision_beside(base, mine, steps, out):
 
 
 # ---------------------------------------------------------------------------------------
-# Grading a folder.
+# Grading: a folder into a CSV, one file into Gradescope's results, one check for Classroom.
 def points_of(ex, given):
     """{check name: points} from CHECK=P strings (1 for the others)."""
     points = {c.name: 1.0 for c in ex.checks}
@@ -211,69 +242,188 @@ def points_of(ex, given):
     return points
 
 
-def _limits(memory_mb):
-    """The child's memory limit (its data segment; Unix only: elsewhere none is set)."""
+def visibility_of(ex, given):
+    """{check name: Gradescope visibility} from CHECK=WHEN strings (visible for the rest)."""
+    shown = {c.name: "visible" for c in ex.checks}
+    for item in given:
+        name, _, when = item.partition("=")
+        if name not in shown:
+            raise UserError(f"--visibility {item}: {ex.name} has no check {name!r}; its "
+                            f"checks are {', '.join(shown)}")
+        if when not in VISIBILITY:
+            raise UserError(f"--visibility {item}: give CHECK=" + "|".join(VISIBILITY))
+        shown[name] = when
+    return shown
+
+
+def _sandbox(args):
+    from ..exercises.sandbox import Sandbox, SandboxError
     try:
-        import resource
-    except ImportError:
-        return None
-
-    def apply():
-        limit = memory_mb * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
-    return apply
+        sandbox = Sandbox.find(require=args.require_sandbox, use=not args.no_sandbox)
+    except SandboxError as e:
+        raise UserError(str(e)) from None
+    print(f"grading in {sandbox.says}", flush=True)
+    return sandbox
 
 
-def grade_one(ex, path, timeout, memory_mb):
-    """One file, in its own process and temporary folder: (status, {check: passed})."""
-    with tempfile.TemporaryDirectory(prefix="dlstudio-grade-") as work:
-        name = os.path.basename(path)
-        shutil.copyfile(path, os.path.join(work, name))
-        package_root = os.path.dirname(os.path.dirname(os.path.dirname(
-            os.path.abspath(__file__))))
-        env = dict(os.environ, OMP_NUM_THREADS="1", MPLBACKEND="Agg", PYTHONPATH=os.pathsep.join(
-            p for p in (package_root, os.environ.get("PYTHONPATH")) if p))
-        command = [sys.executable, "-m", "DLStudio", "check", ex.name, name,
-                   "--json", "results.json"]
-        with open(os.path.join(work, "output.txt"), "w") as log:
-            process = subprocess.Popen(command, cwd=work, env=env, stdout=log,
-                                       stderr=subprocess.STDOUT, start_new_session=True,
-                                       preexec_fn=_limits(memory_mb))
-            try:
-                process.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                if hasattr(os, "killpg"):        # the file's process and any it started
-                    os.killpg(process.pid, signal.SIGKILL)
-                else:
-                    process.kill()
-                process.wait()
-                return f"stopped after {timeout} s", {}
-        results = os.path.join(work, "results.json")
-        if not os.path.isfile(results):
-            tail = open(os.path.join(work, "output.txt")).read().strip().splitlines()[-1:]
-            return f"crashed (exit status {process.returncode}){': ' + tail[0] if tail else ''}", {}
-        with open(results) as f:
-            return "checked", {r["name"]: r["passed"] for r in json.load(f)}
+def _options(args):
+    return {"timeout": args.timeout, "memory_mb": args.memory_mb, "sandbox": _sandbox(args)}
 
 
-def grade(ex, folder, csv_path, timeout, memory_mb, points, jobs=1):
+def grade(ex, folder, csv_path, points, args):
     """Grade every .py file of ``folder`` into ``csv_path``: one row a file (file, status,
-    the points of each check, total, out of)."""
+    the points of each check, total, out of, seed)."""
+    from ..exercises.grading import grade_folder
     if not os.path.isdir(folder):
         raise UserError(f"--submissions {folder}: no such folder")
     files = sorted(os.path.join(folder, n) for n in os.listdir(folder) if n.endswith(".py"))
     if not files:
         raise UserError(f"--submissions {folder}: no .py files in it")
     start = time.monotonic()
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        graded = list(pool.map(lambda f: grade_one(ex, f, timeout, memory_mb), files))
+    grades = grade_folder(ex, files, args.seed, args.jobs, **_options(args))
     names, out_of = list(points), sum(points.values())
     with open(csv_path, "w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["file", "status", *names, "total", "out_of"])
-        for path, (status, passed) in zip(files, graded):
+        writer.writerow(["file", "status", *names, "total", "out_of", "seed"])
+        for g in grades:
+            passed = {r.name: r.passed for r in g.results}
             earned = [points[n] if passed.get(n) else 0 for n in names]
-            writer.writerow([os.path.basename(path), status, *earned, sum(earned), out_of])
-            print(f"{os.path.basename(path):<30} {sum(earned):>6g} / {out_of:g}  {status}")
+            writer.writerow([g.file, g.status, *earned, sum(earned), out_of, g.seed])
+            print(f"{g.file:<30} {sum(earned):>6g} / {out_of:g}  {g.status}")
     print(f"graded {len(files)} files in {time.monotonic() - start:.0f} s: {csv_path}")
     return 0
+
+
+def submitted_file(ex, where):
+    """The file to grade: ``where`` itself, or in a folder (Gradescope's submission), NAME.py
+    or its one .py file."""
+    if os.path.isfile(where):
+        return where
+    if not os.path.isdir(where):
+        raise UserError(f"{where}: no such file or folder")
+    found = sorted(n for n in os.listdir(where) if n.endswith(".py"))
+    if f"{ex.name}.py" in found:
+        return os.path.join(where, f"{ex.name}.py")
+    if len(found) == 1:
+        return os.path.join(where, found[0])
+    raise UserError(f"{where} holds {len(found)} .py files ({', '.join(found) or 'none'}): "
+                    f"submit {ex.name}.py")
+
+
+def gradescope(ex, where, out, points, visibility, args):
+    """Grade one submission into Gradescope's results.json: a test a check (name, score,
+    max_score, status, output: the failure's message and the exhibit to run, visibility)."""
+    from ..exercises.grading import grade_file
+    try:
+        path = submitted_file(ex, where)
+    except UserError as e:            # the student's submission: a result, not an error
+        return _write_gradescope(out, {"score": 0.0, "output": str(e), "tests": []})
+    g = grade_file(ex, path, args.seed, only=None, **_options(args))
+    tests = []
+    for r in g.results:
+        output = "" if r.passed else r.message
+        if r.exhibit:
+            output += f"\nWhat this mistake costs: {MUSEUM.format(r.exhibit)}"
+        tests.append({"name": r.name, "score": points[r.name] if r.passed else 0.0,
+                      "max_score": points[r.name], "status": "passed" if r.passed else "failed",
+                      "output": output, "visibility": visibility[r.name]})
+    print_results(ex, g.results)
+    score = sum(t["score"] for t in tests)
+    print(f"{score:g} of {sum(points.values()):g} points ({g.status}, seed {g.seed}): {out}")
+    return _write_gradescope(out, {
+        "score": score, "tests": tests,
+        "output": f"{ex.name}: {os.path.basename(path)} {g.status} (inputs of seed {g.seed}; "
+                  f"dlstudio check {ex.name} FILE --seed {g.seed} gives the same checks)",
+        "extra_data": {"seed": g.seed, "status": g.status}})
+
+
+def _write_gradescope(out, results):
+    folder = os.path.dirname(os.path.abspath(out))
+    os.makedirs(folder, exist_ok=True)
+    with open(out, "w", encoding="utf-8") as f:
+        json.dump(results, f, indent=1)
+    return 0
+
+
+def only(ex, path, name, args):
+    """One check, graded (GitHub Classroom gives each command its points): exit 0 when it
+    passes."""
+    from ..exercises.grading import grade_file
+    if name not in [c.name for c in ex.checks]:
+        raise UserError(f"--only {name}: {ex.name} has no such check; its checks are "
+                        f"{', '.join(c.name for c in ex.checks)}")
+    g = grade_file(ex, path, args.seed, only={name}, **_options(args))
+    print_results(ex, g.results)
+    print(f"{g.status} (seed {g.seed})")
+    return 0 if g.results and g.results[0].passed else 1
+
+
+# ---------------------------------------------------------------------------------------
+# Gradescope's autograder bundle.
+SETUP_SH = """#!/usr/bin/env bash
+# Gradescope runs this once, when it builds the autograder's image.
+set -euo pipefail
+apt-get update && apt-get install -y --no-install-recommends python3 python3-pip bubblewrap
+pip3 install --index-url https://download.pytorch.org/whl/cpu torch torchvision
+pip3 install /autograder/source/{wheel}
+"""
+
+RUN_AUTOGRADER = """#!/usr/bin/env bash
+# Gradescope runs this for every submission: the checks of {name}, graded in a sandbox, into
+# results/results.json. AUTOGRADER_ROOT: where Gradescope's folders are (/autograder).
+root="${{AUTOGRADER_ROOT:-/autograder}}"
+mkdir -p "$root/results"
+exec python3 -m DLStudio check {name} "$root/submission" \\
+    --gradescope "$root/results/results.json" {flags}
+"""
+
+
+def autograder_main(argv):
+    """``dlstudio autograder NAME --out autograder.zip``."""
+    def run(argv):
+        p = Parser(prog="dlstudio autograder", description="Write a Gradescope autograder "
+                   "(setup.sh, run_autograder and this package as a wheel) for an exercise.",
+                   formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        p.add_argument("name", help="the exercise")
+        p.add_argument("--out", default="autograder.zip", help="the zip to upload")
+        p.add_argument("--wheel", help="this package's wheel (default: built from this clone)")
+        grading_arguments(p, folder=False)
+        args = p.parse_args(argv)
+        ex = _exercise(args.name)
+        points_of(ex, args.points)
+        visibility_of(ex, args.visibility)
+        wheel = args.wheel or build_wheel()
+        flags = [f"--timeout {args.timeout}", f"--memory-mb {args.memory_mb}"]
+        flags += [f"--points {p}" for p in args.points]
+        flags += [f"--visibility {v}" for v in args.visibility]
+        flags += ["--require-sandbox"] if args.require_sandbox else []
+        with zipfile.ZipFile(args.out, "w", zipfile.ZIP_DEFLATED) as z:
+            for name, text in (
+                    ("setup.sh", SETUP_SH.format(wheel=os.path.basename(wheel))),
+                    ("run_autograder", RUN_AUTOGRADER.format(name=ex.name,
+                                                             flags=" ".join(flags)))):
+                info = zipfile.ZipInfo(name)
+                info.external_attr = 0o755 << 16
+                z.writestr(info, text)
+            z.write(wheel, os.path.basename(wheel))
+        print(f"wrote {args.out}: setup.sh, run_autograder and {os.path.basename(wheel)}; "
+              "upload it as a Gradescope autograder (docs/exercises.md)")
+        return 0
+    return run_job(run, argv)
+
+
+def build_wheel():
+    """This package's wheel, built from the clone it runs from."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if not os.path.isfile(os.path.join(root, "setup.py")):
+        raise UserError("the autograder carries a wheel of this package: run it from a clone, "
+                        "or give one with --wheel FILE.whl")
+    out = tempfile.mkdtemp(prefix="dlstudio-wheel-")
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
+                           "--no-build-isolation", "-q", "-w", out, root],
+                          capture_output=True, text=True)
+    wheels = [n for n in os.listdir(out) if n.endswith(".whl")]
+    if done.returncode or not wheels:
+        raise UserError("could not build this package's wheel: "
+                        + (done.stderr.strip().splitlines() or ["pip wheel failed"])[-1])
+    return os.path.join(out, wheels[0])

@@ -7,8 +7,19 @@ import torch.nn.functional as F
 
 from ..model import architecture
 from ..Transformers import TransformerFG
-from .checking import Exercise, Mistake, check, close, same, student_code, tensor
-from .models import sees_future, translator
+from .checking import (
+    Exercise,
+    Mistake,
+    ask,
+    check,
+    close,
+    fresh,
+    question,
+    same,
+    student_code,
+    tensor,
+)
+from .models import sees_future
 
 CHECKS = []
 B, H, T_Q, T_K, S = 2, 3, 5, 6, 4
@@ -33,9 +44,14 @@ WRONG_AXIS = ("the softmax runs over the wrong axis: each query's row (dim=-1) m
               "1, not each column")
 
 
-def theirs(module, *args):
+@question
+def attend(module, *args):
     with student_code():
-        result = module.scaled_dot_product(*args)
+        return module.scaled_dot_product(*args)
+
+
+def theirs(*args):
+    result = ask(attend, *args)
     if not isinstance(result, tuple) or len(result) != 2:
         raise Mistake("scaled_dot_product should return two tensors: (output, weights)")
     return result
@@ -66,15 +82,15 @@ def expect(got, Q, K, V, mask, what, part):
 
 
 @check(CHECKS, "shapes", "returns (output (..., T_q, s_qkv), weights (..., T_q, T_k))")
-def shapes(module):
-    out, weights = theirs(module, *inputs())
+def shapes():
+    out, weights = theirs(*inputs(fresh(0)))
     tensor(out, "the output", (B, H, T_Q, S))
     tensor(weights, "the weights", (B, H, T_Q, T_K))
 
 
 @check(CHECKS, "softmax_rows", "each row of the weights is a distribution (sums to 1)")
-def softmax_rows(module):
-    _, weights = theirs(module, *inputs())
+def softmax_rows():
+    _, weights = theirs(*inputs(fresh(0)))
     rows = weights.double().sum(-1)
     bad = ((rows - 1).abs() > 1e-9).nonzero()
     if len(bad):
@@ -87,24 +103,24 @@ def softmax_rows(module):
 
 
 @check(CHECKS, "scaling", "scores divided by sqrt(s_qkv) before the softmax (eq. 1)")
-def scaling(module):
-    Q, K, V = inputs()
-    _, weights = theirs(module, Q, K, V)
+def scaling():
+    Q, K, V = inputs(fresh(0))
+    _, weights = theirs(Q, K, V)
     expect(weights, Q, K, V, None, "the weights", 1)
 
 
 @check(CHECKS, "output", "the output is the weights times V")
-def output(module):
-    Q, K, V = inputs(seed=1)
-    out, _ = theirs(module, Q, K, V)
+def output():
+    Q, K, V = inputs(seed=fresh(1))
+    out, _ = theirs(Q, K, V)
     expect(out, Q, K, V, None, "the output", 0)
 
 
 @check(CHECKS, "mask", "weights are exactly 0 where the mask is True, and only there")
-def mask(module):
-    for name, (Q, K, V), m in (("padding", inputs(2), padding()),
-                               ("causal", inputs(3, T_k=T_Q), causal(T_Q))):
-        out, weights = theirs(module, Q, K, V, m)
+def mask():
+    for name, (Q, K, V), m in (("padding", inputs(fresh(2)), padding()),
+                               ("causal", inputs(fresh(3), T_k=T_Q), causal(T_Q))):
+        out, weights = theirs(Q, K, V, m)
         weights = tensor(weights, "the weights", (B, H, T_Q, m.size(-1)))
         if torch.isnan(weights).any():             # a softmax over all -inf: which axis?
             expect(weights, Q, K, V, m, f"the weights with a {name} mask", 1)
@@ -123,16 +139,16 @@ def mask(module):
 
 
 @check(CHECKS, "any_leading_dims", "works for (B, T, s_qkv) inputs with a (T_q, T_k) mask")
-def any_leading_dims(module):
-    Q, K, V = inputs(4, T_k=T_Q, lead=(B,))
-    out, weights = theirs(module, Q, K, V, causal(T_Q))
+def any_leading_dims():
+    Q, K, V = inputs(fresh(4), T_k=T_Q, lead=(B,))
+    out, weights = theirs(Q, K, V, causal(T_Q))
     expect(weights, Q, K, V, causal(T_Q), "the weights of (B, T, s_qkv) inputs", 1)
     expect(out, Q, K, V, causal(T_Q), "the output of (B, T, s_qkv) inputs", 0)
 
 
 @check(CHECKS, "in_a_model", "a TransformerFG of MyHead: no position sees a later word")
-def in_a_model(module):
-    sees_future(translator(module.MyTransformer))
+def in_a_model():
+    sees_future()
 
 
 EXERCISE = Exercise(

@@ -7,27 +7,52 @@ from ..model import architecture
 from ..model.architecture import TransformerParts
 from ..Transformers import TransformerFG
 from .attention import causal, reference
-from .checking import Exercise, Mistake, check, close, same, student_code, tensor
-from .models import sees_future, translator
+from .checking import (
+    Exercise,
+    Mistake,
+    ask,
+    check,
+    close,
+    fresh,
+    question,
+    same,
+    student_code,
+    tensor,
+)
+from .models import sees_future
 
 CHECKS = []
 B, T_Q, T_K, S = 2, 5, 6, 4
+BASE = TransformerParts.AttentionHead
 
 
-def head(module, seed=0):
-    torch.manual_seed(seed)
-    return module.MyHead(None, 10, S, 2).double()
+def head(seed=0):
+    """The reference head: the checker chooses the weights, and the student's head gets
+    them."""
+    torch.manual_seed(fresh(seed))
+    return BASE(None, 10, S, 2).double()
 
 
 def x_and_memory(seed=0):
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator().manual_seed(fresh(seed))
     return (torch.randn(B, T_Q, S, generator=g, dtype=torch.float64),
             torch.randn(B, T_K, S, generator=g, dtype=torch.float64))
 
 
-def run(h, x, mask=None, memory=None):
+@question
+def head_output(module, weights, x, mask=None, memory=None, record=False):
+    """MyHead with these weights on x: its output (and, ``record``: the weights it kept)."""
+    h = module.MyHead(None, 10, S, 2).double()
+    h.load_state_dict(weights)
+    if record:
+        h.record_attention, h.attention_weights = True, None
     with student_code():
-        return h(x, mask=mask, memory=memory)
+        out = h(x, mask=mask, memory=memory)
+    return (out, getattr(h, "attention_weights", None)) if record else out
+
+
+def run(h, x, mask=None, memory=None, record=False):
+    return ask(head_output, h.state_dict(), x, mask=mask, memory=memory, record=record)
 
 
 def want(h, x, mask=None, memory=None, scale=True):
@@ -43,14 +68,14 @@ def unscaled(got, h, x, mask=None, memory=None, weights=False):
 
 
 @check(CHECKS, "shape", "x (B, T_q, s_qkv) -> (B, T_q, s_qkv)")
-def shape(module):
+def shape():
     x, _ = x_and_memory()
-    tensor(run(head(module), x), "the head's output", (B, T_Q, S))
+    tensor(run(head(), x), "the head's output", (B, T_Q, S))
 
 
 @check(CHECKS, "projections", "queries, keys and values through W_Q, W_K, W_V; 1/sqrt(s_qkv)")
-def projections(module):
-    h, (x, _) = head(module), x_and_memory(1)
+def projections():
+    h, (x, _) = head(), x_and_memory(1)
     out = tensor(run(h, x), "the head's output", (B, T_Q, S))
     unscaled(out, h, x)
     if same(out, reference(x, x, x)[0]):
@@ -61,8 +86,8 @@ def projections(module):
 
 
 @check(CHECKS, "mask", "a causal mask: no query looks at a later word")
-def mask(module):
-    h, (x, _) = head(module), x_and_memory(2)
+def mask():
+    h, (x, _) = head(), x_and_memory(2)
     out = tensor(run(h, x, mask=causal(T_Q)), "the head's output", (B, T_Q, S))
     if same(out, want(h, x)[0]):
         raise Mistake("the output is the same with a causal mask as without: the mask is not "
@@ -73,8 +98,8 @@ def mask(module):
 
 
 @check(CHECKS, "cross_attention", "with memory, keys and values come from the memory")
-def cross_attention(module):
-    h, (x, memory) = head(module), x_and_memory(3)
+def cross_attention():
+    h, (x, memory) = head(), x_and_memory(3)
     pad = torch.zeros(B, 1, T_K, dtype=torch.bool)
     pad[0, :, -2:] = True
     out = tensor(run(h, x, mask=pad, memory=memory), "the output with memory", (B, T_Q, S))
@@ -84,21 +109,19 @@ def cross_attention(module):
 
 
 @check(CHECKS, "attention_maps", "hands its weights (B, T_q, T_k) to self.keep_weights")
-def attention_maps(module):
-    h, (x, _) = head(module), x_and_memory(4)
-    h.record_attention = True
-    h.attention_weights = None
-    run(h, x, mask=causal(T_Q))
-    if getattr(h, "attention_weights", None) is None:
+def attention_maps():
+    h, (x, _) = head(), x_and_memory(4)
+    _, kept = run(h, x, mask=causal(T_Q), record=True)
+    if kept is None:
         raise Mistake("no weights were kept: call self.keep_weights(weights) in forward, "
                       "so that attention maps can show this head")
-    unscaled(h.attention_weights, h, x, causal(T_Q), weights=True)
-    close(h.attention_weights, want(h, x, causal(T_Q))[1], "the kept weights")
+    unscaled(kept, h, x, causal(T_Q), weights=True)
+    close(kept, want(h, x, causal(T_Q))[1], "the kept weights")
 
 
 @check(CHECKS, "in_a_model", "a TransformerFG of MyHead: no position sees a later word")
-def in_a_model(module):
-    sees_future(translator(module.MyTransformer))
+def in_a_model():
+    sees_future()
 
 
 EXERCISE = Exercise(

@@ -4,7 +4,17 @@ import torch
 
 from ..evaluation import decode_and_score
 from ..model.tokens import EOS_INDEX
-from .checking import Exercise, Mistake, check, close, student_code, tensor
+from .checking import (
+    Exercise,
+    Mistake,
+    ask,
+    check,
+    close,
+    fresh,
+    question,
+    student_code,
+    tensor,
+)
 from .models import T_MAX, V_EN, translator, words
 
 CHECKS = []
@@ -12,7 +22,7 @@ B, K, V = 2, 3, 7
 
 
 def step_inputs(seed=0, first=False):
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator().manual_seed(fresh(seed))
     logp = torch.log_softmax(torch.randn(B, K, V, generator=g, dtype=torch.float64) * 2, -1)
     scores = -torch.rand(B, K, generator=g, dtype=torch.float64) * 3
     if first:
@@ -20,9 +30,35 @@ def step_inputs(seed=0, first=False):
     return scores, logp, torch.zeros(B, K, dtype=torch.bool)
 
 
-def step(module, scores, logp, finished):
+@question
+def stepped(module, scores, logp, finished):
     with student_code():
-        result = module.beam_step(scores.clone(), logp.clone(), finished.clone())
+        return module.beam_step(scores, logp, finished)
+
+
+@question
+def normalised(module, scores, lengths, alpha):
+    with student_code():
+        return module.length_normalised(scores, lengths, alpha)
+
+
+def search_inputs():
+    model = translator(seed=1)
+    model.decoder.out.bias.data[EOS_INDEX] += 0.5
+    return model, words(4, 7, V_EN, seed=1, eos_at=[7, 5, 3, 6])
+
+
+@question
+def searched(module):
+    """The model's beam search (width 3) on our small model, with the student's functions."""
+    model, src = search_inputs()
+    with student_code():
+        return decode_and_score.beam_search(model, src, T_MAX, beam_width=3,
+                                            step=module.beam_step, rank=module.length_normalised)
+
+
+def step(scores, logp, finished):
+    result = ask(stepped, scores, logp, finished)
     if not isinstance(result, tuple) or len(result) != 3:
         raise Mistake("beam_step should return three tensors: (scores, origin, word)")
     return [tensor(t, name, (B, K)) for t, name in zip(result, ("scores", "origin", "word"))]
@@ -34,8 +70,8 @@ def candidates(scores, origin, word):
         scores, origin, word)))} for b in range(B)]
 
 
-def compare(module, scores, logp, finished, what):
-    got = step(module, scores, logp, finished)
+def compare(scores, logp, finished, what):
+    got = step(scores, logp, finished)
     want = decode_and_score.beam_step(scores, logp, finished)
     if (got[0][:, 1:] > got[0][:, :-1] + 1e-12).any():
         raise Mistake(f"{what}: the scores are not best first")
@@ -52,57 +88,50 @@ def compare(module, scores, logp, finished, what):
 
 
 @check(CHECKS, "first_step", "from one hypothesis: its K likeliest words")
-def first_step(module):
-    compare(module, *step_inputs(0, first=True), "at the first step")
+def first_step():
+    compare(*step_inputs(0, first=True), "at the first step")
 
 
 @check(CHECKS, "best_of_all", "the K best of all K x V candidates, best first")
-def best_of_all(module):
-    compare(module, *step_inputs(1), "a step")
+def best_of_all():
+    compare(*step_inputs(1), "a step")
 
 
 @check(CHECKS, "finished", "a finished hypothesis goes on with EOS only, its score unchanged")
-def finished(module):
+def finished():
     scores, logp, done = step_inputs(2)
     scores[:, 0] = -0.1                                      # the best, and finished
     done[:, 0] = True
-    got_scores, origin, word = step(module, scores, logp, done)
+    got_scores, origin, word = step(scores, logp, done)
     for b in range(B):
         kept = [(s, w) for s, o, w in zip(got_scores[b].tolist(), origin[b].tolist(),
                                           word[b].tolist()) if o == 0]
         if kept != [(-0.1, EOS_INDEX)]:
             raise Mistake(f"sentence {b}: the finished hypothesis 0 (score -0.1) became "
                           f"{kept} as (score, word): it may only go on with EOS, at no cost")
-    compare(module, scores, logp, done, "with a finished hypothesis")
+    compare(scores, logp, done, "with a finished hypothesis")
 
 
 @check(CHECKS, "length_penalty", "log-probability / length^alpha")
-def length_penalty(module):
+def length_penalty():
     scores = torch.tensor([[-2.0, -2.5], [-4.0, -1.0]], dtype=torch.float64)
     lengths = torch.tensor([[2.0, 6.0], [0.0, 3.0]], dtype=torch.float64)
-    with student_code():
-        got = module.length_normalised(scores, lengths, 0.6)
-    got = tensor(got, "length_normalised", (2, 2))
+    got = tensor(ask(normalised, scores, lengths, 0.6), "length_normalised", (2, 2))
     if (got - scores).abs().max() < 1e-12:
         raise Mistake("the scores come back unchanged: beam scores without the length "
                       "penalty let a 2-word hypothesis at -2.0 beat a 6-word one at -2.5 "
                       "(divide by length^alpha)")
     close(got, decode_and_score.length_normalised(scores, lengths, 0.6),
           "length_normalised(alpha 0.6)", hint="scores / max(length, 1)^alpha")
-    with student_code():
-        flat = tensor(module.length_normalised(scores, lengths, 0.0), "alpha 0", (2, 2))
+    flat = tensor(ask(normalised, scores, lengths, 0.0), "alpha 0", (2, 2))
     close(flat, scores, "length_normalised with alpha 0", hint="alpha 0: no penalty")
 
 
 @check(CHECKS, "whole_search", "the model's beam search with your functions translates alike")
-def whole_search(module):
-    model = translator(seed=1)
-    model.decoder.out.bias.data[EOS_INDEX] += 0.5
-    src = words(4, 7, V_EN, seed=1, eos_at=[7, 5, 3, 6])
+def whole_search():
+    model, src = search_inputs()
     want = decode_and_score.beam_search(model, src, T_MAX, beam_width=3)
-    with student_code():
-        got = decode_and_score.beam_search(model, src, T_MAX, beam_width=3,
-                                           step=module.beam_step, rank=module.length_normalised)
+    got = tensor(ask(searched), "beam search's result")
     if got.shape != want.shape or (got != want).any():
         row = int((got != want).any(1).nonzero()[0]) if got.shape == want.shape else 0
         raise Mistake(f"beam search (width 3) with your functions translates sentence {row} "

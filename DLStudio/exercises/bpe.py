@@ -5,7 +5,7 @@ The expected merges are worked out by hand (the lecture's example, after Sennric
 function to compare a student's with.
 """
 
-from .checking import Exercise, Mistake, check, student_code
+from .checking import Exercise, Mistake, ask, check, question, student_code
 
 CHECKS = []
 END = "</w>"
@@ -19,9 +19,14 @@ HAND_WORKED = [("e", "s"), ("es", "t"), ("est", END), ("l", "o"), ("lo", "w"), (
 CORPUS = {"low": 5, "lower": 2, "newest": 6, "widest": 3}
 
 
-def theirs(module, word_counts, num_merges):
+@question
+def merges_of(module, word_counts, num_merges):
     with student_code():
-        merges = module.learn_bpe(dict(word_counts), num_merges)
+        return module.learn_bpe(dict(word_counts), num_merges)
+
+
+def theirs(word_counts, num_merges):
+    merges = ask(merges_of, word_counts, num_merges)
     if not isinstance(merges, (list, tuple)) or not all(
             isinstance(m, (list, tuple)) and len(m) == 2 for m in merges):
         raise Mistake(f"learn_bpe should return a list of (a, b) pairs, got {merges!r:.80}")
@@ -33,16 +38,16 @@ def crossing(merges):
 
 
 @check(CHECKS, "first_merge", "the most frequent pair first: ('e', 's'), 9 times")
-def first_merge(module):
-    merges = theirs(module, CORPUS, 1)
+def first_merge():
+    merges = theirs(CORPUS, 1)
     if merges != HAND_WORKED[:1]:
         raise Mistake(f"the first merge is {merges[:1]}, expected [('e', 's')]: e-s occurs 9 "
                       "times (6 in newest, 3 in widest) and is met before s-t and t-</w>")
 
 
 @check(CHECKS, "hand_worked", "the ten merges of the hand-worked example, in order")
-def hand_worked(module):
-    merges = theirs(module, CORPUS, 10)
+def hand_worked():
+    merges = theirs(CORPUS, 10)
     wrong = crossing(merges)
     if wrong:
         raise Mistake(f"merge {merges.index(wrong) + 1} is {wrong}: it joins the end of one "
@@ -56,8 +61,8 @@ def hand_worked(module):
 
 
 @check(CHECKS, "within_words", "no pair is counted across two words")
-def within_words(module):
-    merges = theirs(module, {"a": 10, "b": 1}, 3)
+def within_words():
+    merges = theirs({"a": 10, "b": 1}, 3)
     wrong = crossing(merges)
     if wrong:
         raise Mistake(f"the merge {wrong} joins the end of one word to the start of the next: "
@@ -68,16 +73,16 @@ def within_words(module):
 
 
 @check(CHECKS, "counts", "each word's pairs count as often as the word occurs")
-def counts(module):
-    merges = theirs(module, {"xy": 1, "zw": 1, "uv": 5}, 1)
+def counts():
+    merges = theirs({"xy": 1, "zw": 1, "uv": 5}, 1)
     if merges != [("u", "v")]:
         raise Mistake(f"the first merge of {{'xy': 1, 'zw': 1, 'uv': 5}} is {merges}, "
                       "expected [('u', 'v')]: weight each pair by the word's count")
 
 
 @check(CHECKS, "repeated_pair", "a pair repeated in a word is merged left to right")
-def repeated_pair(module):
-    merges = theirs(module, {"aaa": 4}, 2)
+def repeated_pair():
+    merges = theirs({"aaa": 4}, 2)
     if merges != [("a", "a"), ("aa", "a")]:
         raise Mistake(f"the merges of {{'aaa': 4}} are {merges}, expected [('a', 'a'), "
                       "('aa', 'a')]: a a a becomes aa a (left to right), then aaa")

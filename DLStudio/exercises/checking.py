@@ -1,29 +1,42 @@
 """How an exercise checks a student's file: load it, run each named check, say what differs.
 
-A check is a function of the student's module that returns nothing when the code is right
-and raises `Mistake` (a message in the student's terms, and the museum exhibit that shows
-what the mistake costs) when it is not. While a check runs the student's code, the parts
-the exercise asks them to write are switched off in the reference (`forbidden`): a file
-that inherits the reference, calls it, or calls PyTorch's own version fails with a message
-that says so. A student's exception is reported as their line and its message.
+A check returns nothing when the code is right and raises `Mistake` (a message in the
+student's terms, and the museum exhibit that shows what the mistake costs) when it is not.
+It never touches the student's code itself: it chooses the inputs (and the weights, where a
+part of a model is asked for), and `ask`s a *question*, a function of ours decorated with
+`@question` that runs the student's code on those inputs and returns what it computed as
+plain data (tensors, numbers, strings, lists). The check then compares that answer with the
+reference. So the verdict is always the checker's: when a student checks their own file the
+question runs in the same process (`run_checks`); when an instructor grades, it runs in a
+child process (DLStudio.exercises.answering, in a sandbox), and only its answers come back.
+
+While a question runs the student's code, the parts the exercise asks them to write are
+switched off in the reference (`forbidden`): a file that inherits the reference, calls it,
+or calls PyTorch's own version fails with a message that says so. This guard looks inside
+the student's process, so it catches honest shortcuts, not a determined cheat. A student's
+exception is reported as their line and its message.
 
     results = run_checks(exercise, "my_attention.py")    # [Result(name, passed, message)]
 """
 
 import contextlib
+import importlib
 import importlib.util
 import linecache
 import logging
 import os
 import sys
+import threading
 import traceback
 import types
+import zlib
 from dataclasses import dataclass
 
 import torch
 
-__all__ = ["Mistake", "UsedReference", "Check", "Result", "Exercise", "check", "load_student",
-           "run_checks", "forbidden", "close", "student_code"]
+__all__ = ["Mistake", "UsedReference", "Answered", "Check", "Result", "Exercise", "check",
+           "question", "ask", "fresh", "plain", "load_student", "run_checks", "forbidden",
+           "close", "student_code"]
 
 
 class Mistake(AssertionError):
@@ -41,6 +54,11 @@ class UsedReference(Exception):
 
 class StudentError(Exception):
     """The student's code raised: the message names their line."""
+
+
+class Answered(Exception):
+    """A question's answer was a failure, said in full by the process that ran it (the
+    student's exception as their line, "not implemented", or that process's end)."""
 
 
 @dataclass
@@ -169,7 +187,23 @@ def _method_stub(original, what, module):
     return method
 
 
-_current = {"module": None, "forbids": ()}
+class _Current(threading.local):
+    """What the checks in progress in this thread run on (a grader checks several files at
+    once, each in a thread of its own): the student's module (None when its questions go
+    to another process), what is switched off, who answers the questions, the seed."""
+
+    def __init__(self):
+        self.module, self.forbids, self.answerer, self.seed = None, (), None, None
+        self.turns = False
+
+    def __getitem__(self, key):
+        return getattr(self, key)
+
+    def update(self, **values):
+        self.__dict__.update(values)
+
+
+_current = _Current()
 
 
 @contextlib.contextmanager
@@ -180,46 +214,181 @@ def student_code():
 
 
 # ---------------------------------------------------------------------------------------
-def run_checks(exercise, path, only=None):
-    """Every check of ``exercise`` on the file ``path``: a list of Result, in order."""
-    checks = [c for c in exercise.checks if only is None or c.name in only]
+# Questions: the only code that runs the student's.
+QUESTIONS = {}
+
+
+def question(fn):
+    """Decorator: ``fn(module, *args)`` runs the student's ``module`` on ``args`` (plain data)
+    and returns what it computed; a check `ask`s it. Registered by name, so that a process
+    of the student's can be told which question to answer."""
+    QUESTIONS[f"{fn.__module__}:{fn.__qualname__}"] = fn
+    return fn
+
+
+def question_named(name):
+    """The question registered as ``module:function`` (its module imported)."""
+    importlib.import_module(name.split(":")[0])
+    return QUESTIONS[name]
+
+
+def ask(fn, *args, **kwargs):
+    """The answer to question ``fn`` on these inputs, as plain data (see `plain`), from
+    wherever the student's code runs: this process, or the grader's child."""
+    answerer = _current["answerer"]
+    if answerer is None:
+        raise RuntimeError("ask() runs inside run_checks")
+    return _waiting(answerer, fn, plain(args), plain(kwargs))
+
+
+def _waiting(call, *args):
+    """``call(*args)``; a grader's other files' checks take their turn meanwhile."""
+    if not _current["turns"]:
+        return call(*args)
+    state = torch.get_rng_state()
+    _TURNS.release()
     try:
-        module = load_student(path)
-        missing = [n for n in exercise.defines if not hasattr(module, n)]
-        if missing:
-            raise StudentError(f"your file defines no {', '.join(missing)} (the skeleton's "
-                               "names must stay: `dlstudio exercise "
-                               f"{exercise.name} DIR` writes it again)")
-    except StudentError as e:
-        return [Result(c.name, False, str(e)) for c in checks]
-    _current.update(module=module, forbids=exercise.forbids())
+        return call(*args)
+    finally:
+        _TURNS.acquire()
+        torch.set_rng_state(state)
+
+
+#: A grader checks several files at once, each in a thread, with answers from children: the
+#: checks themselves take turns (each with its own random state), so that the inputs and the
+#: reference's weights of a check do not depend on what the other threads draw meanwhile.
+_TURNS = threading.Lock()
+
+
+def answer_here(fn, args, kwargs):
+    """In this process: run the question on the loaded module."""
+    return from_plain(plain(fn(_current["module"], *args, **kwargs)))
+
+
+class Opaque:
+    """What a question's answer holds where the student's code returned something that is
+    not data (a NumPy array, an object of theirs): only its type's name comes back."""
+
+    def __repr__(self):
+        return f"<{type(self).__name__}>"
+
+
+def opaque(type_name):
+    return type(str(type_name)[:60], (Opaque,), {})()
+
+
+def plain(value, depth=0):
+    """``value`` as plain data: tensors (detached copies), None, bools, ints, floats,
+    strings, and tuples, lists and dicts of them; anything else becomes an `Opaque` of its
+    type's name. The answer is what comes back from the student's process, so nothing of
+    theirs but data may cross (their objects are never unpickled)."""
+    if isinstance(value, Opaque):
+        return {"__opaque__": type(value).__name__}
+    if isinstance(value, torch.Tensor):
+        return value.detach().as_subclass(torch.Tensor).clone()
+    if value is None or depth > 50:
+        return None if value is None else {"__opaque__": "too deeply nested"}
+    for kind in (bool, int, float, str):
+        if isinstance(value, kind):
+            return kind(value)
+    if isinstance(value, (tuple, list)):
+        return type(value)(plain(v, depth + 1) for v in value) if type(value) in (
+            tuple, list) else tuple(plain(v, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return {plain(k, depth + 1) if isinstance(k, (int, str)) else str(k):
+                plain(v, depth + 1) for k, v in value.items()}
+    return {"__opaque__": type(value).__name__}
+
+
+def from_plain(value):
+    """The answer as a check reads it: `Opaque` where the student's code returned no data."""
+    if isinstance(value, dict):
+        if set(value) == {"__opaque__"}:
+            return opaque(value["__opaque__"])
+        return {k: from_plain(v) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        return type(value)(from_plain(v) for v in value)
+    return value
+
+
+def fresh(n):
+    """Seed ``n`` of a check's inputs: ``n`` itself when a student checks their own file
+    (the same inputs every time); drawn from the grading seed when an instructor grades
+    (``--seed``, recorded with the grades), so that no file can be fitted to known inputs."""
+    seed = _current["seed"]
+    return n if seed is None else zlib.crc32(f"{seed}:{n}".encode()) % (2 ** 31)
+
+
+# ---------------------------------------------------------------------------------------
+def load_checked(exercise, path):
+    """The student's module, with every name the exercise asks for; StudentError says
+    what is wrong."""
+    module = load_student(path)
+    missing = [n for n in exercise.defines if not hasattr(module, n)]
+    if missing:
+        raise StudentError(f"your file defines no {', '.join(missing)} (the skeleton's "
+                           "names must stay: `dlstudio exercise "
+                           f"{exercise.name} DIR` writes it again)")
+    return module
+
+
+def run_checks(exercise, path=None, only=None, seed=None, answerer=None):
+    """Every check of ``exercise`` (``only``: those named): a list of Result, in order.
+    Without ``answerer`` the file ``path`` is loaded and its questions are answered in this
+    process; with one (the grader's), each question goes to it. ``seed``: the grading
+    seed of the inputs (None: the fixed seeds a student checks with)."""
+    checks = [c for c in exercise.checks if only is None or c.name in only]
+    module = None
+    if answerer is None:
+        try:
+            module = load_checked(exercise, path)
+        except StudentError as e:
+            return [Result(c.name, False, str(e)) for c in checks]
+        answerer = answer_here
+    turns = answerer is not answer_here
+    _current.update(module=module, forbids=exercise.forbids() if module else (),
+                    answerer=answerer, seed=seed, turns=turns)
     quiet = logging.getLogger("DLStudio")       # "MyHead is not the standard head ..."
     level = quiet.level
     quiet.setLevel(logging.ERROR)
     try:
-        return [_run_one(c, module, path) for c in checks]
+        with _TURNS if turns else contextlib.nullcontext():
+            return [_run_one(c, path) for c in checks]
     finally:
-        _current.update(module=None, forbids=())
+        _current.update(module=None, forbids=(), answerer=None, seed=None, turns=False)
         quiet.setLevel(level)
 
 
-def _run_one(check, module, path):
+def begin_check(answerer):
+    """Every check starts from the same random state, here and where the answers come from."""
+    start = getattr(answerer, "begin", None)
+    if start is not None:
+        _waiting(start)
     torch.manual_seed(0)
+
+
+def _run_one(check, path):
     try:
+        begin_check(_current["answerer"])
         with torch.no_grad() if getattr(check.run, "no_grad", True) else \
                 contextlib.nullcontext():
-            check.run(module)
-    except Mistake as e:
-        return Result(check.name, False, str(e), e.exhibit)
-    except UsedReference as e:
-        return Result(check.name, False, str(e))
-    except NotImplementedError as e:
-        where = student_line(e, path)
-        return Result(check.name, False, "not implemented" + (
-            f" ({where.split(':')[0]})" if where.startswith("line") else ""))
+            check.run()
     except Exception as e:                      # the student's code raised, or returned junk
-        return Result(check.name, False, student_line(e, path))
+        return Result(check.name, False, *failure(e, path))
     return Result(check.name, True)
+
+
+def failure(error, path):
+    """(message, exhibit) of a check's failure: a Mistake's own, or the student's line."""
+    if isinstance(error, Mistake):
+        return str(error), error.exhibit
+    if isinstance(error, (UsedReference, Answered)):
+        return str(error), None
+    if isinstance(error, NotImplementedError):
+        where = student_line(error, path) if path else ""
+        return "not implemented" + (f" ({where.split(':')[0]})" if where.startswith("line")
+                                    else ""), None
+    return student_line(error, path) if path else f"{type(error).__name__}: {error}", None
 
 
 def with_grad(fn):

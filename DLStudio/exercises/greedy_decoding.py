@@ -5,7 +5,17 @@ import torch
 from ..evaluation import decode_and_score
 from ..model.kv_cache import KeyValueCache
 from ..model.tokens import EOS_INDEX
-from .checking import Exercise, Mistake, check, close, student_code, tensor
+from .checking import (
+    Exercise,
+    Mistake,
+    ask,
+    check,
+    close,
+    fresh,
+    question,
+    student_code,
+    tensor,
+)
 from .models import T_MAX, V_EN, translator, words
 
 CHECKS = []
@@ -23,36 +33,74 @@ def reference(model, src):
     return decode_and_score.greedy_decode(model, src, T_MAX)
 
 
-def theirs(module, model, src):
+@question
+def decoded(module, seed, eos_bias):
+    """The student's greedy_decode on our small model ``model_and_src(seed, eos_bias)``."""
+    model, src = model_and_src(seed, eos_bias)
     with student_code():
-        out = module.greedy_decode(model, src, T_MAX)
-    return tensor(out, "greedy_decode's result").long()
+        return module.greedy_decode(model, src, T_MAX)
+
+
+@question
+def extended(module, steps):
+    """What MyCache().extend returns after each step's (K, V)."""
+    with student_code():
+        cache = module.MyCache()
+        return [cache.extend(K, V) for K, V in steps]
+
+
+@question
+def how_it_decodes(module, seed, eos_bias):
+    """How the student's greedy_decode runs our model: whether inside model.decoding with
+    a cache of theirs, and the words the decoder was given at each call."""
+    model, src = model_and_src(seed, eos_bias)
+    seen, classes = [], []
+    decoder_forward, decoding = model.decoder.forward, model.decoding
+
+    def counted(x, *args, **kwargs):
+        seen.append(x.size(1))
+        return decoder_forward(x, *args, **kwargs)
+
+    def recorded(cache_class=KeyValueCache):
+        classes.append(cache_class)
+        return decoding(cache_class)
+    model.decoder.forward, model.decoding = counted, recorded
+    with student_code():
+        module.greedy_decode(model, src, T_MAX)
+    return {"their_cache": bool(classes) and isinstance(classes[0], type)
+            and issubclass(classes[0], module.MyCache), "words_per_call": seen}
+
+
+def theirs(seed, eos_bias):
+    return tensor(ask(decoded, seed, eos_bias), "greedy_decode's result").long()
 
 
 @check(CHECKS, "cache_extend", "extend keeps each step's K, V and returns all, oldest first")
-def cache_extend(module):
-    g = torch.Generator().manual_seed(0)
+def cache_extend():
+    g = torch.Generator().manual_seed(fresh(0))
     steps = [(torch.randn(2, 3, 1, 4, generator=g), torch.randn(2, 3, 1, 4, generator=g))
              for _ in range(3)]
-    with student_code():
-        cache = module.MyCache()
-        for t, (K, V) in enumerate(steps, start=1):
-            K_all, V_all = cache.extend(K, V)
-            tensor(K_all, f"the keys extend returns at step {t}")
-            if K_all.shape[2] == 1 and t > 1:
-                raise Mistake(f"at step {t} extend returns the newest word's keys only: the "
-                              "cache is never extended (keep the earlier words' K and V)")
-            close(K_all, torch.cat([k for k, _ in steps[:t]], dim=2),
-                  f"the keys at step {t}", hint="the earlier words' keys, then the newest, "
-                  "along dim 2")
-            close(V_all, torch.cat([v for _, v in steps[:t]], dim=2),
-                  f"the values at step {t}")
+    returned = ask(extended, steps)
+    for t, result in enumerate(returned, start=1):
+        if not isinstance(result, tuple) or len(result) != 2:
+            raise Mistake(f"extend should return two tensors (the keys, the values), got "
+                          f"{type(result).__name__} at step {t}")
+        K_all, V_all = result
+        tensor(K_all, f"the keys extend returns at step {t}")
+        if K_all.shape[2] == 1 and t > 1:
+            raise Mistake(f"at step {t} extend returns the newest word's keys only: the "
+                          "cache is never extended (keep the earlier words' K and V)")
+        close(K_all, torch.cat([k for k, _ in steps[:t]], dim=2),
+              f"the keys at step {t}", hint="the earlier words' keys, then the newest, "
+              "along dim 2")
+        close(V_all, torch.cat([v for _, v in steps[:t]], dim=2),
+              f"the values at step {t}")
 
 
 @check(CHECKS, "same_words", "the same translations as greedy decoding without a cache")
-def same_words(module):
+def same_words():
     model, src = model_and_src()
-    want, got = reference(model, src), theirs(module, model, src)
+    want, got = reference(model, src), theirs(1, 0.5)
     n = min(want.size(1), got.size(1))
     bad = (got[:, :n] != want[:, :n]).nonzero()
     if len(bad):
@@ -66,9 +114,8 @@ def same_words(module):
 
 
 @check(CHECKS, "after_eos", "after a sentence's EOS its row holds EOS")
-def after_eos(module):
-    model, src = model_and_src(2, eos_bias=0.0)
-    got = theirs(module, model, src)
+def after_eos():
+    got = theirs(2, 0.0)
     for row in range(len(got)):
         ends = (got[row] == EOS_INDEX).nonzero()
         if len(ends) and (got[row, int(ends[0]):] != EOS_INDEX).any():
@@ -76,23 +123,12 @@ def after_eos(module):
 
 
 @check(CHECKS, "uses_the_cache", "decodes inside model.decoding(MyCache), one word a step")
-def uses_the_cache(module):
-    model, src = model_and_src()
-    seen, classes = [], []
-    decoder_forward, decoding = model.decoder.forward, model.decoding
-
-    def counted(x, *args, **kwargs):
-        seen.append(x.size(1))
-        return decoder_forward(x, *args, **kwargs)
-
-    def recorded(cache_class=KeyValueCache):
-        classes.append(cache_class)
-        return decoding(cache_class)
-    model.decoder.forward, model.decoding = counted, recorded
-    theirs(module, model, src)
-    if not classes or not issubclass(classes[0], module.MyCache):
+def uses_the_cache():
+    found = ask(how_it_decodes, 1, 0.5)
+    if not found["their_cache"]:
         raise Mistake("decoding does not run inside `with model.decoding(MyCache)`: "
                       "the model's attentions get no cache of yours")
+    seen = found["words_per_call"]
     if max(seen[1:], default=1) > 1:
         raise Mistake(f"a step ran the decoder on {max(seen[1:])} words: with the cache each "
                       "step computes the newest word only (model.decode_newest)")

@@ -5,7 +5,17 @@ import torch.nn.functional as F
 
 from ..model.tokens import SOS_INDEX, padding_mask
 from ..Transformers import TransformerFG
-from .checking import Exercise, Mistake, check, student_code, tensor, with_grad
+from .checking import (
+    Exercise,
+    Mistake,
+    ask,
+    check,
+    fresh,
+    question,
+    student_code,
+    tensor,
+    with_grad,
+)
 from .models import words
 
 CHECKS = []
@@ -16,10 +26,10 @@ EPS = 0.1
 def batch(seed=0):
     """Logits (B, T - 1, V) and full targets (B, T): rows end at different lengths, one
     with no padding."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator().manual_seed(fresh(seed))
     logits = torch.randn(B, T - 1, V, generator=g, dtype=torch.float64) * 2
     tgt = torch.cat([torch.full((B, 1), SOS_INDEX),
-                     words(B, T - 1, V, seed=seed, eos_at=[3, 6, 7])], dim=1)
+                     words(B, T - 1, V, seed=fresh(seed), eos_at=[3, 6, 7])], dim=1)
     return logits, tgt
 
 
@@ -30,13 +40,35 @@ def want(logits, tgt, eps, shift=True):
                            reduction="sum"), int(keep.sum())
 
 
-def theirs(module, logits, tgt, eps):
+@question
+def loss_of(module, logits, tgt, eps):
     with student_code():
-        result = module.sequence_loss(logits, tgt, eps)
+        return module.sequence_loss(logits, tgt, eps)
+
+
+@question
+def gradient_of(module, logits, tgt, eps):
+    """(the loss, whether it carries a gradient, the gradient of the logits) of the
+    student's loss (N left out)."""
+    mine = logits.clone().requires_grad_()
+    with torch.enable_grad(), student_code():
+        result = module.sequence_loss(mine, tgt, eps)
+        loss = result[0] if isinstance(result, tuple) and len(result) == 2 else result
+        carries = isinstance(loss, torch.Tensor) and loss.requires_grad
+        if carries:
+            loss.backward()
+    return result, carries, mine.grad
+
+
+def checked(result):
     if not isinstance(result, tuple) or len(result) != 2:
         raise Mistake("sequence_loss should return two things: (the summed loss, N)")
     loss, n = result
     return tensor(loss, "the loss", ()), n
+
+
+def theirs(logits, tgt, eps):
+    return checked(ask(loss_of, logits, tgt, eps))
 
 
 def compare(got, expected, what):
@@ -46,9 +78,9 @@ def compare(got, expected, what):
 
 
 @check(CHECKS, "count", "N: the real target positions, each sentence's first EOS included")
-def count(module):
+def count():
     logits, tgt = batch()
-    _, n = theirs(module, logits, tgt, 0.0)
+    _, n = theirs(logits, tgt, 0.0)
     expected = want(logits, tgt, 0.0)[1]
     if int(n) != expected:
         raise Mistake(f"N is {int(n)}, expected {expected}: count the positions whose "
@@ -58,9 +90,9 @@ def count(module):
 
 
 @check(CHECKS, "shifted", "position t is scored against tgt[:, t + 1], the next word")
-def shifted(module):
+def shifted():
     logits, tgt = batch(1)
-    loss, _ = theirs(module, logits, tgt, 0.0)
+    loss, _ = theirs(logits, tgt, 0.0)
     unshifted = want(logits, tgt, 0.0, shift=False)[0]
     if abs(loss.item() - unshifted.item()) < 1e-9:
         raise Mistake("the targets are not shifted: the prediction at position t is scored "
@@ -69,9 +101,9 @@ def shifted(module):
 
 
 @check(CHECKS, "no_smoothing", "the summed cross-entropy at label_smoothing 0")
-def no_smoothing(module):
+def no_smoothing():
     logits, tgt = batch(2)
-    loss, n = theirs(module, logits, tgt, 0.0)
+    loss, n = theirs(logits, tgt, 0.0)
     expected = want(logits, tgt, 0.0)[0]
     if abs(loss.item() * n - expected.item()) < 1e-9 or \
             abs(loss.item() - expected.item() / want(logits, tgt, 0.0)[1]) < 1e-9:
@@ -81,21 +113,21 @@ def no_smoothing(module):
 
 
 @check(CHECKS, "smoothing", "(1 - eps) on the right word + eps / V on every word")
-def smoothing(module):
+def smoothing():
     logits, tgt = batch(3)
-    loss, _ = theirs(module, logits, tgt, EPS)
+    loss, _ = theirs(logits, tgt, EPS)
     compare(loss, want(logits, tgt, EPS)[0], f"the loss with label_smoothing {EPS}")
 
 
 @check(CHECKS, "padding_ignored", "nothing at the padding counts, the smoothing's mass neither")
-def padding_ignored(module):
+def padding_ignored():
     logits, tgt = batch(4)
     keep = ~padding_mask(tgt[:, 1:])
     noisy = logits.clone()
     noisy[~keep] = torch.randn(int((~keep).sum()), V, dtype=torch.float64) * 5
     for eps in (0.0, EPS):
-        a, _ = theirs(module, logits, tgt, eps)
-        b, _ = theirs(module, noisy, tgt, eps)
+        a, _ = theirs(logits, tgt, eps)
+        b, _ = theirs(noisy, tgt, eps)
         if abs(a.item() - b.item()) > 1e-9:
             raise Mistake("changing the logits at the padding changed the loss" + (
                 f" with label_smoothing {eps}: the smoothing's mass is counted at the padding "
@@ -105,17 +137,16 @@ def padding_ignored(module):
 
 @check(CHECKS, "gradient", "the loss is differentiable, with the reference's gradient")
 @with_grad
-def gradient(module):
+def gradient():
     logits, tgt = batch(5)
-    mine = logits.clone().requires_grad_()
-    loss, _ = theirs(module, mine, tgt, EPS)
-    if not loss.requires_grad:
+    result, carries, grad = ask(gradient_of, logits, tgt, EPS)
+    checked(result)
+    if not carries:
         raise Mistake("the loss carries no gradient (was it built from .item() or a new "
                       "tensor?): training could not learn from it")
-    loss.backward()
     ref = logits.clone().requires_grad_()
     want(ref, tgt, EPS)[0].backward()
-    diff = (mine.grad - ref.grad).abs().max().item()
+    diff = (tensor(grad, "the gradient of the logits", ref.shape) - ref.grad).abs().max().item()
     if diff > 1e-9:
         raise Mistake(f"the gradient differs from the reference's by up to {diff:.3g} "
                       "(tolerance 1e-9)")

@@ -5,26 +5,45 @@ import contextlib
 import torch
 
 from ..model import architecture, tokens
-from .checking import Exercise, Mistake, check, close, same, student_code, tensor
+from .checking import (
+    Exercise,
+    Mistake,
+    ask,
+    check,
+    close,
+    fresh,
+    question,
+    same,
+    student_code,
+    tensor,
+)
 from .models import T_MAX, V_EN, sees_future, translator, words
 
 CHECKS = []
 
 
-def causal(module, T):
+@question
+def causal_of(module, T):
     with student_code():
-        mask = module.causal_mask(T)
-    mask = tensor(mask, f"causal_mask({T})", (T, T))
+        return module.causal_mask(T)
+
+
+@question
+def padding_of(module, ids):
+    with student_code():
+        return module.padding_mask(ids)
+
+
+def causal(T):
+    mask = tensor(ask(causal_of, T), f"causal_mask({T})", (T, T))
     if mask.dtype != torch.bool:
         raise Mistake(f"causal_mask({T}) has dtype {mask.dtype}: it must be torch.bool "
                       "(True where a position may not look)")
     return mask
 
 
-def padded(module, ids):
-    with student_code():
-        mask = module.padding_mask(ids)
-    mask = tensor(mask, "padding_mask(ids)", ids.shape)
+def padded(ids):
+    mask = tensor(ask(padding_of, ids), "padding_mask(ids)", ids.shape)
     if mask.dtype != torch.bool:
         raise Mistake(f"padding_mask(ids) has dtype {mask.dtype}: it must be torch.bool")
     return mask
@@ -41,9 +60,25 @@ def in_the_model(module):
         architecture.causal_mask, architecture.padding_mask = saved
 
 
+@question
+def outputs_with_their_masks(module, src, targets, seed=0):
+    """Our small model's outputs with the student's masks in it."""
+    model = translator(seed=seed)
+    with in_the_model(module), student_code():
+        return [model(src, tgt) for tgt in targets]
+
+
+@question
+def encodings_with_their_masks(module, sources, seed=0):
+    """Our small model's encoder outputs (B, T_src, M) with the student's masks in it."""
+    model = translator(seed=seed)
+    with in_the_model(module), student_code():
+        return [model.encode(src)[0] for src in sources]
+
+
 @check(CHECKS, "causal_values", "True above the diagonal only (position t sees 0..t)")
-def causal_values(module):
-    mask, want = causal(module, 6), tokens.causal_mask(6)
+def causal_values():
+    mask, want = causal(6), tokens.causal_mask(6)
     if same(mask.double(), (~want).double()):
         raise Mistake("causal_mask is inverted: True must mark the positions a word may NOT "
                       "see (those after it)", exhibit="no_causal_mask")
@@ -56,10 +91,10 @@ def causal_values(module):
 
 
 @check(CHECKS, "padding_values", "True after each row's first EOS; that EOS is not padding")
-def padding_values(module):
+def padding_values():
     ids = torch.cat([torch.zeros(4, 1, dtype=torch.long),
-                     words(4, 7, V_EN, seed=3, eos_at=[3, 5, 7, 1])], dim=1)   # (4, 8)
-    mask, want = padded(module, ids), tokens.padding_mask(ids)
+                     words(4, 7, V_EN, seed=fresh(3), eos_at=[3, 5, 7, 1])], dim=1)  # (4, 8)
+    mask, want = padded(ids), tokens.padding_mask(ids)
     if same(mask.double(), (ids == tokens.EOS_INDEX).double()):
         raise Mistake("padding_mask marks every EOS, the sentence's own EOS included: only "
                       "the positions after a row's first EOS are padding")
@@ -71,19 +106,17 @@ def padding_values(module):
 
 
 @check(CHECKS, "decoder_causal", "with your causal mask the decoder cannot see the future")
-def decoder_causal(module):
-    with in_the_model(module):
-        sees_future(translator())
+def decoder_causal():
+    sees_future(lambda src, targets: ask(outputs_with_their_masks, src, targets))
 
 
 @check(CHECKS, "encoder_padding", "with your padding mask no word reads the padding")
-def encoder_padding(module):
-    src = words(2, T_MAX - 2, V_EN, seed=4, eos_at=[4, 6])
+def encoder_padding():
+    src = words(2, T_MAX - 2, V_EN, seed=fresh(4), eos_at=[4, 6])
     other = src.clone()
     other[0, 5:], other[1, 7:] = 7, 9                # the padding changed, nothing else
-    model = translator()
-    with in_the_model(module), student_code():
-        before, after = model.encode(src)[0], model.encode(other)[0]   # (B, T_src, M)
+    before, after = (tensor(e, "the encoder's output", (2, T_MAX - 2, 16)) for e in ask(
+        encodings_with_their_masks, [src, other]))                    # (B, T_src, M)
     for row, real in enumerate((5, 7)):
         moved = ((before[row, :real] - after[row, :real]).abs() > 1e-9).any(-1).nonzero()
         if len(moved):

@@ -4,9 +4,9 @@ import torch
 
 from ..model.architecture import EncoderDecoderParts
 from ..model.tokens import EOS_INDEX, SOS_INDEX
-from .checking import Mistake, student_code
+from .checking import Mistake, ask, fresh, question, student_code, tensor
 
-__all__ = ["NESTED", "translator", "words", "sees_future"]
+__all__ = ["NESTED", "translator", "words", "sees_future", "decoder_outputs"]
 
 #: The nested classes a container may override that a translation model is built from.
 NESTED = ("EmbeddingsGenerator", "AttentionHead", "SelfAttention", "CrossAttentionHead",
@@ -44,15 +44,28 @@ def words(B, T, vocab, seed=0, eos_at=None):
     return ids
 
 
-def sees_future(model, what="the decoder"):
+@question
+def decoder_outputs(module, container, src, targets, **sizes):
+    """The outputs (B, T_tgt, V_es) of a small model of the student's ``container`` class
+    on ``src`` and each of ``targets``."""
+    model = translator(getattr(module, container), **sizes)
+    with student_code():
+        return [model(src, tgt) for tgt in targets]
+
+
+def sees_future(outputs=None, what="the decoder", container="MyTransformer", **sizes):
     """Raise a Mistake if changing target word 5 changes the model's output at an earlier
-    position (the causal mask missing, inverted or not passed on)."""
-    src = words(2, 6, V_EN, seed=1, eos_at=[5, 4])
-    tgt = torch.cat([torch.full((2, 1), SOS_INDEX), words(2, 7, V_ES, seed=2)], dim=1)
+    position (the causal mask missing, inverted or not passed on). ``outputs(src, targets)``
+    asks for the model's outputs (default: a model of the student's ``container``)."""
+    src = words(2, 6, V_EN, seed=fresh(1), eos_at=[5, 4])
+    tgt = torch.cat([torch.full((2, 1), SOS_INDEX), words(2, 7, V_ES, seed=fresh(2))], dim=1)
     changed = tgt.clone()
     changed[:, 5] = EOS_INDEX + 1 + (tgt[:, 5] - EOS_INDEX) % (V_ES - EOS_INDEX - 1)
-    with student_code():
-        before, after = model(src, tgt), model(src, changed)       # (B, T_tgt, V_es)
+    if outputs is None:
+        before, after = ask(decoder_outputs, container, src, [tgt, changed], **sizes)
+    else:
+        before, after = outputs(src, [tgt, changed])               # (B, T_tgt, V_es)
+    before, after = (tensor(out, "the model's output", (2, 8, V_ES)) for out in (before, after))
     moved = ((before[:, :5] - after[:, :5]).abs() > 1e-9).nonzero()
     if len(moved):
         raise Mistake(f"changing target word 5 changed the output at position "

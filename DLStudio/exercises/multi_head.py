@@ -5,24 +5,47 @@ import torch.nn.functional as F
 
 from ..model.architecture import EncoderDecoderParts, TransformerParts
 from ..Transformers import TransformerFG
-from .checking import Exercise, Mistake, check, close, same, student_code, tensor
-from .models import sees_future, translator
+from .checking import (
+    Exercise,
+    Mistake,
+    ask,
+    check,
+    close,
+    fresh,
+    question,
+    same,
+    student_code,
+    tensor,
+)
+from .models import sees_future
 
 CHECKS = []
 B, T, M, H = 2, 5, 12, 3
 BASE = TransformerParts.SelfAttention
 
 
-def attention(module, full_width=False, seed=0):
-    parts = EncoderDecoderParts(vocab_en_size=5, vocab_es_size=5, max_seq_length=8,
-                                embedding_size=M, full_width_heads=full_width)
-    torch.manual_seed(seed)
-    return module.MyMultiHead(None, parts, H).double()
+def parts(full_width):
+    return EncoderDecoderParts(vocab_en_size=5, vocab_es_size=5, max_seq_length=8,
+                               embedding_size=M, full_width_heads=full_width)
+
+
+def attention(full_width=False, seed=0):
+    """The reference self-attention, whose weights the student's gets."""
+    torch.manual_seed(fresh(seed))
+    return BASE(None, parts(full_width), H).double()
 
 
 def x(seed=0):
-    return torch.randn(B, T, M, generator=torch.Generator().manual_seed(seed),
+    return torch.randn(B, T, M, generator=torch.Generator().manual_seed(fresh(seed)),
                        dtype=torch.float64)
+
+
+@question
+def attention_output(module, full_width, weights, x, mask=None):
+    sa = module.MyMultiHead(None, parts(full_width), H).double()
+    sa.load_state_dict(weights)
+    with student_code():
+        return sa(x, mask)
 
 
 def want(sa, x, mask=None):
@@ -30,8 +53,8 @@ def want(sa, x, mask=None):
 
 
 def run(sa, x, mask=None):
-    with student_code():
-        return tensor(sa(x, mask), "the output", (B, T, M))
+    out = ask(attention_output, sa.full_width, sa.state_dict(), x, mask)
+    return tensor(out, "the output", (B, T, M))
 
 
 def causal():
@@ -44,8 +67,8 @@ def which_heads_differ(got, expected, s):
 
 
 @check(CHECKS, "sliced_heads", "head i reads slice i; outputs concatenated in head order")
-def sliced_heads(module):
-    sa, inputs = attention(module), x()
+def sliced_heads():
+    sa, inputs = attention(), x()
     out, expected = run(sa, inputs), want(sa, inputs)
     if not same(out, expected):
         heads = which_heads_differ(out, expected, sa.qkv_size)
@@ -60,8 +83,8 @@ def sliced_heads(module):
 
 
 @check(CHECKS, "full_width_W_O", "full width: every head reads all of x, then W^O projects")
-def full_width_w_o(module):
-    sa, inputs = attention(module, full_width=True, seed=1), x(1)
+def full_width_w_o():
+    sa, inputs = attention(full_width=True, seed=1), x(1)
     out = run(sa, inputs)
     concatenated = BASE.per_head(sa, inputs, inputs, None)
     if same(out, concatenated):
@@ -72,8 +95,8 @@ def full_width_w_o(module):
 
 
 @check(CHECKS, "mask", "the mask reaches every head (a causal mask of (1, 1, T, T))")
-def mask(module):
-    sa, inputs = attention(module, seed=2), x(2)
+def mask():
+    sa, inputs = attention(seed=2), x(2)
     out = run(sa, inputs, causal())
     if same(out, want(sa, inputs)):
         raise Mistake("the output is the same with a causal mask as without: pass the mask "
@@ -82,8 +105,8 @@ def mask(module):
 
 
 @check(CHECKS, "in_a_model", "a TransformerFG of MyMultiHead: no position sees a later word")
-def in_a_model(module):
-    sees_future(translator(module.MyTransformer, heads=2))
+def in_a_model():
+    sees_future(heads=2)
 
 
 EXERCISE = Exercise(

@@ -4,7 +4,18 @@ import torch
 
 from ..model.architecture import VisionParts
 from ..Transformers import visTransformer
-from .checking import Exercise, Mistake, check, close, same, student_code, tensor
+from .checking import (
+    Exercise,
+    Mistake,
+    ask,
+    check,
+    close,
+    fresh,
+    question,
+    same,
+    student_code,
+    tensor,
+)
 
 CHECKS = []
 BASE = VisionParts.PatchEmbeddingGenerator
@@ -12,21 +23,33 @@ B, C, H, W, P, M = 2, 3, 8, 12, 4, 10
 N_P = (H // P) * (W // P)
 
 
-def generator(module, seed=0):
-    torch.manual_seed(seed)
-    vit = VisionParts(num_classes=3, patch_size=(P, P), image_size=(H, W), in_channels=C,
-                      embedding_size=M, num_basic_encoders=1, num_atten_heads=2)
-    return module.MyPatchEmbedding(vit, C, (P, P), (H, W), M).double()
+def vision():
+    return VisionParts(num_classes=3, patch_size=(P, P), image_size=(H, W), in_channels=C,
+                       embedding_size=M, num_basic_encoders=1, num_atten_heads=2)
+
+
+def generator(seed=0):
+    """The reference patch embedding, whose weights the student's gets."""
+    vit = vision()
+    torch.manual_seed(fresh(seed))
+    return BASE(vit, C, (P, P), (H, W), M).double()
 
 
 def images(seed=0):
-    return torch.rand(B, C, H, W, generator=torch.Generator().manual_seed(seed),
+    return torch.rand(B, C, H, W, generator=torch.Generator().manual_seed(fresh(seed)),
                       dtype=torch.float64)
 
 
-def run(gen, x):
+@question
+def embedded(module, weights, x):
+    gen = module.MyPatchEmbedding(vision(), C, (P, P), (H, W), M).double()
+    gen.load_state_dict(weights)
     with student_code():
-        return tensor(gen(x), "the output", (B, 1 + N_P, M))
+        return gen(x)
+
+
+def run(gen, x):
+    return tensor(ask(embedded, gen.state_dict(), x), "the output", (B, 1 + N_P, M))
 
 
 def with_patches(gen, patches):
@@ -36,13 +59,13 @@ def with_patches(gen, patches):
 
 
 @check(CHECKS, "shape", "(B, C, H, W) -> (B, 1 + N_p, M)")
-def shape(module):
-    run(generator(module), images())
+def shape():
+    run(generator(), images())
 
 
 @check(CHECKS, "class_token_first", "position 0 is the class token plus position 0's vector")
-def class_token_first(module):
-    gen = generator(module, 1)
+def class_token_first():
+    gen = generator(1)
     out = run(gen, images(1))
     cls = (gen.class_token + gen.position_embeddings[:, :1]).expand(B, 1, M)
     if same(out[:, -1:], (gen.class_token + gen.position_embeddings[:, -1:]).expand(B, 1, M)):
@@ -52,8 +75,8 @@ def class_token_first(module):
 
 
 @check(CHECKS, "patches", "patches row by row, each flattened channel by channel, then W_E")
-def patches(module):
-    gen, x = generator(module, 2), images(2)
+def patches():
+    gen, x = generator(2), images(2)
     out, want = run(gen, x), BASE.forward(gen, x)
     if same(out, want):
         return
@@ -71,8 +94,8 @@ def patches(module):
 
 
 @check(CHECKS, "positions", "the position embeddings are added at every position")
-def positions(module):
-    gen, x = generator(module, 3), images(3)
+def positions():
+    gen, x = generator(3), images(3)
     out = run(gen, x)
     no_positions = BASE.forward(gen, x) - gen.position_embeddings
     if same(out, no_positions):

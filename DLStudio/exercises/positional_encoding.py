@@ -4,7 +4,17 @@ import torch
 
 from ..model.architecture import TransformerParts
 from ..Transformers import TransformerFG
-from .checking import Exercise, Mistake, check, close, same, student_code, tensor
+from .checking import (
+    Exercise,
+    Mistake,
+    ask,
+    check,
+    close,
+    question,
+    same,
+    student_code,
+    tensor,
+)
 from .models import translator
 
 CHECKS = []
@@ -12,9 +22,21 @@ BASE = TransformerParts.EmbeddingsGenerator
 TOL = 1e-5
 
 
-def theirs(module, T, M, base):
+@question
+def code_of(module, T, M, base):
     with student_code():
-        pe = module.MyEmbeddings.sinusoids(T, M, base)
+        return module.MyEmbeddings.sinusoids(T, M, base)
+
+
+@question
+def code_in_the_model(module):
+    """The position code the embeddings of a small MyTransformer carry."""
+    with student_code():
+        return translator(module.MyTransformer).embeddings_generator_en.positional_encoding
+
+
+def theirs(T, M, base):
+    pe = ask(code_of, T, M, base)
     return tensor(pe, f"sinusoids({T}, {M}, {base:g})", (T, M)).double()
 
 
@@ -23,21 +45,21 @@ def want(T, M, base):
 
 
 @check(CHECKS, "shape", "(num_positions, embedding_size)")
-def shape(module):
-    theirs(module, 7, 10, 10000.0)
+def shape():
+    theirs(7, 10, 10000.0)
 
 
 @check(CHECKS, "position_0", "position 0 is sin 0, cos 0, ... = 0, 1, 0, 1, ...")
-def position_0(module):
-    pe = theirs(module, 3, 8, 10000.0)
+def position_0():
+    pe = theirs(3, 8, 10000.0)
     close(pe[0], want(3, 8, 10000.0)[0], "row 0", TOL, hint="at position 0 every even "
           "column is sin 0 = 0 and every odd column is cos 0 = 1")
 
 
 @check(CHECKS, "values", "equal to the formula for every position and column")
-def values(module):
+def values():
     T, M, base = 20, 16, 10000.0
-    pe, expected = theirs(module, T, M, base), want(T, M, base)
+    pe, expected = theirs(T, M, base), want(T, M, base)
     if same(pe, expected, TOL):
         return
     swapped = expected.view(T, M // 2, 2).flip(-1).reshape(T, M)
@@ -56,18 +78,16 @@ def values(module):
 
 
 @check(CHECKS, "base", "uses the base it is given (the lecture's 100)")
-def base(module):
-    pe = theirs(module, 12, 8, 100.0)
+def base():
+    pe = theirs(12, 8, 100.0)
     if same(pe, want(12, 8, 10000.0), TOL):
         raise Mistake("with base=100 the code is the one of base 10000: use the argument")
     close(pe, want(12, 8, 100.0), "the code of base 100", TOL)
 
 
 @check(CHECKS, "in_the_model", "the embeddings of MyTransformer carry this code")
-def in_the_model(module):
-    with student_code():
-        model = translator(module.MyTransformer)
-    close(model.embeddings_generator_en.positional_encoding, want(10, 16, BASE.positional_base),
+def in_the_model():
+    close(ask(code_in_the_model), want(10, 16, BASE.positional_base),
           "the model's position code", TOL)
 
 

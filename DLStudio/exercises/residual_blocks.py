@@ -5,18 +5,33 @@ import torch
 from ..model import architecture
 from ..model.architecture import EncoderDecoderParts, TransformerParts
 from ..Transformers import TransformerFG
-from .checking import Exercise, Mistake, check, close, same, student_code, tensor
+from .checking import (
+    Exercise,
+    Mistake,
+    ask,
+    check,
+    close,
+    fresh,
+    question,
+    same,
+    student_code,
+    tensor,
+)
 
 CHECKS = []
 B, T, M, H = 2, 6, 8, 2
 BASE = TransformerParts.BasicEncoder
 
 
-def layer(module, norm_first, seed=0):
-    parts = EncoderDecoderParts(vocab_en_size=5, vocab_es_size=5, max_seq_length=T,
-                                embedding_size=M, norm_first=norm_first)
-    torch.manual_seed(seed)
-    enc = module.MyEncoderLayer(None, parts, H).double()
+def parts(norm_first, dropout=0.0):
+    return EncoderDecoderParts(vocab_en_size=5, vocab_es_size=5, max_seq_length=T,
+                               embedding_size=M, norm_first=norm_first, dropout=dropout)
+
+
+def layer(norm_first, seed=0, dropout=0.0):
+    """The reference layer, whose weights the student's gets."""
+    torch.manual_seed(fresh(seed))
+    enc = BASE(None, parts(norm_first, dropout), H).double()
     enc.self_attention.fused = False
     for norm in (enc.norm1, enc.norm2):          # LayerNorms that are not the identity
         norm.weight.data.uniform_(0.5, 1.5)
@@ -25,13 +40,28 @@ def layer(module, norm_first, seed=0):
 
 
 def x(seed=0):
-    return torch.randn(B, T, M, generator=torch.Generator().manual_seed(seed),
+    return torch.randn(B, T, M, generator=torch.Generator().manual_seed(fresh(seed)),
                        dtype=torch.float64) * 3
 
 
-def run(enc, inputs, mask=None):
+@question
+def layer_output(module, norm_first, dropout, weights, inputs, mask=None, seed=None):
+    """MyEncoderLayer with these weights on the inputs (``seed``: in training, the random
+    state its dropout starts from)."""
+    enc = module.MyEncoderLayer(None, parts(norm_first, dropout), H).double()
+    enc.self_attention.fused = False
+    enc.load_state_dict(weights)
+    if seed is not None:
+        enc.train()
+        torch.manual_seed(seed)
     with student_code():
-        return tensor(enc(inputs, mask), "the layer's output", (B, T, M))
+        return enc(inputs, mask)
+
+
+def run(enc, inputs, mask=None, seed=None):
+    out = ask(layer_output, enc.norm_first, enc.dropout.p, enc.state_dict(), inputs, mask,
+              seed)
+    return tensor(out, "the layer's output", (B, T, M))
 
 
 def variants(enc, inputs, mask=None):
@@ -65,18 +95,18 @@ def compare(enc, inputs, name):
 
 
 @check(CHECKS, "post_ln", "norm_first False: x = norm(x + sublayer(x)) (Vaswani, sec. 3.1)")
-def post_ln(module):
-    compare(layer(module, False), x(), "post-LN")
+def post_ln():
+    compare(layer(False), x(), "post-LN")
 
 
 @check(CHECKS, "pre_ln", "norm_first True: x = x + sublayer(norm(x)) (Xiong et al., Fig. 1b)")
-def pre_ln(module):
-    compare(layer(module, True, seed=1), x(1), "pre-LN")
+def pre_ln():
+    compare(layer(True, seed=1), x(1), "pre-LN")
 
 
 @check(CHECKS, "order", "self-attention first, then the feed-forward network")
-def order(module):
-    enc, inputs = layer(module, False, seed=2), x(2)
+def order():
+    enc, inputs = layer(False, seed=2), x(2)
     out = run(enc, inputs)
     swapped = enc.norm2(inputs + enc.feed_forward(inputs))
     swapped = enc.norm1(swapped + enc.self_attention(swapped, None))
@@ -87,8 +117,8 @@ def order(module):
 
 
 @check(CHECKS, "mask", "the mask reaches the self-attention")
-def mask(module):
-    enc, inputs = layer(module, True, seed=3), x(3)
+def mask():
+    enc, inputs = layer(True, seed=3), x(3)
     pad = torch.zeros(B, 1, 1, T, dtype=torch.bool)
     pad[0, ..., -2:] = True
     out = run(enc, inputs, pad)
@@ -99,16 +129,11 @@ def mask(module):
 
 
 @check(CHECKS, "dropout", "dropout on each sublayer's output, in training only")
-def dropout(module):
-    parts = EncoderDecoderParts(vocab_en_size=5, vocab_es_size=5, max_seq_length=T,
-                                embedding_size=M, dropout=0.5)
-    torch.manual_seed(4)
-    enc = module.MyEncoderLayer(None, parts, H).double().train()
-    enc.self_attention.fused = False
+def dropout():
+    enc = layer(False, seed=4, dropout=0.5).train()
     inputs = x(4)
-    torch.manual_seed(5)
-    out = run(enc, inputs)
-    torch.manual_seed(5)
+    out = run(enc, inputs, seed=fresh(5))
+    torch.manual_seed(fresh(5))
     close(out, BASE.forward(enc, inputs), "the output in training with dropout 0.5",
           hint="self.dropout on the sublayer's output, before it is added to x")
 

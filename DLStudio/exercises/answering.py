@@ -1,0 +1,120 @@
+"""The process that answers a grader's questions about one student's file.
+
+    python -c "...answering import main; main()" NAME FILE READ_FD WRITE_FD
+
+It loads the file (the only place the student's code ever runs while grading), then answers
+each question the grader sends on READ_FD: the question's name and its inputs, plain data.
+The answer goes back on WRITE_FD as plain data too (tensors, numbers, strings, lists; see
+checking.plain), or as the failure the student's code met, in one line. It decides nothing:
+the grader compares every answer with the reference. Whatever the file prints goes to this
+process's standard output, which the grader reads apart from the answers.
+
+Messages on both pipes are a length (8 bytes, big-endian) and ``torch.save`` bytes, read with
+``weights_only=True``: neither side ever unpickles an object of the other's.
+"""
+
+import io
+import logging
+import os
+import select
+import struct
+import sys
+import time
+
+import torch
+
+__all__ = ["write_message", "read_message", "main", "MESSAGE_LIMIT"]
+
+HEADER = struct.Struct(">Q")
+#: The largest message either side reads (a question's inputs or an answer).
+MESSAGE_LIMIT = 256 * 2 ** 20
+
+
+def write_message(fd, message):
+    buffer = io.BytesIO()
+    torch.save(message, buffer)
+    data = HEADER.pack(len(buffer.getbuffer())) + buffer.getvalue()
+    while data:
+        data = data[os.write(fd, data):]
+
+
+def _read_exactly(fd, n, deadline):
+    chunks, left = [], n
+    while left:
+        if deadline is not None:
+            wait = deadline - time.monotonic()
+            if wait <= 0 or not select.select([fd], [], [], wait)[0]:
+                raise TimeoutError
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            raise EOFError
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_message(fd, deadline=None, limit=MESSAGE_LIMIT):
+    """The next message on ``fd``: EOFError when the other side has gone, TimeoutError at
+    ``deadline`` (time.monotonic()), ValueError when it is no message of ours."""
+    (size,) = HEADER.unpack(_read_exactly(fd, HEADER.size, deadline))
+    if size > limit:
+        raise ValueError(f"a message of {size:,} bytes (the limit is {limit:,})")
+    try:
+        return torch.load(io.BytesIO(_read_exactly(fd, size, deadline)), weights_only=True)
+    except (EOFError, TimeoutError):
+        raise
+    except Exception as e:
+        raise ValueError(f"not a message ({type(e).__name__})") from None
+
+
+def main(argv=None):
+    from . import exercise
+    from .checking import (
+        StudentError,
+        _current,
+        failure,
+        from_plain,
+        load_checked,
+        plain,
+        question_named,
+    )
+
+    name, path, rfd, wfd = argv or sys.argv[1:]
+    rfd, wfd = int(rfd), int(wfd)
+    ex = exercise(name)
+    logging.getLogger("DLStudio").setLevel(logging.ERROR)
+    module, refused = None, None
+    try:
+        module = load_checked(ex, path)
+    except StudentError as e:
+        refused = str(e)
+    except BaseException as e:                 # sys.exit() at import: said, not obeyed
+        refused = f"your file does not load: {type(e).__name__}: {e}"
+    _current.update(module=module, forbids=ex.forbids() if module else ())
+    while True:
+        try:
+            request = read_message(rfd)
+        except (EOFError, ValueError):
+            return 0
+        if request.get("op") == "begin":
+            torch.manual_seed(0)
+            write_message(wfd, {"ok": True})
+            continue
+        if refused:
+            write_message(wfd, {"failed": refused})
+            continue
+        try:
+            fn = question_named(request["question"])
+            with torch.set_grad_enabled(bool(request.get("grad"))):
+                value = fn(module, *from_plain(request["args"]), **from_plain(request["kwargs"]))
+            answer = {"value": plain(value)}
+        except BaseException as e:             # the student's exception, exit or Ctrl-C
+            if not isinstance(e, Exception):
+                e = RuntimeError(f"{type(e).__name__}: {e}")
+            message, exhibit = failure(e, path)
+            answer = {"failed": message, "exhibit": exhibit}
+        write_message(wfd, answer)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

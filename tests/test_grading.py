@@ -1,0 +1,331 @@
+"""A grader an instructor can trust: the verdicts are the grader's, never the submission's.
+
+Hostile submissions, each with the outcome it must get: a results file written before an
+early exit, results forged from atexit, a flood of binary output, a process that outlives
+its file, reading the instructor's files, writing outside its folder, the network, an honest
+file named like a standard module, a hang, memory filled, a kill. Then the places grades go:
+the CSV, Gradescope's results.json and autograder, one check for GitHub Classroom; and the
+solutions and mutants, graded, give the verdicts they give in the student's own process.
+
+The sandbox tests need bubblewrap; they are skipped without it, unless
+DLSTUDIO_SANDBOX_TESTS=required (as .ci/run sets), where they fail instead."""
+
+import csv
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from DLStudio.exercises import NAMES, exercise
+from DLStudio.exercises.checking import run_checks
+from DLStudio.exercises.grading import grade_file, grade_folder
+from DLStudio.exercises.sandbox import Sandbox
+
+from .conftest import ROOT
+from .test_exercises import MUTANTS, solution
+
+ATTENTION = solution("attention")
+NO_SCALING = ATTENTION.replace(" / math.sqrt(Q.size(-1))", "")     # honest: 3 of 7
+SANDBOX = Sandbox.find()
+needs_sandbox = pytest.mark.skipif(
+    SANDBOX.kind != "bwrap" and os.environ.get("DLSTUDIO_SANDBOX_TESTS") != "required",
+    reason="bubblewrap (bwrap) cannot make a sandbox here: apt-get install bubblewrap")
+
+
+def before(code, source=ATTENTION):
+    """``source`` with ``code`` run first, at import."""
+    return code + "\n" + source
+
+
+def inside(code, source=ATTENTION):
+    """``source`` whose scaled_dot_product runs ``code`` first."""
+    return source.replace("    scores = Q @ K", code + "\n    scores = Q @ K")
+
+
+def earned(grade):
+    return sum(r.passed for r in grade.results)
+
+
+def graded(tmp_path, files, **options):
+    """{file name: Grade} of these sources, graded as a folder, two at a time."""
+    folder = tmp_path / "submitted"
+    folder.mkdir(exist_ok=True)
+    for name, source in files.items():
+        (folder / name).write_text(source)
+    options.setdefault("timeout", 60)
+    return {g.file: g for g in grade_folder(exercise("attention"),
+                                            [str(folder / n) for n in files], seed=3, jobs=2,
+                                            sandbox=SANDBOX, **options)}
+
+
+# ---------------------------------------------------------------------------------------
+# No submission can forge its grade (these four run in the quick suite).
+RESULTS = "[{'name': n, 'passed': True} for n in ('shapes', 'softmax_rows', 'scaling', " \
+          "'output', 'mask', 'any_leading_dims', 'in_a_model')]"
+
+
+@pytest.fixture(scope="module")
+def forgers(tmp_path_factory):
+    return graded(tmp_path_factory.mktemp("forgers"), {
+        "writes_and_exits.py": before(f"import json, os\njson.dump({RESULTS}, "
+                                      "open('results.json', 'w'))\nprint('7 of 7')\n"
+                                      "os._exit(0)", "def scaled_dot_product(Q, K, V, "
+                                      "mask=None):\n    return Q, K\n"),
+        "forges_at_exit.py": before(f"import atexit, json\natexit.register(lambda: json.dump("
+                                    f"{RESULTS}, open('results.json', 'w')))", NO_SCALING),
+        "random.py": ATTENTION,
+        "kills_itself.py": inside("    import os, signal\n    os.kill(os.getpid(), "
+                                  "signal.SIGKILL)")})
+
+
+def test_a_file_that_writes_results_and_exits_earns_nothing(forgers):
+    g = forgers["writes_and_exits.py"]
+    assert earned(g) == 0 and g.status.startswith("crashed: ended before it answered")
+    assert all("ended before it answered any question (exit status 0)" in r.message
+               for r in g.results)
+
+
+def test_results_forged_at_exit_earn_what_the_functions_compute(forgers):
+    g = forgers["forges_at_exit.py"]
+    assert g.status == "checked" and earned(g) == 3                 # as its honest answers
+    assert [r.name for r in g.results if r.passed] == ["shapes", "softmax_rows", "in_a_model"]
+
+
+def test_an_honest_file_named_like_a_standard_module_is_graded_like_any(forgers):
+    assert forgers["random.py"].status == "checked" and earned(forgers["random.py"]) == 7
+
+
+def test_a_file_killed_by_a_signal_is_a_row_with_its_reason(forgers):
+    g = forgers["kills_itself.py"]
+    assert earned(g) == 0 and "killed by SIGKILL" in g.status
+    assert "killed by SIGKILL" in g.results[0].message
+
+
+# ---------------------------------------------------------------------------------------
+# No file stops the others, sees what it must not, or reaches out (slow: make test-all).
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hostile")
+    secret = root / "solutions.txt"                # beside the submissions folder
+    secret.write_text("THE-INSTRUCTORS-SECRET")
+    outside = root / "written_outside.txt"
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(5)
+    listener.settimeout(0.5)
+    port = listener.getsockname()[1]
+    grades = graded(root, {
+        "floods.py": before("import sys\nsys.stdout.buffer.write(bytes(range(256)) * 400_000)"
+                            "\nsys.stdout.flush()\nimport os\nos._exit(3)"),
+        "outlives.py": before("import os, sys\nif os.fork() == 0:\n    os.execv(sys.executable,"
+                              " [sys.executable, '-c', 'import time; time.sleep(60)', "
+                              "'DLSTUDIO-OUTLIVER'])"),
+        "reads.py": inside(f"    raise RuntimeError(open({str(secret)!r}).read())"),
+        "writes.py": before(f"try:\n    open({str(outside)!r}, 'w').write('x')\n"
+                            "except OSError:\n    pass"),
+        "connects.py": before(f"import socket\ntry:\n    socket.create_connection(('127.0.0.1',"
+                              f" {port}), timeout=2).sendall(b'hello')\nexcept OSError:\n"
+                              "    pass"),
+        "hangs.py": inside("    while True:\n        pass"),
+        "fills_memory.py": inside("    hog = [bytearray(10 ** 8) for _ in range(100)]"),
+        "honest.py": ATTENTION}, timeout=8, memory_mb=1500)
+    try:
+        connection = listener.accept()[0]
+        connection.close()
+        reached = True
+    except OSError:
+        reached = False
+    listener.close()
+    return grades, secret, outside, reached
+
+
+@pytest.mark.slow
+def test_a_flood_of_binary_output_stops_neither_the_file_nor_the_others(hostile):
+    grades = hostile[0]
+    g = grades["floods.py"]
+    assert g.status.startswith("crashed: ended before it answered any question (exit status 3)")
+    assert len(g.output) <= 64 * 1024 and earned(grades["honest.py"]) == 7
+
+
+@pytest.mark.slow
+@needs_sandbox
+def test_a_process_a_file_starts_ends_with_it(hostile):
+    assert earned(hostile[0]["outlives.py"]) == 7
+    left = subprocess.run(["pgrep", "-f", "DLSTUDIO-OUTLIVER"], capture_output=True)
+    assert left.returncode == 1, left.stdout
+
+
+@pytest.mark.slow
+@needs_sandbox
+def test_a_file_sees_nothing_of_the_instructors(hostile):
+    grades, secret, _, _ = hostile
+    messages = " ".join(r.message for r in grades["reads.py"].results)
+    assert "THE-INSTRUCTORS-SECRET" not in messages + grades["reads.py"].output
+    assert "No such file or directory" in messages
+
+
+@pytest.mark.slow
+@needs_sandbox
+def test_a_file_writes_nowhere_but_its_own_folder(hostile):
+    assert not hostile[2].exists() and earned(hostile[0]["writes.py"]) == 7
+
+
+@pytest.mark.slow
+@needs_sandbox
+def test_a_file_reaches_no_network(hostile):
+    assert not hostile[3] and earned(hostile[0]["connects.py"]) == 7
+
+
+@pytest.mark.slow
+def test_a_hang_is_stopped_and_memory_filled_is_a_failed_check(hostile):
+    grades = hostile[0]
+    assert grades["hangs.py"].status == "stopped after 8 s" and earned(grades["hangs.py"]) == 0
+    g = grades["fills_memory.py"]
+    assert g.status == "checked" and earned(g) == 0 and "MemoryError" in g.results[0].message
+
+
+# ---------------------------------------------------------------------------------------
+# Where the grades go.
+def dlstudio(*args):
+    """``dlstudio ARGS`` in a process of its own: (exit status, stdout, stderr)."""
+    out = subprocess.run([sys.executable, "-m", "DLStudio", *args], capture_output=True,
+                         text=True, timeout=600, env=dict(os.environ, PYTHONPATH=ROOT))
+    return out.returncode, out.stdout, out.stderr
+
+
+@pytest.fixture
+def command(capsys):
+    """``dlstudio ARGS`` in this process (the files it grades still run in children)."""
+    from DLStudio.cli import main
+
+    def run(*args):
+        status = main(list(args))
+        out = capsys.readouterr()
+        return status, out.out, out.err
+    return run
+
+
+def test_gradescope_results_and_the_csv_give_the_same_points(tmp_path, command):
+    path = tmp_path / "attention.py"
+    path.write_text(NO_SCALING)
+    status, _, err = command("check", "attention", str(path), "--gradescope",
+                             str(tmp_path / "r.json"), "--points", "in_a_model=3",
+                             "--visibility", "scaling=hidden", "--seed", "9")
+    assert status == 0, err
+    results = json.loads((tmp_path / "r.json").read_text())
+    tests = {t["name"]: t for t in results["tests"]}
+    assert results["score"] == 5.0 and results["extra_data"]["seed"] == 9
+    assert tests["in_a_model"] == {"name": "in_a_model", "score": 3.0, "max_score": 3.0,
+                                   "status": "passed", "output": "", "visibility": "visible"}
+    assert tests["scaling"]["status"] == "failed" and tests["scaling"]["visibility"] == "hidden"
+    assert "sqrt(s_qkv)" in tests["scaling"]["output"]
+    assert "dlstudio bug_museum --exhibit no_scaling" in tests["scaling"]["output"]
+    status, _, err = command("check", "attention", "--submissions", str(tmp_path), "--csv",
+                             str(tmp_path / "g.csv"), "--points", "in_a_model=3", "--seed", "9")
+    assert status == 0, err
+    row = next(csv.DictReader(open(tmp_path / "g.csv")))
+    assert float(row["total"]) == 5.0 and row["seed"] == "9" and row["scaling"] == "0"
+
+
+def test_only_one_check_exits_by_its_verdict_for_classroom(tmp_path, command):
+    path = tmp_path / "attention.py"
+    path.write_text(NO_SCALING)
+    assert command("check", "attention", str(path), "--only", "shapes")[0] == 0
+    status, out, _ = command("check", "attention", str(path), "--only", "scaling")
+    assert status == 1 and "FAIL  scaling" in out
+    forged = tmp_path / "forged.py"
+    forged.write_text(before("import os\nos._exit(0)"))
+    status, out, _ = command("check", "attention", str(forged), "--only", "shapes")
+    assert status == 1 and "ended before it answered" in out
+
+
+def test_a_grading_row_is_reproduced_by_check_with_its_seed(tmp_path, capsys):
+    from DLStudio.cli import main
+    path = tmp_path / "attention.py"
+    path.write_text(NO_SCALING)
+    g = grade_file(exercise("attention"), str(path), seed=123, sandbox=SANDBOX)
+    assert main(["check", "attention", str(path), "--seed", "123"]) == 1
+    out = capsys.readouterr().out
+    assert "inputs of seed 123" in out
+    assert [line.split()[1] for line in out.splitlines() if line.startswith("  ok")] == \
+        [r.name for r in g.results if r.passed]
+
+
+def test_the_autograder_grades_a_submission_laid_out_as_gradescope_does(tmp_path, command):
+    wheel = tmp_path / "DLStudio_Transformers-0.1.0-py3-none-any.whl"
+    wheel.write_bytes(b"a wheel")
+    status, _, err = command("autograder", "attention", "--out", str(tmp_path / "ag.zip"),
+                             "--wheel", str(wheel), "--points", "mask=3")
+    assert status == 0, err
+    root = tmp_path / "autograder"
+    with zipfile.ZipFile(tmp_path / "ag.zip") as z:
+        assert sorted(z.namelist()) == sorted(["setup.sh", "run_autograder", wheel.name])
+        z.extractall(root / "source")
+    assert f"pip3 install /autograder/source/{wheel.name}" in \
+        (root / "source" / "setup.sh").read_text()
+    (root / "submission").mkdir()
+    (root / "submission" / "attention.py").write_text(ATTENTION)
+    bin_dir = tmp_path / "bin"                      # python3: this environment's
+    bin_dir.mkdir()
+    (bin_dir / "python3").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    (bin_dir / "python3").chmod(0o755)
+    done = subprocess.run(["bash", str(root / "source" / "run_autograder")], text=True,
+                          capture_output=True, timeout=300,
+                          env=dict(os.environ, AUTOGRADER_ROOT=str(root), PYTHONPATH=ROOT,
+                                   PATH=f"{bin_dir}:{os.environ['PATH']}"))
+    assert done.returncode == 0, done.stderr
+    results = json.loads((root / "results" / "results.json").read_text())
+    assert results["score"] == 9.0 and len(results["tests"]) == 7
+
+
+@pytest.mark.slow
+def test_the_autograder_carries_a_wheel_built_from_the_clone(tmp_path):
+    status, _, err = dlstudio("autograder", "bpe", "--out", str(tmp_path / "ag.zip"))
+    assert status == 0, err
+    with zipfile.ZipFile(tmp_path / "ag.zip") as z:
+        wheel = next(n for n in z.namelist() if n.endswith(".whl"))
+        z.extract(wheel, tmp_path)
+    with zipfile.ZipFile(tmp_path / wheel) as w:
+        assert "DLStudio/exercises/grading.py" in w.namelist()
+
+
+def test_without_bubblewrap_the_grader_says_what_it_does_instead(tmp_path, monkeypatch):
+    from DLStudio.exercises.sandbox import SandboxError
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    found = Sandbox.find()
+    assert found.kind in ("user", "none") and "bubblewrap (bwrap) is not installed" in found.says
+    with pytest.raises(SandboxError, match="--require-sandbox"):
+        Sandbox.find(require=True)
+
+
+# ---------------------------------------------------------------------------------------
+# The solutions and the mutants give, graded, the verdicts of the student's own process.
+@pytest.mark.slow
+@pytest.mark.parametrize("name", NAMES)
+def test_solutions_and_mutants_graded_give_the_verdicts_checked_in_process(tmp_path, name):
+    sources = {f"{name}.py": solution(name)}
+    for i, (exercise_name, _, line, wrong, _, _) in enumerate(MUTANTS):
+        if exercise_name == name:
+            sources[f"mutant_{i}.py"] = solution(name).replace(line, wrong)
+    grades = graded(tmp_path, sources) if name == "attention" else {
+        g.file: g for g in grade_folder(exercise(name), _written(tmp_path, sources), seed=3,
+                                        jobs=2, sandbox=SANDBOX)}
+    for file, g in grades.items():
+        mine = run_checks(exercise(name), str(tmp_path / "submitted" / file), seed=3)
+        assert g.status == "checked"
+        assert [(r.name, r.passed, r.message) for r in g.results] == \
+            [(r.name, r.passed, r.message) for r in mine], file
+    assert all(r.passed for r in grades[f"{name}.py"].results)
+
+
+def _written(tmp_path, sources):
+    folder = tmp_path / "submitted"
+    folder.mkdir()
+    for file, source in sources.items():
+        (folder / file).write_text(source)
+    return [str(folder / file) for file in sources]
