@@ -41,7 +41,6 @@ from .data.vocabulary import (
     read_text,
     tokenizer_from_state,
 )
-from .DLStudio import DLStudio
 from .evaluation.decode_and_score import (
     LENGTH_PENALTY,
     classify,
@@ -61,6 +60,7 @@ from .model.architecture import (
 from .model.kv_cache import KeyValueCache
 from .model.overrides import class_path
 from .model.tokens import causal_mask, padding_mask
+from .runtime.studio import DLStudio
 from .training.schedule import BudgetedOptim, ScheduledOptim, adam
 from .training.settings import GPTSettings, TranslationSettings, VisionSettings
 from .training.trainer import train_images, train_language_model, train_translation

@@ -8,7 +8,7 @@ import os as _os
 import warnings as _warnings
 
 from .cli.install_check import mixed_with_kak as _mixed_with_kak
-from .DLStudio import DLStudio
+from .runtime.studio import DLStudio
 from .Transformers import TransformerFG, TransformerGPT, TransformerPreLN, visTransformer
 
 _mixed = _mixed_with_kak(_os.path.dirname(_os.path.abspath(__file__)))

@@ -29,7 +29,7 @@ from DLStudio import TransformerFG  # noqa: E402
 from DLStudio.cli import positive_int  # noqa: E402
 from DLStudio.cli.common import Parser  # noqa: E402
 from DLStudio.cli.experiments import machine  # noqa: E402
-from DLStudio.training.precision import native_bf16  # noqa: E402
+from DLStudio.runtime.precision import native_bf16  # noqa: E402
 from DLStudio.Transformers import scaled_dot_product  # noqa: E402
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}

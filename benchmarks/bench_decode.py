@@ -48,7 +48,7 @@ from DLStudio.cli.experiments import machine  # noqa: E402
 from DLStudio.data import BUNDLED_ARCHIVE  # noqa: E402
 from DLStudio.data.checkpoints import CheckpointError  # noqa: E402
 from DLStudio.model.tokens import padding_mask  # noqa: E402
-from DLStudio.training.precision import Precision, native_bf16  # noqa: E402
+from DLStudio.runtime.precision import Precision, native_bf16  # noqa: E402
 
 
 class NaiveBaseline(torch.nn.Module):

@@ -54,8 +54,8 @@ from DLStudio.cli.common import Parser  # noqa: E402
 from DLStudio.cli.experiments import machine  # noqa: E402
 from DLStudio.data import BUNDLED_ARCHIVE  # noqa: E402
 from DLStudio.model.tokens import padding_mask  # noqa: E402
+from DLStudio.runtime.precision import Precision, native_bf16  # noqa: E402
 from DLStudio.training import TranslationTrainer  # noqa: E402
-from DLStudio.training.precision import Precision, native_bf16  # noqa: E402
 from DLStudio.training.schedule import adam, clip_gradient_norm  # noqa: E402
 
 aten = torch.ops.aten

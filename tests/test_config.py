@@ -20,7 +20,7 @@ def test_positional_arguments_are_refused():
     (True, True, False, "cpu")])
 def test_the_device_is_the_fastest_present_unless_use_gpu_is_off(monkeypatch, cuda, mps,
                                                                   use_gpu, expected):
-    from DLStudio.DLStudio import pick_device
+    from DLStudio.runtime.studio import pick_device
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: mps)
     assert pick_device(use_gpu).type == expected

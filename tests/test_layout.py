@@ -17,15 +17,16 @@ ARCHITECTURE = os.path.join(MODEL, "architecture.py")
 #: or a module) directly under DLStudio/. The package's door (__init__) is above them.
 FLOORS = {
     1: {"model"},                                   # the architecture and its torch helpers
-    2: {"data"},                                    # datasets, vocabularies, checkpoints
-    3: {"DLStudio", "training", "evaluation"},      # the trainer, decoding and scoring
+    2: {"data", "runtime"},                         # datasets, vocabularies, checkpoints;
+                                                    # the device, processes, number format
+    3: {"training", "evaluation"},                  # the trainer, decoding and scoring
     4: {"Transformers"},                            # DLStudio's containers
     5: {"cli", "museum", "examples", "exercises", "__main__"},   # scripts, exercises
 }
 FLOOR = {room: floor for floor, rooms in FLOORS.items() for room in rooms}
 #: The modules directly in DLStudio/: the doors students know by name (DLStudio.museum is
 #: an alias of DLStudio.cli.museum); everything else is in the folder of its floor.
-DOORS = {"__init__.py", "__main__.py", "DLStudio.py", "Transformers.py", "museum.py"}
+DOORS = {"__init__.py", "__main__.py", "Transformers.py", "museum.py"}
 
 
 def room_of(path):
@@ -103,7 +104,8 @@ def test_the_folder_listing_is_the_floors():
     files = {n for n in listing if os.path.isfile(os.path.join(PACKAGE, n))}
     folders = {n for n in listing if os.path.isdir(os.path.join(PACKAGE, n))}
     assert {f for f in files if f.endswith(".py")} == DOORS
-    assert folders == {"model", "data", "training", "evaluation", "cli", "examples", "exercises"}
+    assert folders == {"model", "data", "runtime", "training", "evaluation", "cli", "examples",
+                       "exercises"}
 
 
 def test_no_module_imports_a_floor_above_its_own_counting_imports_inside_functions():

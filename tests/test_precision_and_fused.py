@@ -6,8 +6,8 @@ import torch
 
 from DLStudio import DLStudio, TransformerFG, TransformerGPT, TransformerPreLN
 from DLStudio.data import generate_corpus
+from DLStudio.runtime.precision import Precision
 from DLStudio.training import TranslationTrainer
-from DLStudio.training.precision import Precision
 
 from .test_transformers import make, randomize
 
@@ -107,7 +107,7 @@ def test_fp16_off_cuda_and_unknown_precisions_are_refused():
 
 @pytest.mark.parametrize("native, chosen", [(True, "bf16"), (False, "fp32")])
 def test_auto_takes_bf16_where_the_device_has_it_natively(monkeypatch, native, chosen):
-    from DLStudio.training import precision
+    from DLStudio.runtime import precision
     monkeypatch.setattr(precision, "native_bf16", lambda device: native)
     auto = Precision("auto", torch.device("cpu"))
     assert auto.name == chosen and auto.dtype == {"bf16": torch.bfloat16,

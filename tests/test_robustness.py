@@ -283,8 +283,8 @@ def test_a_run_resumed_on_another_number_of_processes_trains_on_the_batches_it_h
     """The ranks' shares before a resume inside an epoch and after it, with another number
     of processes: no example twice, and none left out but the one batch too small to share
     between 2 processes (161 examples in batches of 16: one batch of 1)."""
+    from DLStudio.runtime.distributed import World
     from DLStudio.training import bucketed_batches
-    from DLStudio.training.distributed import World
     n, b = 161, 16
     dls, x, enc, dec = build(epochs=1)
     dls.batch_size = b

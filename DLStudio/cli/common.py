@@ -15,14 +15,14 @@ import sys
 from ..data import BUNDLED_ARCHIVE, ArchiveError, ImageDataError, load_archive
 from ..data.checkpoints import WEIGHTS, CheckpointError, best_use, find_checkpoint
 from ..model.overrides import OverrideError, import_class
-from ..training.distributed import (
+from ..runtime.distributed import (
     DistributedError,
     launched_by_torchrun,
     lost_a_peer,
     rank_from_env,
 )
-from ..training.distributed import leave as leave_process_group
-from ..training.precision import PRECISIONS
+from ..runtime.distributed import leave as leave_process_group
+from ..runtime.precision import PRECISIONS
 from ..training.schedule import SCHEDULES
 from ..training.trainer import TrainingDiverged, TrainingInterrupted
 from ..Transformers import TransformerBase

@@ -199,7 +199,7 @@ def train_vision_beside(base, mine, steps, out):
     """The visTransformer and the file's subclass, the same steps on our shapes (the
     image script's defaults, two layers); both test accuracies."""
     from ..data.images import SHAPE_CLASSES
-    from ..DLStudio import DLStudio
+    from ..runtime.studio import DLStudio
     from .vision import VIT_DEFAULTS
 
     d = VIT_DEFAULTS

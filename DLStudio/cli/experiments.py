@@ -8,8 +8,8 @@ import time
 
 import torch
 
-from ..DLStudio import DLStudio
 from ..evaluation.decode_and_score import evaluate_bleu
+from ..runtime.studio import DLStudio
 from ..training.trainer import TranslationTrainer
 
 __all__ = ["budget_run", "compare_containers", "format_comparison", "machine"]
@@ -35,7 +35,7 @@ def budget_run(xformer, master_encoder, master_decoder, budget, every, report=pr
     optimiser steps (``unit="steps"``), scoring the held-out split (greedy) every ``every``
     units; evaluation time is not counted as training time. A budget in steps gives the
     same training to every run even when the machine is busy with something else.
-    ``precision``: of training (see DLStudio.training.precision); evaluation runs in fp32.
+    ``precision``: of training (see DLStudio.runtime.precision); evaluation runs in fp32.
 
     Returns:
         list of rows: minutes, steps, epoch, loss (mean of the last 100 steps), bleu,

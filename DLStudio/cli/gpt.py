@@ -7,8 +7,8 @@ import os
 import sys
 
 from ..data import BUNDLED_ARCHIVE, load_archive, split_pairs
-from ..DLStudio import DLStudio
-from ..training.distributed import single_process_only
+from ..runtime.distributed import single_process_only
+from ..runtime.studio import DLStudio
 from ..Transformers import TransformerGPT
 from .common import (
     Parser,

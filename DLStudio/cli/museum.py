@@ -27,9 +27,9 @@ import torch
 
 from ..data import BUNDLED_ARCHIVE
 from ..data.images import SHAPE_CLASSES
-from ..DLStudio import DLStudio
 from ..evaluation.decode_and_score import bleu_scores, evaluate_bleu, held_out_references
 from ..model.tokens import padding_mask
+from ..runtime.studio import DLStudio
 from ..training.trainer import ImageTrainer, TranslationTrainer
 from ..Transformers import TransformerFG, visTransformer
 

@@ -11,7 +11,7 @@ import os
 
 from ..data import BUNDLED_ARCHIVE, load_archive
 from ..data.checkpoints import checkpoint_path, list_checkpoints
-from ..training.distributed import DistributedError, single_process_only
+from ..runtime.distributed import DistributedError, single_process_only
 from .common import (
     Parser,
     UserError,
@@ -217,8 +217,8 @@ def compare_fg_preln_main(argv=None):
     """``compare_fg_preln.py``: FG with and without warm-up and PreLN (and design switches)
     trained for the same budget on the same data; loss and held-out BLEU against steps and
     minutes (compare_fg_preln.png, .csv)."""
-    from ..DLStudio import DLStudio
     from ..evaluation.visualize import plot_runs
+    from ..runtime.studio import DLStudio
     from ..Transformers import TransformerFG, TransformerPreLN
     from .experiments import budget_run
 

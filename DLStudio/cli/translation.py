@@ -10,8 +10,8 @@ from ..data.checkpoints import (
     init_from_gpt,
     load_checkpoint,
 )
-from ..DLStudio import DLStudio
-from ..training.distributed import single_process_only
+from ..runtime.distributed import single_process_only
+from ..runtime.studio import DLStudio
 from ..Transformers import TransformerBase, TransformerFG, TransformerPreLN
 from .common import (
     LECTURE,

@@ -3,7 +3,7 @@ pictures, and test a checkpoint (accuracy, confusion matrix, attention pictures)
 
 import os
 
-from ..DLStudio import DLStudio
+from ..runtime.studio import DLStudio
 from .common import (
     Parser,
     UserError,

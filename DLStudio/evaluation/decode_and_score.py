@@ -25,7 +25,7 @@ import torch
 
 from ..data.checkpoints import free_name, mark_written
 from ..model.tokens import EOS_INDEX, SOS_INDEX
-from ..training.precision import Precision
+from ..runtime.precision import Precision
 
 #: beam search's default alpha: hypotheses are ranked by log p / length^alpha (the value of
 #: Wu et al. 2016); every script's --length-penalty starts here.
@@ -197,7 +197,7 @@ def beam_search(model, src, max_len, beam_width=4, length_penalty=LENGTH_PENALTY
 def translate_ids(model, src, max_len, beam_width=1, batch_size=256, precision="fp32",
                   length_penalty=LENGTH_PENALTY):
     """Translate many sentences in batches. Shape: src (N, T_src) -> list of N id lists.
-    ``precision``: of decoding, as training's ``--precision`` (DLStudio.training.precision);
+    ``precision``: of decoding, as training's ``--precision`` (DLStudio.runtime.precision);
     ``length_penalty``: beam search's alpha (see `beam_search`)."""
     model.eval()
     out = []

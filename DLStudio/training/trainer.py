@@ -12,7 +12,7 @@ Batches are tensors built once: every pair is turned into token ids before train
 each batch is a set of rows cut to its longest sentence. Pairs of similar length are batched
 together (length bucketing), so little time goes into padding.
 
-Under torchrun (DLStudio.training.distributed) the same loop trains with DistributedDataParallel:
+Under torchrun (DLStudio.runtime.distributed) the same loop trains with DistributedDataParallel:
 each rank takes its share of every global batch, the loss is normalised by the global
 count of loss terms, and rank 0 alone writes checkpoints and logs.
 """
@@ -55,8 +55,8 @@ from ..data.images import random_crops_and_flips
 from ..evaluation.decode_and_score import evaluate_bleu
 from ..evaluation.generation import encode_sentences, perplexity
 from ..model.tokens import padding_mask
-from .distributed import ONE_PROCESS
-from .precision import Precision
+from ..runtime.distributed import ONE_PROCESS
+from ..runtime.precision import Precision
 from .schedule import BudgetedOptim, RecentSpeed, budget_end, clip_gradient_norm
 
 __all__ = ["Trainer", "TranslationTrainer", "ImageTrainer", "TrainingDiverged",
@@ -169,7 +169,7 @@ class Trainer:
                           optimiser steps in all (a checkpoint is written).
         clip_grad_norm:   clip the gradient norm to this value (None: no clipping).
         precision:        "fp32" (default), "bf16", "fp16" (CUDA) or "auto": the number
-                          format of the forward pass (autocast; see DLStudio.training.precision).
+                          format of the forward pass (autocast; see DLStudio.runtime.precision).
         compile:          train through ``torch.compile`` of the model (the first steps of
                           each batch shape compile; see the README for what it gains).
         overwrite:        start a new run in a directory that holds another run's
@@ -197,7 +197,7 @@ class Trainer:
     each global batch: see ``share``), ``data_fingerprint()`` and ``held_out_score()``
     (with its ``score_name`` and checkpoint key ``score_key``).
 
-    Under torchrun (``dls.world``, see DLStudio.training.distributed) the model trains wrapped in
+    Under torchrun (``dls.world``, see DLStudio.runtime.distributed) the model trains wrapped in
     DistributedDataParallel (``self.net``; ``self.model`` stays the plain module).
     """
 

@@ -12,7 +12,7 @@ import random
 
 import torch
 
-from .training.distributed import join_torchrun
+from .distributed import join_torchrun
 
 __all__ = ["DLStudio", "pick_device"]
 
@@ -49,7 +49,7 @@ class DLStudio:
         device: a ``torch.device``, always set (DLStudio 2.5.8 leaves it unset when
                 ``use_gpu=False``); under torchrun, this process's GPU.
         world:  where this process stands among those torchrun started (rank, size); one
-                process without torchrun (see DLStudio.training.distributed).
+                process without torchrun (see DLStudio.runtime.distributed).
 
     Example:
         >>> dls = DLStudio(dataroot="./data/", batch_size=50, epochs=40, use_gpu=False)
@@ -102,7 +102,7 @@ class DLStudio:
         """For DLStudio scripts that ask the configuration for CIFAR-10: read it (from
         ``dataroot``) and keep it here until a visTransformer trains on it. Raises
         ImageDataError saying where to put the data when it is missing."""
-        from .data.images import load_cifar10
+        from ..data.images import load_cifar10
         self.image_datasets = (load_cifar10(self.dataroot, True, download),
                                load_cifar10(self.dataroot, False, False))
 
