@@ -16,6 +16,7 @@ ARCHITECTURE = os.path.join(MODEL, "architecture.py")
 #: The floors of ../shared/ARCHITECTURE.md, by the name of each room (a folder such as data/,
 #: or a module) directly under DLStudio/. The package's door (__init__) is above them.
 FLOORS = {
+    0: {"install_check"},                           # the front door's check: stdlib only
     1: {"model"},                                   # the architecture and its torch helpers
     2: {"data", "runtime"},                         # datasets, vocabularies, checkpoints;
                                                     # the device, processes, number format
@@ -26,7 +27,7 @@ FLOORS = {
 FLOOR = {room: floor for floor, rooms in FLOORS.items() for room in rooms}
 #: The modules directly in DLStudio/: the doors students know by name (DLStudio.museum is
 #: an alias of DLStudio.cli.museum); everything else is in the folder of its floor.
-DOORS = {"__init__.py", "__main__.py", "Transformers.py", "museum.py"}
+DOORS = {"__init__.py", "__main__.py", "Transformers.py", "museum.py", "install_check.py"}
 
 
 def room_of(path):

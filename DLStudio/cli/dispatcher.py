@@ -8,10 +8,10 @@ import runpy
 import shutil
 import sys
 
+from ..install_check import ADVICE as KAK_ADVICE
+from ..install_check import shares_files_with_kak
 from . import common
 from .common import UserError, run_job
-from .install_check import ADVICE as KAK_ADVICE
-from .install_check import shares_files_with_kak
 
 
 # ---------------------------------------------------------------------------------------
