@@ -20,6 +20,18 @@ Constructors take DLStudio's signatures (../shared/DLSTUDIO_API.md).
 import inspect
 import os
 
+from .containers.settings import GPTSettings, TranslationSettings, VisionSettings
+from .containers.wiring import (
+    evaluate_container,
+    evaluate_images,
+    image_trainer,
+    language_model_trainer,
+    train_images,
+    train_language_model,
+    train_translation,
+    translation_trainer,
+    use_datasets,
+)
 from .data import load_corpus
 from .data.checkpoints import (
     CheckpointError,
@@ -32,7 +44,7 @@ from .data.checkpoints import (
     load_into,
     with_weights,
 )
-from .data.images import dataset_of, use_datasets
+from .data.images import dataset_of
 from .data.vocabulary import (
     DataView,
     TranslationData,
@@ -41,13 +53,7 @@ from .data.vocabulary import (
     read_text,
     tokenizer_from_state,
 )
-from .evaluation.decode_and_score import (
-    LENGTH_PENALTY,
-    classify,
-    evaluate_container,
-    evaluate_images,
-    translate_sentences,
-)
+from .evaluation.decode_and_score import LENGTH_PENALTY, classify, translate_sentences
 from .evaluation.generation import generate_text, perplexity
 from .model.architecture import (
     EncoderDecoderParts,
@@ -62,8 +68,6 @@ from .model.overrides import class_path
 from .model.tokens import causal_mask, padding_mask
 from .runtime.studio import DLStudio
 from .training.schedule import BudgetedOptim, ScheduledOptim, adam
-from .training.settings import GPTSettings, TranslationSettings, VisionSettings
-from .training.trainer import train_images, train_language_model, train_translation
 
 __all__ = ["TransformerFG", "TransformerPreLN", "TransformerGPT", "visTransformer",
            "TransformerBase", "TransformerParts", "KeyValueCache", "scaled_dot_product",
@@ -72,7 +76,7 @@ __all__ = ["TransformerFG", "TransformerPreLN", "TransformerGPT", "visTransforme
 
 class Container:
     """What every DLStudio container adds to its parts: its settings (``settings_class``,
-    DLStudio.training.settings: the constructor's keywords, what a checkpoint records and what
+    DLStudio.containers.settings: the constructor's keywords, what a checkpoint records and what
     --resume compares), the optimiser DLStudio's scripts train with, and the warm-up as
     DLStudio names it (``TransformerFG.ScheduledOptim``)."""
 
@@ -164,7 +168,7 @@ class TransformerBase(Container, EncoderDecoderParts):
         languages, and one matrix for the encoder's and decoder's embeddings and the
         output layer: Vaswani 3.4).
         The settings, their defaults and what a checkpoint keeps of each are described
-        once, in DLStudio.training.settings.TranslationSettings; an unknown keyword is refused.
+        once, in DLStudio.containers.settings.TranslationSettings; an unknown keyword is refused.
     Attributes read by DLStudio scripts: ``vocab_en_size``, ``vocab_es_size``,
     ``en_vocab_dict``, ``es_vocab_dict``, ``es_index_2_word``, ``training_corpus``: read-only
     views of ``data``, the TranslationData the archive was read into.
@@ -255,6 +259,11 @@ class TransformerBase(Container, EncoderDecoderParts):
     run_code_for_training_TransformerFG = run_code_for_training
     run_code_for_training_TransformerPreLN = run_code_for_training
 
+    def trainer(self, master_encoder, master_decoder, checkpoints_dir=None, **options):
+        """A trainer of these stacks, not yet run (see containers.wiring)."""
+        return translation_trainer(self, master_encoder, master_decoder, checkpoints_dir,
+                                   **options)
+
     def model_from(self, master_encoder, master_decoder, checkpoint=None):
         """An EncoderDecoder of these stacks (on the device), with a checkpoint's weights."""
         model = self.model_of(master_encoder, master_decoder)
@@ -268,7 +277,7 @@ class TransformerBase(Container, EncoderDecoderParts):
 
     def run_code_for_evaluating(self, master_encoder, master_decoder, result_file=None,
                                 checkpoint=None, model=None, **options):
-        """Held-out translations and BLEU (see evaluation.evaluate_container)."""
+        """Held-out translations and BLEU (see containers.wiring.evaluate_container)."""
         return evaluate_container(self, master_encoder, master_decoder, result_file,
                                   checkpoint, model, **options)
 
@@ -377,7 +386,7 @@ class TransformerGPT(Container, GPTParts):
     With no encoder there is no memory and no cross-attention, so a GPT layer is the encoder
     layer (BasicEncoder) given the causal mask, and the stack with its output layer is the
     translation decoder's MasterDecoderWithMasking called without memory. Pre-trained on
-    Spanish, its weights initialise a translation decoder (DLStudio.data.checkpoints.init_from_gpt).
+    Spanish, its weights initialise a translation decoder (containers.pretrained.init_from_gpt).
 
     Args (keyword-only): dl_studio; sentences: the text, one sentence per string (split into
         training and held-out by held_out_fraction, split_seed); lang: what language they
@@ -426,8 +435,12 @@ class TransformerGPT(Container, GPTParts):
                               vocab_fingerprint=self.vocab.fingerprint)
 
     def run_code_for_training(self, checkpoints_dir="checkpoints_GPT", **options):
-        """Train on the training sentences (see training.train_language_model)."""
+        """Train on the training sentences (see containers.wiring.train_language_model)."""
         return train_language_model(self, checkpoints_dir, **options)
+
+    def trainer(self, checkpoints_dir=None, **options):
+        """A trainer of this GPT on its text, not yet run (see containers.wiring)."""
+        return language_model_trainer(self, checkpoints_dir, **options)
 
     def perplexity(self, sentences=None):
         """Perplexity on the held-out sentences (or ``sentences``), per piece and per word."""
@@ -501,9 +514,14 @@ class visTransformer(Container, VisionParts):
                              f"{self.image_size} images in {self.patch_size} patches give "
                              f"{self.max_seq_length} tokens with the class token; leave "
                              "max_seq_length out")
-        self.training_set = self.test_set = self.dataset_spec = None
+        self.data = None                            # an ImageData, once images are given
 
     __init__.__signature__ = VisionSettings.signature(dl_studio=inspect.Parameter.empty)
+
+    # Its images: read-only views of ``self.data`` (an ImageData), None before any is given.
+    training_set = property(lambda self: self.data and self.data.training_set)
+    test_set = property(lambda self: self.data and self.data.test_set)
+    dataset_spec = property(lambda self: self.data and self.data.spec)
 
     # DLStudio's API beyond the model: delegates to the modules that do the work. -------
     def description(self):
@@ -537,9 +555,13 @@ class visTransformer(Container, VisionParts):
 
     def run_code_for_training_visTransformer(self, dls=None, model=None, checkpoint_dir=None,
                                              **options):
-        """Train (see training.train_images); ``dls`` and ``model`` are accepted for DLStudio
-        scripts. Returns the ``ImageTrainer``."""
+        """Train (see containers.wiring.train_images); ``dls`` and ``model`` are accepted for
+        DLStudio scripts. Returns the ``ImageTrainer``."""
         return train_images(self, model, checkpoint_dir, **options)
+
+    def trainer(self, checkpoints_dir=None, **options):
+        """A trainer of this model on its images, not yet run (see containers.wiring)."""
+        return image_trainer(self, checkpoints_dir, **options)
 
     def load_weights(self, checkpoint):
         """Copy a checkpoint's weights in, after checking it was built like this model."""
@@ -557,7 +579,7 @@ class visTransformer(Container, VisionParts):
         return classify(self, images, batch_size)
 
     def run_code_for_evaluating_visTransformer(self, checkpoint=None, **options):
-        """Test accuracy and confusion matrix (see evaluation.evaluate_images)."""
+        """Test accuracy and confusion matrix (see containers.wiring.evaluate_images)."""
         if checkpoint is not None:
             self.load_weights(checkpoint)
         return evaluate_images(self, **options)

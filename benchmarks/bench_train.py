@@ -55,7 +55,6 @@ from DLStudio.cli.experiments import machine  # noqa: E402
 from DLStudio.data import BUNDLED_ARCHIVE  # noqa: E402
 from DLStudio.model.tokens import padding_mask  # noqa: E402
 from DLStudio.runtime.precision import Precision, native_bf16  # noqa: E402
-from DLStudio.training import TranslationTrainer  # noqa: E402
 from DLStudio.training.schedule import adam, clip_gradient_norm  # noqa: E402
 
 aten = torch.ops.aten
@@ -171,7 +170,7 @@ def build(args, corpus, dls, precision):
                 full_width_heads=full_width)
         enc = cls.MasterEncoder(dls, x, num_basic_encoders=L, num_atten_heads=H)
         dec = cls.MasterDecoderWithMasking(dls, x, num_basic_decoders=L, num_atten_heads=H)
-        trainer = TranslationTrainer.for_container(x, enc, dec, precision=precision.name,
+        trainer = x.trainer(enc, dec, precision=precision.name,
                                                    compile=compiled)
         for m in trainer.model.modules():
             if hasattr(m, "fused"):

@@ -8,7 +8,6 @@ import torch
 from DLStudio import DLStudio, TransformerFG
 from DLStudio.data import generate_corpus
 from DLStudio.data.checkpoints import CheckpointError, checkpoint_files
-from DLStudio.training import TranslationTrainer
 
 CORPUS = generate_corpus(200, seed=5)
 
@@ -19,7 +18,7 @@ def run_with(folder, epochs=2, **options):
                       checkpoint_freq=1)
     enc = x.MasterEncoder(dls, x, num_basic_encoders=1, num_atten_heads=2)
     dec = x.MasterDecoderWithMasking(dls, x, num_basic_decoders=1, num_atten_heads=2)
-    return TranslationTrainer.for_container(x, enc, dec, str(folder), **options)
+    return x.trainer(enc, dec, str(folder), **options)
 
 
 def params(model):

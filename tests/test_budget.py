@@ -7,7 +7,6 @@ import pytest
 from DLStudio import DLStudio, TransformerFG, TransformerPreLN
 from DLStudio.data import generate_corpus
 from DLStudio.data.checkpoints import checkpoint_files, load_checkpoint
-from DLStudio.training import TranslationTrainer
 from DLStudio.training.schedule import BudgetedOptim
 
 CORPUS = generate_corpus(300, seed=4)
@@ -19,7 +18,7 @@ def budget_run(folder, cls=TransformerFG, epochs=100, warmup=10, **options):
             checkpoint_freq=1000, schedule="budget")
     enc = x.MasterEncoder(dls, x, num_basic_encoders=1, num_atten_heads=2)
     dec = x.MasterDecoderWithMasking(dls, x, num_basic_decoders=1, num_atten_heads=2)
-    return x, TranslationTrainer.for_container(x, enc, dec, str(folder), **options)
+    return x, x.trainer(enc, dec, str(folder), **options)
 
 
 def rates(trainer, stop_at=None):

@@ -14,15 +14,17 @@ MODEL = os.path.join(PACKAGE, "model")
 ARCHITECTURE = os.path.join(MODEL, "architecture.py")
 
 #: The floors of ../shared/ARCHITECTURE.md, by the name of each room (a folder such as data/,
-#: or a module) directly under DLStudio/. The package's door (__init__) is above them.
+#: or a module) directly under DLStudio/. The package's door (__init__) loads each public
+#: class the first time it is asked for; what it imports when it runs is floor 0.
 FLOORS = {
     0: {"install_check"},                           # the front door's check: stdlib only
     1: {"model"},                                   # the architecture and its torch helpers
     2: {"data", "runtime"},                         # datasets, vocabularies, checkpoints;
                                                     # the device, processes, number format
-    3: {"training", "evaluation"},                  # the trainer, decoding and scoring
-    4: {"Transformers"},                            # DLStudio's containers
-    5: {"cli", "museum", "examples", "exercises", "__main__"},   # scripts, exercises
+    3: {"evaluation"},                              # decoding and scoring
+    4: {"training"},                                # the trainer (it may score: evaluation)
+    5: {"Transformers", "containers"},              # DLStudio's containers and their wiring
+    6: {"cli", "museum", "examples", "exercises", "__main__"},   # scripts, exercises
 }
 FLOOR = {room: floor for floor, rooms in FLOORS.items() for room in rooms}
 #: The modules directly in DLStudio/: the doors students know by name (DLStudio.museum is
@@ -77,18 +79,27 @@ def package_files():
 
 
 def upward_imports(files):
-    """(file, room it imports, that room's floor) for each import that goes up a floor."""
+    """(file, room it imports, that room's floor) for each import that goes up a floor. The
+    front door counts as floor 0 for what it imports when it runs; its ``__getattr__``
+    loads the public classes when asked (importlib), which is its job."""
     found = []
     for path, source in files:
         room = room_of(path)
         if room == "__init__":
-            continue
+            room, source = "install_check", _top_level(source)     # floor 0: eager only
         reached, _ = imports(source, path)
         for other in reached - {room}:
             top_may = other == "?dynamic" and FLOOR[room] == max(FLOORS)   # the dispatcher
             if FLOOR.get(other, 99) > FLOOR[room] and not top_may:
                 found.append((os.path.relpath(path, ROOT), other, FLOOR.get(other)))
     return found
+
+
+def _top_level(source):
+    """The statements a module runs when imported, functions' bodies left out."""
+    tree = ast.parse(source)
+    tree.body = [n for n in tree.body if not isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+    return ast.unparse(tree)
 
 
 def read(path):
@@ -105,8 +116,8 @@ def test_the_folder_listing_is_the_floors():
     files = {n for n in listing if os.path.isfile(os.path.join(PACKAGE, n))}
     folders = {n for n in listing if os.path.isdir(os.path.join(PACKAGE, n))}
     assert {f for f in files if f.endswith(".py")} == DOORS
-    assert folders == {"model", "data", "runtime", "training", "evaluation", "cli", "examples",
-                       "exercises"}
+    assert folders == {"model", "data", "runtime", "training", "evaluation", "containers",
+                       "cli", "examples", "exercises"}
 
 
 def test_no_module_imports_a_floor_above_its_own_counting_imports_inside_functions():
@@ -129,13 +140,40 @@ def exists(module):
         return False
 
 
+def test_importing_a_module_loads_nothing_from_a_floor_above_its_own():
+    """In a fresh interpreter's state (torch kept, every DLStudio module forgotten), each
+    module is imported and every DLStudio module that came with it is of its floor or
+    below: the front door loads nothing, and no import runs up a floor at run time."""
+    import json
+    import subprocess
+    modules = sorted(module_of(p) for p in package_files() if not p.endswith("__main__.py")
+                     and os.path.isfile(os.path.join(os.path.dirname(p), "__init__.py")))
+    code = ("import importlib, json, sys, torch\nloaded = {}\nfor m in sys.argv[1:]:\n"
+            "    for k in [k for k in sys.modules if k.split('.')[0] == 'DLStudio']:\n"
+            "        del sys.modules[k]\n    importlib.import_module(m)\n"
+            "    loaded[m] = [k for k in sys.modules if k.startswith('DLStudio.')]\n"
+            "print(json.dumps(loaded))\n")
+    out = subprocess.run([sys.executable, "-c", code, *modules, "DLStudio"], cwd=ROOT,
+                         text=True, capture_output=True, env={**os.environ, "PYTHONPATH": ROOT})
+    assert out.returncode == 0, out.stderr
+    loaded = json.loads(out.stdout)
+
+    def floor(module):
+        rest = module.split(".")[1:]
+        return FLOOR[rest[0]] if rest else 0
+    above = {m: sorted(k for k in found if floor(k) > floor(m)) for m, found in loaded.items()}
+    assert {m: ks for m, ks in above.items() if ks} == {}
+    assert loaded["DLStudio"] == ["DLStudio.install_check"]
+    assert not [k for k in loaded["DLStudio.Transformers"] if k.startswith("DLStudio.cli")]
+
+
 def test_the_layout_check_sees_an_import_hidden_inside_a_function():
     source = read(ARCHITECTURE) + "\n\ndef later():\n    from ..training import Trainer\n"
     assert upward_imports([(ARCHITECTURE, source)]) == [
-        ("DLStudio/model/architecture.py", "training", 3)]
+        ("DLStudio/model/architecture.py", "training", 4)]
     trainer = os.path.join(PACKAGE, "training", "trainer.py")
     source = read(trainer) + "\n\nclass X:\n    def f(self):\n        import DLStudio.cli\n"
-    assert ("DLStudio/training/trainer.py", "cli", 5) in upward_imports([(trainer, source)])
+    assert ("DLStudio/training/trainer.py", "cli", 6) in upward_imports([(trainer, source)])
 
 
 def module_of(path):

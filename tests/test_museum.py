@@ -10,7 +10,6 @@ from DLStudio import DLStudio
 from DLStudio.cli import museum as m
 from DLStudio.data import generate_corpus
 from DLStudio.data.images import SHAPE_CLASSES
-from DLStudio.training import ImageTrainer, TranslationTrainer
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +37,7 @@ def test_every_exhibit_is_a_subclass_of_the_correct_model():
 def test_untrained_embeddings_never_change(corpus, cls, moves):
     x, model = build(cls, corpus)
     before = model.embeddings_generator_en.embedding.weight.clone()
-    trainer = TranslationTrainer.for_container(x, model.encoder, model.decoder, max_steps=3)
+    trainer = x.trainer(model.encoder, model.decoder, max_steps=3)
     trainer.run()
     after = trainer.model.embeddings_generator_en.embedding.weight
     assert (not torch.equal(before, after)) == moves
@@ -153,7 +152,7 @@ def test_a_frozen_class_token_never_changes():
                   num_atten_heads=2, classes=SHAPE_CLASSES)
         vit.load_shapes_dataset(64, 16)
         before = vit.patch_embedding_generator.class_token.clone()
-        ImageTrainer.for_model(vit, None, max_steps=3).run()
+        vit.trainer(None, max_steps=3).run()
         after = vit.patch_embedding_generator.class_token
         assert (not torch.equal(before, after)) == moves, cls.__name__
 

@@ -66,13 +66,12 @@ PRE_SHARED = os.path.join(FIXTURES, "pre_shared_vocab_run", "checkpoint_0_partia
 
 def pre_shared_run(folder, **options):
     from DLStudio.data import generate_corpus
-    from DLStudio.training import TranslationTrainer
     dls = DLStudio(use_gpu=False, batch_size=16, epochs=100, seed=1, learning_rate=1e-3)
     x = TransformerFG(dl_studio=dls, corpus=generate_corpus(300, seed=4), embedding_size=16,
                       num_warmup_steps=10, checkpoint_freq=1000, schedule="budget")
     enc = x.MasterEncoder(dls, x, num_basic_encoders=1, num_atten_heads=2)
     dec = x.MasterDecoderWithMasking(dls, x, num_basic_decoders=1, num_atten_heads=2)
-    return TranslationTrainer.for_container(x, enc, dec, str(folder), max_steps=12, **options)
+    return x.trainer(enc, dec, str(folder), max_steps=12, **options)
 
 
 def test_a_run_from_before_a_new_setting_resumes_as_an_unbroken_run_goes_on(tmp_path):

@@ -7,7 +7,6 @@ import torch
 from DLStudio import DLStudio, TransformerFG, TransformerGPT, TransformerPreLN
 from DLStudio.data import generate_corpus
 from DLStudio.runtime.precision import Precision
-from DLStudio.training import TranslationTrainer
 
 from .test_transformers import make, randomize
 
@@ -81,7 +80,7 @@ def test_bf16_autocast_trains_as_fp32_does():
     for precision in ("fp32", "bf16"):
         torch.manual_seed(0)
         _, x, enc, dec = make(TransformerPreLN, corpus=corpus)
-        trainer = TranslationTrainer.for_container(x, enc, dec, precision=precision)
+        trainer = x.trainer(enc, dec, precision=precision)
         if precision == "bf16":
             batch = next(iter(trainer.batches(0)))
             trainer.model.eval()
@@ -122,7 +121,7 @@ def test_fp16_with_its_gradient_scaler_trains_on_cuda():
     x = TransformerPreLN(dl_studio=dls, corpus=generate_corpus(400, seed=1), embedding_size=32)
     enc = x.MasterEncoder(dls, x, num_basic_encoders=2, num_atten_heads=4)
     dec = x.MasterDecoderWithMasking(dls, x, num_basic_decoders=2, num_atten_heads=4)
-    trainer = TranslationTrainer.for_container(x, enc, dec,
+    trainer = x.trainer(enc, dec,
                                                precision="fp16")
     losses = trainer.run()
     assert trainer.precision.scales and trainer.precision.scaler.get_scale() > 0
@@ -136,7 +135,7 @@ def test_compiled_training_takes_the_same_steps():
     for compiled in (False, True):
         torch.manual_seed(0)
         _, x, enc, dec = make(TransformerPreLN, M=16, H=2, layers=1, corpus=corpus)
-        trainer = TranslationTrainer.for_container(x, enc, dec, compile=compiled,
+        trainer = x.trainer(enc, dec, compile=compiled,
                                                    max_steps=4)
         losses[compiled] = trainer.run()
     assert len(losses[True]) == 4

@@ -19,7 +19,7 @@ from DLStudio.data.checkpoints import (
     list_checkpoints,
     load_checkpoint,
 )
-from DLStudio.training import TrainingDiverged, TranslationTrainer
+from DLStudio.training import TrainingDiverged
 
 from .conftest import ROOT
 from .stress_sigkill import kill_trials
@@ -53,13 +53,13 @@ def sha(path):
 @pytest.mark.parametrize("cls", [TransformerFG, TransformerPreLN])
 def test_resume_reaches_the_same_weights_as_an_uninterrupted_run(tmp_path, cls):
     dls, x, enc, dec = build(cls, epochs=4)
-    whole = TranslationTrainer.for_container(x, enc, dec, str(tmp_path / "a"))
+    whole = x.trainer(enc, dec, str(tmp_path / "a"))
     whole.run()
     # the same run stopped after 2 epochs, then resumed in a new process-like setting
     dls, x, enc, dec = build(cls, epochs=2)
-    TranslationTrainer.for_container(x, enc, dec, str(tmp_path / "b")).run()
+    x.trainer(enc, dec, str(tmp_path / "b")).run()
     dls, x, enc, dec = build(cls, epochs=4)
-    resumed = TranslationTrainer.for_container(x, enc, dec, str(tmp_path / "b"), resume=True)
+    resumed = x.trainer(enc, dec, str(tmp_path / "b"), resume=True)
     assert (resumed.epoch, resumed.step) == (2, whole.step // 2)
     resumed.run()
     assert same(weights(whole), weights(resumed))
@@ -69,15 +69,15 @@ def test_resume_reaches_the_same_weights_as_an_uninterrupted_run(tmp_path, cls):
 
 def test_resume_inside_an_epoch(tmp_path):
     dls, x, enc, dec = build(epochs=2)
-    whole = TranslationTrainer.for_container(x, enc, dec, str(tmp_path / "a"))
+    whole = x.trainer(enc, dec, str(tmp_path / "a"))
     whole.run()
     dls, x, enc, dec = build(epochs=2)
-    stopped = TranslationTrainer.for_container(x, enc, dec, str(tmp_path / "b"))
+    stopped = x.trainer(enc, dec, str(tmp_path / "b"))
     stopped.run(callback=lambda t: t.step == 23)       # stops inside epoch 2 (18 batches each)
     assert [os.path.basename(p) for p in checkpoint_files(tmp_path / "b")] == \
         ["checkpoint_0.pt", "checkpoint_1_partial.pt"]
     dls, x, enc, dec = build(epochs=2)
-    resumed = TranslationTrainer.for_container(x, enc, dec, str(tmp_path / "b"), resume=True)
+    resumed = x.trainer(enc, dec, str(tmp_path / "b"), resume=True)
     assert (resumed.epoch, resumed.batches_done, resumed.step) == (1, 5, 23)
     resumed.run()
     assert same(weights(whole), weights(resumed))
@@ -87,7 +87,7 @@ def test_same_seed_same_losses_and_checkpoints(tmp_path):
     runs = []
     for name in ("a", "b"):
         dls, x, enc, dec = build(epochs=2)
-        t = TranslationTrainer.for_container(x, enc, dec, str(tmp_path / name))
+        t = x.trainer(enc, dec, str(tmp_path / name))
         runs.append((t.run(), load_checkpoint(str(tmp_path / name / "checkpoint_1.pt"))))
     (la, ca), (lb, cb) = runs
     assert la == lb
@@ -97,7 +97,7 @@ def test_same_seed_same_losses_and_checkpoints(tmp_path):
 
 def test_divergence_stops_with_advice_and_keeps_the_last_checkpoint(tmp_path):
     dls, x, enc, dec = build(TransformerPreLN, epochs=1)
-    trainer = TranslationTrainer.for_container(x, enc, dec, str(tmp_path))
+    trainer = x.trainer(enc, dec, str(tmp_path))
     trainer.run()
     good = str(tmp_path / "checkpoint_0.pt")
     before = sha(good)
@@ -116,13 +116,13 @@ def test_divergence_stops_with_advice_and_keeps_the_last_checkpoint(tmp_path):
 
 def test_damaged_checkpoint_is_named_and_resume_falls_back(tmp_path, caplog):
     dls, x, enc, dec = build(epochs=2)
-    TranslationTrainer.for_container(x, enc, dec, str(tmp_path)).run()
+    x.trainer(enc, dec, str(tmp_path)).run()
     last = tmp_path / "checkpoint_1.pt"
     last.write_bytes(last.read_bytes()[: last.stat().st_size // 2])      # truncated
     with pytest.raises(CheckpointError, match="checkpoint_1.pt"):
         load_checkpoint(str(last))
     dls, x, enc, dec = build(epochs=2)
-    resumed = TranslationTrainer.for_container(x, enc, dec, str(tmp_path), resume=True)
+    resumed = x.trainer(enc, dec, str(tmp_path), resume=True)
     assert resumed.last_checkpoint.endswith("checkpoint_0.pt") and resumed.epoch == 1
     assert "skipping" in caplog.text and "checkpoint_1.pt" in caplog.text
 
@@ -146,14 +146,14 @@ def test_crafted_checkpoint_cannot_run_code(tmp_path):
 
 def test_nothing_is_deleted_and_reuse_needs_a_decision(tmp_path):
     dls, x, enc, dec = build(epochs=1)
-    TranslationTrainer.for_container(x, enc, dec, str(tmp_path)).run()
+    x.trainer(enc, dec, str(tmp_path)).run()
     (tmp_path / "my_notes.txt").write_text("keep me")
     (tmp_path / "saved_elsewhere").write_text("keep me too")
     dls, x, enc, dec = build(epochs=1)
     with pytest.raises(FileExistsError, match="--resume"):
-        TranslationTrainer.for_container(x, enc, dec, str(tmp_path))
+        x.trainer(enc, dec, str(tmp_path))
     first = sha(tmp_path / "checkpoint_0.pt")
-    TranslationTrainer.for_container(x, enc, dec, str(tmp_path), overwrite=True).run()
+    x.trainer(enc, dec, str(tmp_path), overwrite=True).run()
     assert (tmp_path / "my_notes.txt").read_text() == "keep me"
     assert (tmp_path / "saved_elsewhere").read_text() == "keep me too"
     assert sha(tmp_path / "previous" / "checkpoint_0.pt") == first          # moved, not lost
@@ -209,7 +209,7 @@ def run_in(folder, epochs=1, seed=1, batch_size=16, dropout=0.1, **options):
                       checkpoint_freq=1, dropout=dropout)
     enc = x.MasterEncoder(dls, x, num_basic_encoders=1, num_atten_heads=2)
     dec = x.MasterDecoderWithMasking(dls, x, num_basic_decoders=1, num_atten_heads=2)
-    return TranslationTrainer.for_container(x, enc, dec, str(folder), **options)
+    return x.trainer(enc, dec, str(folder), **options)
 
 
 def test_overwrite_keeps_the_old_run_in_previous_and_resume_continues_the_new_one(tmp_path):
@@ -288,7 +288,7 @@ def test_a_run_resumed_on_another_number_of_processes_trains_on_the_batches_it_h
     n, b = 161, 16
     dls, x, enc, dec = build(epochs=1)
     dls.batch_size = b
-    trainer = TranslationTrainer.for_container(x, enc, dec)
+    trainer = x.trainer(enc, dec)
     trainer.src = trainer.tgt = torch.arange(n)[:, None]      # row i holds example i
     trainer.src_len = trainer.tgt_len = torch.ones(n, dtype=torch.long)
     trainer.num_examples = n
@@ -354,7 +354,7 @@ def test_a_run_whose_output_is_a_log_reports_its_progress(tmp_path, caplog, monk
     import logging
 
     from DLStudio.training import trainer as training
-    monkeypatch.setattr(training, "_terminal", lambda: False)
+    monkeypatch.setattr(training, "terminal", lambda: False)
     t = run_in(tmp_path / "ck", epochs=3, max_steps=5)
     t.progress_seconds = 0
     with caplog.at_level(logging.INFO, logger="DLStudio.training.trainer"):
@@ -363,7 +363,7 @@ def test_a_run_whose_output_is_a_log_reports_its_progress(tmp_path, caplog, monk
     assert [int(line.split()[1]) for line in lines] == [1, 2, 3, 4, 5]
     assert all("loss" in line and "lr" in line and "elapsed" in line for line in lines)
     assert lines[-1].endswith("about 0 s left")           # max_steps 5: the end is now
-    monkeypatch.setattr(training, "_terminal", lambda: True)     # a terminal: the bar only
+    monkeypatch.setattr(training, "terminal", lambda: True)     # a terminal: the bar only
     caplog.clear()
     t = run_in(tmp_path / "ck2", epochs=1, max_steps=3)
     t.progress_seconds = 0

@@ -1,5 +1,5 @@
-"""Settings are described once per model kind (DLStudio.training.settings), and data flows one way:
-an archive is read once into the object the container keeps, DLStudio's names are
+"""Settings are described once per model kind (DLStudio.containers.settings), and data flows
+one way: an archive is read once into the object the container keeps, DLStudio's names are
 read-only views of it, and a checkpoint is read once and needs no archive to rebuild."""
 
 import dataclasses
@@ -14,16 +14,16 @@ import DLStudio.data as data
 import DLStudio.data.checkpoints as checkpoints
 import DLStudio.data.vocabulary as vocabulary
 from DLStudio import DLStudio, TransformerFG, TransformerGPT, visTransformer
-from DLStudio.data import BUNDLED_ARCHIVE, SHAPE_CLASSES
-from DLStudio.data.checkpoints import Restored, make_payload, save_checkpoint
-from DLStudio.data.vocabulary import TranslationData
-from DLStudio.training.settings import (
+from DLStudio.containers.settings import (
     GPTSettings,
     SettingError,
     TranslationSettings,
     VisionSettings,
     setting,
 )
+from DLStudio.data import BUNDLED_ARCHIVE, SHAPE_CLASSES
+from DLStudio.data.checkpoints import Restored, make_payload, save_checkpoint
+from DLStudio.data.vocabulary import TranslationData
 
 from .conftest import ROOT
 

@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 from nltk.translate.bleu_score import SmoothingFunction, corpus_bleu
 
 from DLStudio import DLStudio, TransformerFG, TransformerGPT, TransformerPreLN
+from DLStudio.containers.pretrained import init_from_gpt
 from DLStudio.data import BUNDLED_ARCHIVE, build_corpus, load_archive
-from DLStudio.data.checkpoints import CheckpointError, init_from_gpt, make_payload
+from DLStudio.data.checkpoints import CheckpointError, make_payload
 from DLStudio.data.vocabulary import BPETokenizer, Vocabulary, WordTokenizer, with_room
 from DLStudio.evaluation import evaluate_bleu, greedy_decode
 from DLStudio.evaluation.generation import encode_sentences, generate, prompt_ids

@@ -200,8 +200,7 @@ def test_fg_and_preln_have_the_same_parameters():
 def test_every_parameter_changes_after_one_step(cls):
     torch.manual_seed(5)
     dls, x, enc, dec = make(cls)
-    from DLStudio.training import TranslationTrainer
-    trainer = TranslationTrainer.for_container(x, enc, dec)
+    trainer = x.trainer(enc, dec)
     before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
     assert any(n.startswith("embeddings_generator_en") for n in before)
     assert any(n.startswith("embeddings_generator_es") for n in before)
@@ -397,10 +396,9 @@ def test_dropout_is_active_in_training_only():
 
 
 def test_label_smoothing_is_the_smoothed_cross_entropy():
-    from DLStudio.training import TranslationTrainer
     torch.manual_seed(11)
     _, x, enc, dec = make(TransformerFG, label_smoothing=0.1)
-    trainer = TranslationTrainer.for_container(x, enc, dec)
+    trainer = x.trainer(enc, dec)
     trainer.model.eval()
     src, tgt = next(iter(trainer.batches(0)))
     labels, keep = tgt[:, 1:], ~padding_mask(tgt[:, 1:])
@@ -412,10 +410,9 @@ def test_label_smoothing_is_the_smoothed_cross_entropy():
 
 @pytest.mark.parametrize("switch", ["full_width_heads", "tie_embeddings", "learned_positions"])
 def test_every_parameter_is_trained_with_each_switch(switch):
-    from DLStudio.training import TranslationTrainer
     torch.manual_seed(12)
     dls, x, enc, dec = make(TransformerPreLN, **{switch: True})
-    trainer = TranslationTrainer.for_container(x, enc, dec)
+    trainer = x.trainer(enc, dec)
     before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
     src, tgt = next(iter(trainer.batches(0)))
     trainer.train_step(src, tgt)

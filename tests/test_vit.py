@@ -16,7 +16,6 @@ from DLStudio.data import (
     random_crops_and_flips,
 )
 from DLStudio.data.checkpoints import CheckpointError
-from DLStudio.training import ImageTrainer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(ROOT, "ExamplesTransformers")
@@ -63,7 +62,7 @@ def test_the_encoder_is_the_translation_models_own():
 @pytest.mark.parametrize("layout", ["PreLN", "FG"])
 def test_every_parameter_changes_after_one_step(layout):
     vit = tiny_vit(layout=layout)
-    trainer = ImageTrainer.for_model(vit)
+    trainer = vit.trainer()
     names = [n for n, _ in vit.named_parameters()]
     assert "patch_embedding_generator.class_token" in names
     assert "patch_embedding_generator.position_embeddings" in names
@@ -109,11 +108,11 @@ def test_checkpoint_round_trip_gives_identical_predictions(tmp_path):
 
 def test_resumed_image_training_ends_where_an_uninterrupted_one_does(tmp_path):
     whole = tiny_vit(epochs=2, augment=True)
-    ImageTrainer.for_model(whole, str(tmp_path / "a")).run()
+    whole.trainer(str(tmp_path / "a")).run()
     first = tiny_vit(epochs=1, augment=True)
-    ImageTrainer.for_model(first, str(tmp_path / "b")).run()
+    first.trainer(str(tmp_path / "b")).run()
     resumed = tiny_vit(epochs=2, augment=True)
-    ImageTrainer.for_model(resumed, str(tmp_path / "b"), resume=True).run()
+    resumed.trainer(str(tmp_path / "b"), resume=True).run()
     for (name, a), b in zip(whole.state_dict().items(), resumed.state_dict().values()):
         assert torch.equal(a, b), name
 

@@ -10,7 +10,6 @@ import torch
 
 from ..evaluation.decode_and_score import evaluate_bleu
 from ..runtime.studio import DLStudio
-from ..training.trainer import TranslationTrainer
 
 __all__ = ["budget_run", "compare_containers", "format_comparison", "machine"]
 
@@ -46,7 +45,7 @@ def budget_run(xformer, master_encoder, master_decoder, budget, every, report=pr
         raise ValueError(f"unit must be 'minutes' or 'steps', not {unit!r}")
     if budget <= 0 or every <= 0:
         raise ValueError(f"budget and every must be > 0 (got {budget}, {every})")
-    trainer = TranslationTrainer.for_container(xformer, master_encoder, master_decoder,
+    trainer = xformer.trainer(master_encoder, master_decoder,
                                                precision=precision)
     rows, clock = [], {"eval": 0.0, "start": time.monotonic(), "next": every}
 
@@ -158,7 +157,6 @@ def pretrain_gpt(xformer, sentences, lang, steps, num_layers, num_atten_heads, s
     ``steps`` steps on ``sentences``. Returns (payload for init_from_gpt, minutes,
     held-out perplexity dict)."""
     from ..data.checkpoints import make_payload
-    from ..training.trainer import LanguageModelTrainer
     from ..Transformers import TransformerGPT
     dls = DLStudio(use_gpu=xformer.dl_studio.device.type != "cpu", seed=seed, epochs=10_000,
                    batch_size=xformer.dl_studio.batch_size,
@@ -170,7 +168,7 @@ def pretrain_gpt(xformer, sentences, lang, steps, num_layers, num_atten_heads, s
                          layout="PreLN" if xformer.norm_first else "FG",
                          num_warmup_steps=xformer.num_warmup_steps, lr_mul=xformer.lr_mul,
                          dropout=xformer.dropout, save_checkpoints=False)
-    trainer = LanguageModelTrainer.for_model(gpt)
+    trainer = gpt.trainer()
     minutes = _timed_training(trainer, steps)
     return make_payload(gpt, {}), minutes, gpt.perplexity()
 
@@ -185,7 +183,7 @@ def pretraining_run(make_container, run, steps, pretrain_steps, text, sizes, rep
 
     Returns: a row (run, steps, minutes, BLEU, sacreBLEU, translatable, perplexities).
     """
-    from ..data.checkpoints import init_from_gpt
+    from ..containers.pretrained import init_from_gpt
     xformer, encoder, decoder = make_container()
     sides = {"a": [], "b": ["decoder"], "c": ["decoder", "encoder"]}[run]
     row = {"run": run, "pretrain_steps": 0, "pretrain_minutes": 0.0}
@@ -197,7 +195,7 @@ def pretraining_run(make_container, run, steps, pretrain_steps, text, sizes, rep
         row.update({f"ppl_{lang}": ppl["per_piece"], f"ppl_word_{lang}": ppl["per_word"]})
         row["pretrain_steps"] += n
         row["pretrain_minutes"] += minutes
-    trainer = TranslationTrainer.for_container(xformer, encoder, decoder)
+    trainer = xformer.trainer(encoder, decoder)
     finetune = steps - row["pretrain_steps"] if counted else steps
     row.update(finetune_steps=finetune, finetune_minutes=_timed_training(trainer, finetune))
     result = evaluate_bleu(trainer.model, xformer.vocab, xformer.held_out_corpus, show=0)

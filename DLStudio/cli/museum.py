@@ -30,7 +30,6 @@ from ..data.images import SHAPE_CLASSES
 from ..evaluation.decode_and_score import bleu_scores, evaluate_bleu, held_out_references
 from ..model.tokens import padding_mask
 from ..runtime.studio import DLStudio
-from ..training.trainer import ImageTrainer, TranslationTrainer
 from ..Transformers import TransformerFG, visTransformer
 
 __all__ = ["Correct", "CorrectViT", "EXHIBITS", "run_exhibit", "teacher_forced_bleu",
@@ -213,7 +212,7 @@ def _translation_run(cls, steps, seed, archive, device, sizes):
             num_warmup_steps=sizes["num_warmup_steps"])
     enc = x.MasterEncoder(dls, x, sizes["num_layers"], sizes["num_atten_heads"])
     dec = x.MasterDecoderWithMasking(dls, x, sizes["num_layers"], sizes["num_atten_heads"])
-    trainer = TranslationTrainer.for_container(x, enc, dec, max_steps=steps)
+    trainer = x.trainer(enc, dec, max_steps=steps)
     trainer.run()
     return (trainer.train_losses, x.museum_score(trainer.model),
             x.honest_score(trainer.model))
@@ -226,7 +225,7 @@ def _image_run(cls, steps, seed, device, sizes):
               num_basic_encoders=sizes["num_layers"], num_atten_heads=sizes["num_atten_heads"],
               classes=SHAPE_CLASSES)
     vit.load_shapes_dataset(sizes["num_images"], 1000, seed=seed)
-    trainer = ImageTrainer.for_model(vit, None, max_steps=steps)
+    trainer = vit.trainer(None, max_steps=steps)
     trainer.run()
     accuracy = (vit.predict(vit.test_set.images).cpu() == vit.test_set.labels).float().mean()
     return trainer.train_losses, 100 * float(accuracy), None

@@ -4,12 +4,9 @@ translate your own English, the homework runner and the demo (``make demo``)."""
 import os
 import sys
 
+from ..containers.pretrained import init_from_gpt
 from ..data import BUNDLED_ARCHIVE
-from ..data.checkpoints import (
-    find_checkpoint,
-    init_from_gpt,
-    load_checkpoint,
-)
+from ..data.checkpoints import find_checkpoint, load_checkpoint
 from ..runtime.distributed import single_process_only
 from ..runtime.studio import DLStudio
 from ..Transformers import TransformerBase, TransformerFG, TransformerPreLN

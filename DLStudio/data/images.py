@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 
 __all__ = ["ImageSet", "ImageDataError", "SHAPE_CLASSES", "CIFAR10_CLASSES", "generate_shapes",
-           "load_cifar10", "random_crops_and_flips", "dataset_of", "use_datasets",
+           "load_cifar10", "random_crops_and_flips", "dataset_of", "ImageData", "image_data",
            "from_dataset", "folder_classes", "load_image_folder"]
 
 SHAPE_CLASSES = ("circle", "ring", "square", "triangle", "cross", "star")
@@ -304,24 +304,30 @@ def dataset_of(spec, image_size, download=False):
                      "load_cifar_10_dataset()")
 
 
-def use_datasets(vit, training_set, test_set, spec=None):
-    """Give a visTransformer its training and test images, after checking that they have
-    its classes, channels and image size; its pixel statistics come from training_set.
-    Any other Dataset of (image, label) is read by `from_dataset` first."""
+@dataclass
+class ImageData:
+    """What a visTransformer trains and is tested on: its training and test ImageSets, and
+    how to get them again (``spec``: see `dataset_of`; None for sets given as they are).
+    Built by `image_data`."""
+    training_set: ImageSet
+    test_set: ImageSet
+    spec: dict = None
+
+
+def image_data(training_set, test_set, image_size, classes, channels, spec=None):
+    """The ImageData of these sets, after checking that they have these classes, channels
+    and image size. Any other Dataset of (image, label) is read by `from_dataset` first."""
     training_set, test_set = (
         part if isinstance(part, ImageSet) else
-        from_dataset(part, vit.image_size, vit.classes, vit.in_channels, name)
+        from_dataset(part, image_size, classes, channels, name)
         for part, name in ((training_set, "training set"), (test_set, "test set")))
     for part in (training_set, test_set):
-        if tuple(part.classes) != vit.classes:
+        if tuple(part.classes) != tuple(classes):
             raise ValueError(f"{part.name} has classes {part.classes}, this model "
-                             f"{vit.classes}: build the model with classes={part.classes}")
+                             f"{tuple(classes)}: build the model with classes={part.classes}")
         C, H, W = part.images.shape[1:]
-        if (C, H, W) != (vit.in_channels, *vit.image_size):
+        if (C, H, W) != (channels, *image_size):
             raise ValueError(f"{part.name} has images of {C} x {H} x {W}, this model "
-                             f"expects {vit.in_channels} x {vit.image_size[0]} x "
-                             f"{vit.image_size[1]}: set image_size / in_channels")
-    vit.training_set, vit.test_set, vit.dataset_spec = training_set, test_set, spec
-    mean, std = training_set.mean_std()
-    vit.pixel_mean.copy_(mean)
-    vit.pixel_std.copy_(std.clamp_min(1e-3))
+                             f"expects {channels} x {image_size[0]} x {image_size[1]}: set "
+                             "image_size / in_channels")
+    return ImageData(training_set, test_set, spec)

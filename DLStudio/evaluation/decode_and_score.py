@@ -32,10 +32,8 @@ from ..runtime.precision import Precision
 LENGTH_PENALTY = 0.6
 
 __all__ = ["LENGTH_PENALTY", "greedy_decode", "beam_step", "length_normalised", "beam_search",
-           "translate_ids",
-           "translate_sentences", "held_out_references", "bleu_scores", "evaluate_bleu",
-           "evaluate_container", "classify", "confusion_matrix", "format_confusion",
-           "evaluate_images"]
+           "translate_ids", "translate_sentences", "held_out_references", "bleu_scores",
+           "evaluate_bleu", "classify", "confusion_matrix", "format_confusion"]
 
 
 class _NextWord:
@@ -310,39 +308,6 @@ def evaluate_bleu(model, vocab, pairs, beam_width=1, device=None, show=0, seed=0
     return result
 
 
-def evaluate_container(xformer, master_encoder, master_decoder, result_file=None,
-                       checkpoint=None, model=None, beam_width=1, show=20, print_fn=print,
-                       precision="fp32", length_penalty=LENGTH_PENALTY):
-    """``run_code_for_evaluating``: translate the held-out split, print ``show`` random
-    translations beside their references, and return the BLEU scores (NLTK, sacreBLEU).
-
-    The weights are those of ``checkpoint`` when given; else those of the model just
-    trained in this process; else those saved at ``dl_studio.path_saved_model`` (or, given
-    ``model``, that EncoderDecoder as it is).
-    """
-    if model is None:
-        if checkpoint is None and getattr(xformer, "trained_model", None) is None:
-            saved = xformer.dl_studio.path_saved_model
-            checkpoint = saved if isinstance(saved, str) else next(
-                (p for k, p in saved.items() if k.startswith("encoder")), None)
-        model = xformer.model_from(master_encoder, master_decoder, checkpoint)
-    if not xformer.held_out_corpus:
-        raise ValueError("no held-out pairs: the container was built without an archive")
-    result = evaluate_bleu(model, xformer.vocab, xformer.held_out_corpus,
-                           beam_width=beam_width, show=show, result_file=result_file,
-                           print_fn=print_fn, precision=precision,
-                           length_penalty=length_penalty)
-    line = (f"held-out BLEU (NLTK corpus_bleu, 4-gram, smoothing method1): "
-            f"{result['bleu']:.2f} on {result['sentences']} English sentences")
-    if result["translatable"] < result["sentences"]:
-        line += (f" ({result['sentences'] - result['translatable']} of them hold a word "
-                 "outside the vocabulary or are too long: scored as empty translations)")
-    if "sacrebleu" in result:
-        line += f"\nsacreBLEU: {result['sacrebleu']:.2f}  ({result['signature']})"
-    print_fn(line)
-    return result
-
-
 # ---------------------------------------------------------------------------------------
 # Image classification (visTransformer).
 @torch.no_grad()
@@ -375,26 +340,3 @@ def format_confusion(matrix, classes):
         lines.append(f"{c:<{L}}" + "".join(f"{n:>{w}}" for n in row)
                      + f"{100 * row[k] / max(sum(row), 1):>8.1f}%")
     return "\n".join(lines)
-
-
-def evaluate_images(vit, print_fn=print, confusion_png=None):
-    """``run_code_for_evaluating_visTransformer``: accuracy and confusion matrix on the test
-    images (printed; plotted to ``confusion_png`` when given).
-
-    Returns: {"accuracy": percent, "confusion": (K, K) tensor, rows true, columns predicted}
-    """
-    if vit.test_set is None:
-        raise ValueError("no test images: call load_shapes_dataset() or "
-                         "load_cifar_10_dataset() first")
-    vit.to(vit.dl_studio.device)
-    predicted = vit.predict(vit.test_set.images)
-    matrix = confusion_matrix(predicted, vit.test_set.labels, len(vit.classes))
-    accuracy = 100.0 * matrix.diag().sum().item() / max(1, len(predicted))
-    print_fn(f"held-out accuracy: {accuracy:.2f}% on {len(predicted)} test images "
-             f"({vit.test_set.name}; chance {100 / len(vit.classes):.1f}%)")
-    print_fn(format_confusion(matrix, vit.classes))
-    if confusion_png:
-        from .visualize import plot_confusion_matrix
-        plot_confusion_matrix(matrix, vit.classes, confusion_png,
-                              f"visTransformer: {accuracy:.1f}% on {vit.test_set.name}")
-    return {"accuracy": accuracy, "confusion": matrix}

@@ -42,14 +42,16 @@ def encode_sentences(tokenizer, sentences, max_seq_length):
 
 
 @torch.no_grad()
-def perplexity(gpt, sentences, batch_size=256):
-    """Perplexity of ``gpt`` on ``sentences`` (strings), per piece and per word.
+def perplexity(gpt, sentences, vocab=None, max_seq_length=None, batch_size=256):
+    """Perplexity of ``gpt`` on ``sentences`` (strings), per piece and per word, read with
+    ``vocab`` into at most ``max_seq_length`` tokens (default: the GPT's own).
 
     Returns: {"per_piece", "per_word", "sentences" (scored), "skipped" (too long, or with a
     word a word-level tokenizer lacks), "pieces", "words"}
     """
-    known = [s for s in sentences if not gpt.vocab.unknown(plain_words(s))]
-    ids, fitted = encode_sentences(gpt.vocab, known, gpt.max_seq_length)
+    vocab = vocab if vocab is not None else gpt.vocab
+    known = [s for s in sentences if not vocab.unknown(plain_words(s))]
+    ids, fitted = encode_sentences(vocab, known, max_seq_length or gpt.max_seq_length)
     if not fitted:
         raise ValueError("no sentence to score: each is too long for the model or holds an "
                          "unknown word")

@@ -1,5 +1,6 @@
 """Pictures that show what the model does: attention maps, the positional encoding, the
-warm-up schedule, BLEU across checkpoints, training curves side by side, and for the
+warm-up schedule, a run's training loss, BLEU across checkpoints, training curves side by
+side, and for the
 visTransformer the confusion matrix, labelled test images and the class token's attention.
 
 Every function writes a PNG with matplotlib's object-oriented API (no window, no global
@@ -10,7 +11,7 @@ import os
 
 from matplotlib.figure import Figure
 
-__all__ = ["plot_attention", "plot_positional_encoding", "plot_lr_schedule",
+__all__ = ["plot_attention", "plot_positional_encoding", "plot_lr_schedule", "plot_loss",
            "plot_bleu_by_epoch", "plot_runs", "find_divergence", "plot_confusion_matrix",
            "plot_image_grid", "plot_class_token_attention"]
 
@@ -70,6 +71,28 @@ def plot_lr_schedule(lr_at, steps, path, title):
     ax.set_ylabel("learning rate")
     ax.set_title(title)
     return _save(fig, path)
+
+
+def plot_loss(losses, scores, score_name, title, path):
+    """A run's training loss (smoothed to at most 200 points) against steps, and its held-out
+    score at each checkpoint (``scores``: (step, epoch, score or None: missing) rows)."""
+    import torch
+    fig = Figure(figsize=(7, 4))
+    ax = fig.add_subplot()
+    losses = torch.tensor(losses)
+    k = max(1, len(losses) // 200)
+    smooth = losses[: len(losses) // k * k].view(-1, k).mean(1)
+    ax.plot(torch.arange(len(smooth)) * k, smooth)
+    ax.set_xlabel("training step")
+    ax.set_ylabel("cross-entropy loss")
+    ax.set_title(f"{title}: training loss")
+    scored = [r for r in scores if r[2] is not None]
+    if scored:
+        ax2 = ax.twinx()
+        ax2.plot([r[0] for r in scored], [r[2] for r in scored], color="tab:red", marker="o")
+        ax2.set_ylabel(f"held-out {score_name}", color="tab:red")
+    fig.savefig(path, dpi=100)
+    return path
 
 
 def find_divergence(bleus, collapse=0.25, min_peak=5.0):

@@ -1,10 +1,19 @@
-"""Floor 3, training: the one training loop (``trainer``: Trainer and its translation, image
-and language-model kinds), the settings each model kind is described by (``settings``), the
-optimiser and its warm-up (``schedule``), torchrun (``distributed``) and number formats
-(``precision``).
+"""Floor 4, training: the one training loop (``trainer``), its kinds for sentence pairs,
+images and sentences (``kinds``), the process's own affairs beside the loop (``process``:
+Ctrl-C, progress lines, random states) and the optimiser and its schedules (``schedule``).
 
     from DLStudio.training import TranslationTrainer
 """
 
-from .trainer import *  # noqa: F403  (the trainer's names, as DLStudio.training)
-from .trainer import __all__  # noqa: F401
+from .kinds import (
+    ImageTrainer,
+    LanguageModelTrainer,
+    TranslationTrainer,
+    bucketed_batches,
+    encode_pairs,
+)
+from .trainer import ScoreMissing, Trainer, TrainingDiverged, TrainingInterrupted
+
+__all__ = ["Trainer", "TranslationTrainer", "ImageTrainer", "LanguageModelTrainer",
+           "TrainingDiverged", "TrainingInterrupted", "ScoreMissing", "encode_pairs",
+           "bucketed_batches"]

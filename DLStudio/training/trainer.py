@@ -3,14 +3,11 @@ visTransformer.
 
     for each batch:  zero_grad -> forward -> loss -> backward -> clip -> step -> log
 
-`Trainer` is that loop, with checkpoints, resuming, Ctrl-C and the divergence check; the loss
-is the model's own (``model.loss``: architecture.py). `TranslationTrainer` feeds it sentence
-pairs, `LanguageModelTrainer` sentences and `ImageTrainer` images. A trainer receives the model, its
-optimiser and (for translation) the vocabulary; it never calls back into the container:
-``for_container`` / ``for_model`` read the container's settings once, when it is built.
-Batches are tensors built once: every pair is turned into token ids before training, and
-each batch is a set of rows cut to its longest sentence. Pairs of similar length are batched
-together (length bucketing), so little time goes into padding.
+`Trainer` is that loop, with checkpoints, resuming and what identifies a run, Ctrl-C and the
+divergence check; the loss is the model's own (``model.loss``: architecture.py). Its kinds
+(DLStudio.training.kinds) feed it sentence pairs, images or sentences. A trainer receives
+a model, its optimiser, its data and its settings; it never reads a container
+(DLStudio.containers.wiring builds one from a container).
 
 Under torchrun (DLStudio.runtime.distributed) the same loop trains with DistributedDataParallel:
 each rank takes its share of every global batch, the loss is normalised by the global
@@ -18,21 +15,17 @@ count of loss terms, and rank 0 alone writes checkpoints and logs.
 """
 
 import copy
-import hashlib
 import json
 import logging
 import math
 import os
 import shutil
-import signal
-import threading
 import time
 import uuid
 
 import torch
 from tqdm.auto import tqdm
 
-from ..data import pairs_fingerprint
 from ..data.checkpoints import (
     CheckpointError,
     check_resumable,
@@ -45,99 +38,22 @@ from ..data.checkpoints import (
     load_into,
     make_payload,
     mark_written,
-    refuse_saved_model_of_theirs,
     save_checkpoint,
-    save_final,
     weights_of,
     with_weights,
 )
-from ..data.images import random_crops_and_flips
-from ..evaluation.decode_and_score import evaluate_bleu
-from ..evaluation.generation import encode_sentences, perplexity
-from ..model.tokens import padding_mask
 from ..runtime.distributed import ONE_PROCESS
 from ..runtime.precision import Precision
+from .process import ProgressLines, StopSignals, rng_states, set_rng_states, terminal
 from .schedule import BudgetedOptim, RecentSpeed, budget_end, clip_gradient_norm
 
-__all__ = ["Trainer", "TranslationTrainer", "ImageTrainer", "TrainingDiverged",
-           "TrainingInterrupted", "encode_pairs", "bucketed_batches", "train_translation",
-           "train_images", "LanguageModelTrainer", "train_language_model"]
+__all__ = ["Trainer", "TrainingDiverged", "TrainingInterrupted", "ScoreMissing"]
 
 log = logging.getLogger(__name__)
 
 
-def _duration(seconds):
-    """12 s, 7 min 05 s, 1 h 02 min."""
-    seconds = max(0, int(seconds))
-    if seconds < 60:
-        return f"{seconds} s"
-    if seconds < 3600:
-        return f"{seconds // 60} min {seconds % 60:02d} s"
-    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
-
-
-class ProgressLines:
-    """A line in the log about every ``every`` seconds, for output that is not a terminal
-    (nohup, a batch job, a captured notebook cell), where the progress bar is off: the step,
-    the recent loss, the rate, the time since this run started and the time left (the
-    nearest of the epochs, ``max_steps`` and ``max_minutes``, at this run's speed)."""
-
-    def __init__(self, trainer, start, every):
-        self.trainer, self.start, self.every = trainer, start, every
-        self.last, self.first_step = start, trainer.step
-
-    def after_step(self, total_steps):
-        now = self.trainer.clock()
-        if now - self.last < self.every:
-            return
-        self.last, t = now, self.trainer
-        elapsed = now - self.start
-        per_step = elapsed / max(t.step - self.first_step, 1)
-        left = [(total_steps - t.step) * per_step]
-        if t.max_steps:
-            left.append((t.max_steps - t.step) * per_step)
-        if t.max_minutes:                 # a budget's minutes count the earlier runs too
-            budgeted = isinstance(t.optimizer, BudgetedOptim)
-            left.append(60 * t.max_minutes - (t.seconds_trained() if budgeted else elapsed))
-        recent = t.train_losses[-50:]
-        log.info("step %d (epoch %d): loss %.4f (mean of the last %d steps), lr %.2e, "
-                 "%s elapsed, about %s left", t.step, t.epoch + 1, sum(recent) / len(recent),
-                 len(recent), t.current_lr(), _duration(elapsed), _duration(min(left)))
-
-
 class TrainingDiverged(RuntimeError):
     """The loss became NaN or infinite; the message says where and what to try."""
-
-
-def encode_pairs(vocab, pairs):
-    """Token ids of all pairs, built once (``vocab``: a Vocabulary).
-
-    Returns:
-        src (N, max_seq_length), tgt (N, max_seq_length) LongTensors (EOS-padded), and the
-        number of tokens of each sentence (SOS and EOS included) as two (N,) tensors.
-    """
-    src = vocab.encode([en for en, _ in pairs], "en")
-    tgt = vocab.encode([es for _, es in pairs], "es")
-    src_len = (~padding_mask(src)).sum(1)
-    tgt_len = (~padding_mask(tgt)).sum(1)
-    return src, tgt, src_len, tgt_len
-
-
-def bucketed_batches(lengths, batch_size, generator, pool=50):
-    """Index batches of sentences of similar length, in random order.
-
-    The indices are shuffled, cut into pools of ``pool`` batches, each pool is sorted by
-    length and cut into batches, and the batches are shuffled: random, yet each batch has
-    little padding.
-    """
-    order = torch.randperm(len(lengths), generator=generator)
-    batches = []
-    for start in range(0, len(order), batch_size * pool):
-        chunk = order[start:start + batch_size * pool]
-        chunk = chunk[torch.argsort(lengths[chunk], stable=True)]
-        batches.extend(chunk[i:i + batch_size] for i in range(0, len(chunk), batch_size))
-    perm = torch.randperm(len(batches), generator=generator).tolist()
-    return [batches[i] for i in perm]
 
 
 class ScoreMissing(ValueError):
@@ -192,6 +108,7 @@ class Trainer:
                           the checkpoint then says it is best used with the average
                           (``"best_use"``), decoded as ``decoding`` says ({"beam",
                           "length_penalty"}: a recipe's; None: greedy).
+        label_smoothing:  of the cross-entropy (Vaswani et al. 2017, sec. 5.4).
 
     A subclass provides: ``num_examples``, ``batches(epoch, skip)`` (this rank's share of
     each global batch: see ``share``), ``data_fingerprint()`` and ``held_out_score()``
@@ -211,8 +128,8 @@ class Trainer:
                  save_checkpoints=True, display_train_loss=False, max_minutes=None, max_steps=None,
                  clip_grad_norm=1.0, overwrite=False, resume=False, track_score=False,
                  title="Transformer", also_move=(), precision="fp32", compile=False,
-                 ema=None, decoding=None):
-        self.dls, self.device = dls, dls.device
+                 ema=None, decoding=None, label_smoothing=0.0):
+        self.dls, self.device, self.label_smoothing = dls, dls.device, label_smoothing
         self.world = getattr(dls, "world", ONE_PROCESS)
         if self.world.distributed and dls.batch_size < self.world.size:
             raise ValueError(f"--batch-size {dls.batch_size} is the global batch, split across "
@@ -279,26 +196,12 @@ class Trainer:
             inside = [p for p in also_move if os.path.isfile(p) and os.path.dirname(
                 os.path.abspath(p)) == os.path.abspath(self.checkpoints_dir)]
             self.move_previous_run(existing + inside)
-
-    @classmethod
-    def for_model(cls, model, checkpoints_dir=None, **options):
-        """The trainer of a container that is itself the model (visTransformer,
-        TransformerGPT): its optimiser, DLStudio and settings. Refused first, before any
-        checkpoint moves, when its ``path_saved_model`` holds a file we did not write."""
-        model.dl_studio.world.on_main(refuse_saved_model_of_theirs,
-                                      model.dl_studio.path_saved_model)
-        model.to(model.dl_studio.device)
-        return cls(model, model.make_optimizer(model.parameters()), model.dl_studio,
-                   checkpoints_dir, **_settings(model), **options)
-
     # -----------------------------------------------------------------------------------
     # What a subclass provides.
     num_examples = 0
 
     def batches(self, epoch, skip=0):
         raise NotImplementedError
-
-    label_smoothing = 0.0
 
     def loss_and_count(self, *batch):
         """(the sum of the batch's losses, their number) on this rank's share: the model's
@@ -342,7 +245,7 @@ class Trainer:
     def training_config(self):
         """The configuration a resumed run must share with its checkpoint: the model's
         class and the settings that identify a run (``identity_args``: not where its data
-        lies, nor how often it saves; see DLStudio.training.settings),
+        lies, nor how often it saves; see DLStudio.containers.settings),
         batch size, seed, learning rate, clipping, precision (it changes the arithmetic) and
         the training data's fingerprint. (--compile does not: a change is only reported.)"""
         description = self.model.description()
@@ -478,9 +381,9 @@ class Trainer:
         self.speed = RecentSpeed()
         if budgeted:                      # the budget given now: a resumed run's too
             self.optimizer.total_steps = self.budget_end()
-        to_a_log = self.world.is_main and not _terminal()
+        to_a_log = self.world.is_main and not terminal()
         progress = ProgressLines(self, start, self.progress_seconds) if to_a_log else None
-        with _StopSignals(repeat_kills=not self.world.distributed) as signals:
+        with StopSignals(repeat_kills=not self.world.distributed) as signals:
             for epoch in range(self.epoch, self.dls.epochs):
                 self.epoch = epoch
                 bar = tqdm(self.batches(epoch, skip=self.batches_done), total=n_batches,
@@ -545,7 +448,7 @@ class Trainer:
 
     def run_and_save(self, callback=None):
         """`run`, then the final model to ``dl_studio.path_saved_model`` when that is one
-        path (`for_model` refuses one that holds a file we did not write). Returns the
+        path (containers.wiring refuses one that holds a file we did not write). Returns the
         trainer."""
         self.run(callback=callback)
         if isinstance(self.dls.path_saved_model, str):
@@ -560,7 +463,7 @@ class Trainer:
             "run_id": self.run_id, "training_config": self.training_config(),
             "epoch": epoch, "step": self.step, "epoch_complete": complete,
             "batches_done": self.batches_done, "optimizer": self.optimizer.state_dict(),
-            "rng": _rng_states(), "rng_by_rank": self.world.gather(_rng_states()),
+            "rng": rng_states(), "rng_by_rank": self.world.gather(rng_states()),
             "grad_scaler": self.precision.scaler.state_dict(), "compile": self.compile,
             "train_losses": list(self.train_losses), "train_seconds": self.seconds_trained(),
             "average": ({"decay": self.ema, "model": weights_of(self.average)}
@@ -631,9 +534,9 @@ class Trainer:
         by_rank = payload.get("rng_by_rank") or []
         self.skip_size = len(by_rank) or 1               # its steps were of that many ranks
         if len(by_rank) == self.world.size:
-            _set_rng_states(by_rank[self.world.rank])
+            set_rng_states(by_rank[self.world.rank])
         elif self.world.is_main:
-            _set_rng_states(payload["rng"])
+            set_rng_states(payload["rng"])
         else:                                 # another number of ranks than the checkpoint's
             self.seed_this_rank(self.step)
         self.run_id = payload.get("run_id") or self.run_id
@@ -663,294 +566,17 @@ class Trainer:
         """train_loss.png in the checkpoints folder (without one: beside the saved model,
         else in the current folder), or train_loss-1.png, ... where a picture we did not
         write has that name. Returns its path."""
-        from matplotlib.figure import Figure
+        from ..evaluation.visualize import plot_loss
         saved = self.dls.path_saved_model
         folder = self.checkpoints_dir or (os.path.dirname(saved) if isinstance(saved, str)
                                           else "") or "."
         os.makedirs(folder, exist_ok=True)
-        fig = Figure(figsize=(7, 4))
-        ax = fig.add_subplot()
-        losses = torch.tensor(self.train_losses)
-        k = max(1, len(losses) // 200)
-        smooth = losses[: len(losses) // k * k].view(-1, k).mean(1)
-        ax.plot(torch.arange(len(smooth)) * k, smooth)
-        ax.set_xlabel("training step")
-        ax.set_ylabel("cross-entropy loss")
-        ax.set_title(f"{self.title}: training loss")
-        scored = [r for r in self.score_history if r[2] is not None]    # (missing: None)
-        if scored:
-            ax2 = ax.twinx()
-            ax2.plot([r[0] for r in scored], [r[2] for r in scored], color="tab:red",
-                     marker="o")
-            ax2.set_ylabel(f"held-out {self.score_name}", color="tab:red")
         wanted = os.path.join(folder, "train_loss.png")
         path = free_name(wanted)
         if path != wanted:
             log.warning("%s is not a picture this framework wrote: it stays, and the loss "
                         "curve goes to %s", wanted, path)
-        fig.savefig(path, dpi=100)
+        plot_loss(self.train_losses, self.score_history, self.score_name, self.title, path)
         mark_written(path)
         log.info("loss curve written: %s", path)
         return path
-
-
-class TranslationTrainer(Trainer):
-    """Trains an EncoderDecoder (TransformerFG or TransformerPreLN) on sentence pairs:
-    teacher forcing, one decoder pass per batch, length-bucketed batches.
-
-    Args:
-        model, optimizer, dls, checkpoints_dir: as for `Trainer`.
-        vocab: the Vocabulary (words -> ids).  pairs: the training pairs.
-        held_out: the held-out pairs (scored with ``track_bleu``).
-        label_smoothing: of the cross-entropy (Vaswani et al. 2017, sec. 5.4).
-        The other options are those of `Trainer`. ``for_container`` builds it all from a
-        container and its two stacks.
-    """
-
-    score_name, score_key = "BLEU", "held_out_bleu"
-
-    def __init__(self, model, vocab, pairs, optimizer, dls, checkpoints_dir=None, *,
-                 held_out=(), label_smoothing=0.0, track_bleu=False, **options):
-        if not pairs:
-            raise ValueError("the training split is empty: give the container an archive")
-        self.vocab, self.held_out, self.label_smoothing = vocab, held_out, label_smoothing
-        self.pairs = pairs
-        self.src, self.tgt, self.src_len, self.tgt_len = encode_pairs(vocab, pairs)
-        self.num_examples = len(self.src)
-        super().__init__(model, optimizer, dls, checkpoints_dir, track_score=track_bleu,
-                         **options)
-
-    @classmethod
-    def for_container(cls, xformer, master_encoder, master_decoder, checkpoints_dir=None,
-                      **options):
-        """The trainer of ``run_code_for_training``: the container's model (both embedding
-        generators and these stacks), vocabulary, training split, optimiser and settings."""
-        model = xformer.model_of(master_encoder, master_decoder)
-        model.to(xformer.dl_studio.device)
-        return cls(model, xformer.vocab, xformer.training_corpus,
-                   xformer.make_optimizer(model.parameters()), xformer.dl_studio,
-                   checkpoints_dir, held_out=xformer.held_out_corpus,
-                   label_smoothing=xformer.label_smoothing, **_settings(xformer), **options)
-
-    def batches(self, epoch, skip=0):
-        """The epoch's batches of (src, tgt), each cut to its longest sentence; the first
-        ``skip`` are left out."""
-        lengths = torch.maximum(self.src_len, self.tgt_len)
-        for idx in self.share(bucketed_batches(lengths, self.dls.batch_size,
-                                               self.epoch_generator(epoch)), skip):
-            T_src, T_tgt = int(self.src_len[idx].max()), int(self.tgt_len[idx].max())
-            yield (self.src[idx, :T_src].to(self.device, non_blocking=True),
-                   self.tgt[idx, :T_tgt].to(self.device, non_blocking=True))
-
-    def data_fingerprint(self):
-        """A hash of the training pairs, in order (another archive or split differs)."""
-        return pairs_fingerprint(self.pairs)
-
-    def held_out_score(self):
-        if not self.held_out:
-            return None
-        return evaluate_bleu(self.model, self.vocab, self.held_out, show=0)["bleu"]
-
-
-def _saved_paths(container):
-    """Where the final model is written (one path or DLStudio's dict of paths)."""
-    saved = container.dl_studio.path_saved_model
-    return list(saved.values()) if isinstance(saved, dict) else [saved]
-
-
-def _settings(container):
-    """The Trainer options a container's constructor set."""
-    return {"checkpoint_freq": container.checkpoint_freq,
-            "save_checkpoints": container.save_checkpoints,
-            "title": type(container).__name__, "also_move": _saved_paths(container)}
-
-
-def train_translation(xformer, master_encoder, master_decoder, checkpoints_dir, **options):
-    """``run_code_for_training``: train every parameter (both embedding generators
-    included) on the training split, then write the final model to
-    ``dl_studio.path_saved_model``. Returns the trainer."""
-    xformer.dl_studio.world.on_main(refuse_saved_model_of_theirs,
-                                    xformer.dl_studio.path_saved_model)
-    trainer = TranslationTrainer.for_container(xformer, master_encoder, master_decoder,
-                                               checkpoints_dir, **options)
-    trainer.run()
-    payload = trainer.payload(trainer.last_epoch, trainer.batches_done == 0)
-    trainer.world.on_main(save_final, payload, xformer.dl_studio.path_saved_model)
-    xformer.trained_model = trainer.model
-    return trainer
-
-
-class ImageTrainer(Trainer):
-    """Trains a visTransformer on its training images: batches of images in random order
-    (shifted and flipped when the model's ``augment`` is on), cross-entropy on the class.
-
-    Args:
-        vit: the visTransformer (with its data sets loaded); optimizer, dls,
-        checkpoints_dir and the other options: as for `Trainer`. track_accuracy: score the
-        test images at every checkpoint. ``for_model`` builds it from the model alone.
-    """
-
-    score_name, score_key = "accuracy", "held_out_accuracy"
-
-    def __init__(self, vit, optimizer, dls, checkpoints_dir=None, *, track_accuracy=False,
-                 **options):
-        if vit.training_set is None:
-            raise ValueError("no training images: call load_shapes_dataset() or "
-                             "load_cifar_10_dataset() first")
-        self.vit, self.label_smoothing = vit, vit.label_smoothing
-        self.images, self.labels = vit.training_set.images, vit.training_set.labels
-        self.num_examples = len(self.labels)
-        super().__init__(vit, optimizer, dls, checkpoints_dir, track_score=track_accuracy,
-                         **options)
-
-    def batches(self, epoch, skip=0):
-        """The epoch's batches of (images in [0, 1], labels); the first ``skip`` are left
-        out (their random shifts are still drawn, so a resumed run matches)."""
-        gen = self.epoch_generator(epoch)
-        order = torch.randperm(self.num_examples, generator=gen)
-        W = self.world.size
-        for i, idx in enumerate(order.split(self.dls.batch_size)):
-            images = self.images[idx].float().div_(255)                   # (B, C, H, W)
-            if self.vit.augment:               # drawn for the global batch, on every rank
-                images = random_crops_and_flips(images, gen)
-            if i >= skip and len(idx) >= W:
-                mine = self.world.share(torch.arange(len(idx)))
-                yield (images[mine].to(self.device, non_blocking=True),
-                       self.labels[idx[mine]].to(self.device, non_blocking=True))
-
-    def data_fingerprint(self):
-        """The data set's recipe (where CIFAR-10 lies may change) and the augmentation."""
-        spec = {k: v for k, v in (self.vit.dataset_spec or {}).items() if k != "dataroot"}
-        return {"dataset": spec, "images": len(self.labels), "augment": self.vit.augment}
-
-    def held_out_score(self):
-        if self.vit.test_set is None:
-            return None
-        predicted = self.vit.predict(self.vit.test_set.images)
-        return 100.0 * (predicted == self.vit.test_set.labels).float().mean().item()
-
-
-def train_images(vit, model=None, checkpoint_dir=None, checkpoints_dir=None, callback=None,
-                 **options):
-    """``run_code_for_training_visTransformer``: train on the training images (those of
-    ``dls.load_cifar_10_dataset()`` when the model has none), a checkpoint every
-    ``checkpoint_freq`` epochs, the final model to ``dl_studio.path_saved_model``."""
-    if model is not None and model is not vit:
-        raise ValueError("visTransformer trains itself: pass the same model, or none")
-    if vit.training_set is None and getattr(vit.dl_studio, "image_datasets", None):
-        vit.use_datasets(*vit.dl_studio.image_datasets,
-                         {"name": "cifar10", "dataroot": os.path.abspath(vit.dl_studio.dataroot)})
-    folder = checkpoints_dir or checkpoint_dir or "checkpoints_visTrans"
-    return ImageTrainer.for_model(vit, folder, **options).run_and_save(callback)
-
-
-class LanguageModelTrainer(Trainer):
-    """Trains a TransformerGPT on its training sentences: at every position the next token
-    (teacher forcing, one pass per batch, as the translation decoder is trained), loss on
-    the real tokens up to each sentence's EOS, length-bucketed batches.
-
-    Args: gpt (with its text, see vocabulary.read_text), optimizer, dls,
-        checkpoints_dir and the options of `Trainer`; track_perplexity: score the held-out
-        sentences at every checkpoint. ``for_model`` builds it from the model alone.
-    """
-
-    score_name, score_key = "perplexity", "held_out_perplexity"
-
-    def __init__(self, gpt, optimizer, dls, checkpoints_dir=None, *, track_perplexity=False,
-                 **options):
-        if not gpt.training_sentences:
-            raise ValueError("no training text: give TransformerGPT sentences=")
-        self.gpt, self.label_smoothing = gpt, gpt.label_smoothing
-        self.ids, _ = encode_sentences(gpt.vocab, gpt.training_sentences, gpt.max_seq_length)
-        self.lengths = (~padding_mask(self.ids)).sum(1)
-        self.num_examples = len(self.ids)
-        super().__init__(gpt, optimizer, dls, checkpoints_dir, track_score=track_perplexity,
-                         **options)
-
-    def batches(self, epoch, skip=0):
-        """The epoch's batches of sentences (B, T), each cut to its longest."""
-        for idx in self.share(bucketed_batches(self.lengths, self.dls.batch_size,
-                                               self.epoch_generator(epoch)), skip):
-            T = int(self.lengths[idx].max())
-            yield (self.ids[idx, :T].to(self.device, non_blocking=True),)
-
-    def data_fingerprint(self):
-        h = hashlib.sha256()
-        for sentence in self.gpt.training_sentences:
-            h.update(sentence.encode() + b"\n")
-        return h.hexdigest()[:16]
-
-    def held_out_score(self):
-        if not self.gpt.held_out_sentences:
-            return None
-        try:
-            return perplexity(self.gpt, self.gpt.held_out_sentences)["per_piece"]
-        except ValueError as e:
-            raise ScoreMissing(f"the held-out perplexity cannot be computed: {e} (a word-level "
-                               "tokenizer knows only the training words: --tokenizer bpe "
-                               "reads any)") from None
-
-
-def train_language_model(gpt, checkpoints_dir="checkpoints_GPT", callback=None, **options):
-    """``TransformerGPT.run_code_for_training``: train on the training sentences, a
-    checkpoint every ``checkpoint_freq`` epochs (and at a step or time limit, Ctrl-C), the
-    final model to ``dl_studio.path_saved_model`` when that is one path. Returns the trainer."""
-    return LanguageModelTrainer.for_model(gpt, checkpoints_dir, **options).run_and_save(callback)
-
-
-def _terminal():
-    """Whether the log (standard error) goes to a terminal, where the progress bar shows."""
-    try:
-        return os.isatty(2)
-    except (OSError, ValueError):
-        return False
-
-
-def _rng_states():
-    """The random states that dropout and batch order draw from: CPU, and every GPU."""
-    states = {"torch": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        states["cuda"] = torch.cuda.get_rng_state_all()
-    mps = getattr(torch, "mps", None)
-    if mps is not None and torch.backends.mps.is_available():
-        states["mps"] = mps.get_rng_state()
-    return states
-
-
-def _set_rng_states(states):
-    torch.set_rng_state(states["torch"])
-    if "cuda" in states and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(states["cuda"])
-    if "mps" in states and torch.backends.mps.is_available():
-        torch.mps.set_rng_state(states["mps"])
-
-
-class _StopSignals:
-    """While training: Ctrl-C (SIGINT) and SIGTERM set a flag instead of killing the
-    process mid-step; the previous handlers come back afterwards. Installed only in the
-    main thread, and only for the duration of ``with``. Under torchrun a second signal is
-    not the user's: a terminal's Ctrl-C reaches each process, and torchrun sends it on."""
-
-    def __init__(self, repeat_kills=True):
-        self.repeat_kills = repeat_kills
-
-    def __enter__(self):
-        self.received, self.previous = None, {}
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self.previous[sig] = signal.signal(sig, self.handle)
-        return self
-
-    def handle(self, signum, frame):
-        if self.received:            # a second Ctrl-C: the user means it
-            if self.repeat_kills:    # (not under torchrun, which passes the terminal's on)
-                raise KeyboardInterrupt
-            return
-        self.received = signal.Signals(signum).name
-        log.warning("%s received: finishing this step and writing a checkpoint ...",
-                    self.received)
-
-    def __exit__(self, *exc):
-        for sig, handler in self.previous.items():
-            signal.signal(sig, handler)
-        return False

@@ -24,7 +24,7 @@ import difflib
 import inspect
 from dataclasses import dataclass, field
 
-from .schedule import ADAM_DEFAULTS, SCHEDULES
+from ..training.schedule import ADAM_DEFAULTS, SCHEDULES
 
 __all__ = ["Settings", "TranslationSettings", "LayoutSettings", "GPTSettings", "VisionSettings",
            "SettingError", "setting"]
