@@ -20,6 +20,18 @@ Constructors take DLStudio's signatures (../shared/DLSTUDIO_API.md).
 import inspect
 import os
 
+from .checkpoints import (
+    CheckpointError,
+    Restored,
+    class_path,
+    container_class,
+    corpus_fits,
+    corpus_of,
+    find_checkpoint,
+    load_checkpoint,
+    load_into,
+    with_weights,
+)
 from .containers.settings import GPTSettings, TranslationSettings, VisionSettings
 from .containers.wiring import (
     evaluate_container,
@@ -33,17 +45,6 @@ from .containers.wiring import (
     use_datasets,
 )
 from .data import load_corpus
-from .data.checkpoints import (
-    CheckpointError,
-    Restored,
-    container_class,
-    corpus_fits,
-    corpus_of,
-    find_checkpoint,
-    load_checkpoint,
-    load_into,
-    with_weights,
-)
 from .data.images import dataset_of
 from .data.vocabulary import (
     DataView,
@@ -64,7 +65,6 @@ from .model.architecture import (
     scaled_dot_product,
 )
 from .model.kv_cache import KeyValueCache
-from .model.overrides import class_path
 from .model.tokens import causal_mask, padding_mask
 from .runtime.studio import DLStudio
 from .training.schedule import BudgetedOptim, ScheduledOptim, adam
@@ -430,7 +430,7 @@ class TransformerGPT(Container, GPTParts):
 
     # Training, scoring and generation. ----------------------------------------------------
     def description(self):
-        """What rebuilds this model: its settings and its tokenizer (DLStudio.data.checkpoints)."""
+        """What rebuilds this model: its settings and its tokenizer (DLStudio.checkpoints)."""
         return self.described(tokenizer_state=self.vocab.state(),
                               vocab_fingerprint=self.vocab.fingerprint)
 
@@ -525,7 +525,7 @@ class visTransformer(Container, VisionParts):
 
     # DLStudio's API beyond the model: delegates to the modules that do the work. -------
     def description(self):
-        """What rebuilds this model: its settings and its data set (DLStudio.data.checkpoints)."""
+        """What rebuilds this model: its settings and its data set (DLStudio.checkpoints)."""
         return self.described(dataset=self.dataset_spec)
 
     def use_datasets(self, training_set, test_set, spec=None):

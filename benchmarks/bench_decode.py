@@ -38,6 +38,7 @@ from DLStudio import (  # noqa: E402
     TransformerFG,
     evaluation,
 )
+from DLStudio.checkpoints import CheckpointError  # noqa: E402
 from DLStudio.cli import (  # noqa: E402
     archive_or_usage,
     existing_file,
@@ -46,7 +47,6 @@ from DLStudio.cli import (  # noqa: E402
 from DLStudio.cli.common import Parser  # noqa: E402
 from DLStudio.cli.experiments import machine  # noqa: E402
 from DLStudio.data import BUNDLED_ARCHIVE  # noqa: E402
-from DLStudio.data.checkpoints import CheckpointError  # noqa: E402
 from DLStudio.model.tokens import padding_mask  # noqa: E402
 from DLStudio.runtime.precision import Precision, native_bf16  # noqa: E402
 

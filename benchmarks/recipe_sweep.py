@@ -34,6 +34,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from DLStudio import DLStudio, TransformerFG  # noqa: E402
+from DLStudio.checkpoints import checkpoint_files, load_checkpoint  # noqa: E402
 from DLStudio.cli import (  # noqa: E402
     archive_or_usage,
     existing_file,
@@ -43,7 +44,6 @@ from DLStudio.cli import (  # noqa: E402
 from DLStudio.cli.common import RECIPES, Parser  # noqa: E402
 from DLStudio.cli.experiments import machine  # noqa: E402
 from DLStudio.data import BUNDLED_ARCHIVE, split_pairs  # noqa: E402
-from DLStudio.data.checkpoints import checkpoint_files, load_checkpoint  # noqa: E402
 from DLStudio.data.vocabulary import TranslationData, Vocabulary  # noqa: E402
 from DLStudio.evaluation.decode_and_score import evaluate_bleu  # noqa: E402
 from DLStudio.training.trainer import TrainingInterrupted  # noqa: E402

@@ -20,8 +20,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from DLStudio.checkpoints import CheckpointError, checkpoint_files, load_checkpoint  # noqa: E402
 from DLStudio.data import generate_corpus, save_archive  # noqa: E402
-from DLStudio.data.checkpoints import CheckpointError, checkpoint_files, load_checkpoint  # noqa: E402
 
 
 def kill_trials(trials, folder, seed=0, min_delay=2.0, max_delay=6.0):

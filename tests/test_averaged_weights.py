@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from DLStudio import DLStudio, TransformerFG
+from DLStudio.checkpoints import CheckpointError, checkpoint_files
 from DLStudio.data import generate_corpus
-from DLStudio.data.checkpoints import CheckpointError, checkpoint_files
 
 CORPUS = generate_corpus(200, seed=5)
 
@@ -158,8 +158,8 @@ def recipe_run(tmp_path_factory):
 
 
 def test_a_recipe_run_records_its_best_use_and_the_scripts_use_it(recipe_run, capsys):
+    from DLStudio.checkpoints import load_checkpoint
     from DLStudio.cli.translation import translate_main
-    from DLStudio.data.checkpoints import load_checkpoint
     path = checkpoint_files(recipe_run)[-1]
     assert load_checkpoint(path)["best_use"] == {"weights": "average", "beam": 3,
                                                  "length_penalty": 1.0}

@@ -5,8 +5,8 @@ zero too, on the same rates as a run that was never stopped."""
 import pytest
 
 from DLStudio import DLStudio, TransformerFG, TransformerPreLN
+from DLStudio.checkpoints import checkpoint_files, load_checkpoint
 from DLStudio.data import generate_corpus
-from DLStudio.data.checkpoints import checkpoint_files, load_checkpoint
 from DLStudio.training.schedule import BudgetedOptim
 
 CORPUS = generate_corpus(300, seed=4)

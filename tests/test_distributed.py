@@ -16,7 +16,7 @@ import time
 import pytest
 import torch
 
-from DLStudio.data.checkpoints import checkpoint_files, load_checkpoint
+from DLStudio.checkpoints import checkpoint_files, load_checkpoint
 
 from .conftest import ROOT
 

@@ -18,9 +18,9 @@ import pytest
 import torch
 
 from DLStudio import DLStudio, TransformerFG, TransformerGPT, TransformerPreLN, visTransformer
+from DLStudio.checkpoints import checkpoint_path, load_checkpoint, save_checkpoint
 from DLStudio.cli.gpt import archive_side
 from DLStudio.data import SHAPE_CLASSES, generate_corpus, save_archive
-from DLStudio.data.checkpoints import checkpoint_path, load_checkpoint, save_checkpoint
 from DLStudio.model.tokens import EOS_INDEX
 
 from .conftest import ROOT

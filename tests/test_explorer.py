@@ -185,7 +185,7 @@ def server(trained):
     from DLStudio.cli.explore import explorer
     args = Namespace(model_class=None, beam=1, hypotheses=2, images=4, dataroot=None,
                      weights="raw", length_penalty=0.6)
-    from DLStudio.data.checkpoints import find_checkpoint
+    from DLStudio.checkpoints import find_checkpoint
     header, make_view, _ = explorer(find_checkpoint(str(trained[0] / "ck"), "1"), args)
     server = ExplorerServer(render_page(header, [], live=True), make_view)
     thread = threading.Thread(target=server.serve_forever, daemon=True)

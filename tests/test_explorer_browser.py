@@ -19,8 +19,8 @@ from argparse import Namespace
 import pytest
 import torch
 
+from DLStudio.checkpoints import find_checkpoint
 from DLStudio.cli.explore import ExplorerServer, explore_main, explorer
-from DLStudio.data.checkpoints import find_checkpoint
 from DLStudio.evaluation.explore import render_page
 from DLStudio.model.recorder import record_attention
 from DLStudio.model.tokens import SOS_INDEX

@@ -19,7 +19,7 @@ ARCHITECTURE = os.path.join(MODEL, "architecture.py")
 FLOORS = {
     0: {"install_check"},                           # the front door's check: stdlib only
     1: {"model"},                                   # the architecture and its torch helpers
-    2: {"data", "runtime"},                         # datasets, vocabularies, checkpoints;
+    2: {"data", "checkpoints", "runtime"},          # datasets, vocabularies; checkpoints;
                                                     # the device, processes, number format
     3: {"evaluation"},                              # decoding and scoring
     4: {"training"},                                # the trainer (it may score: evaluation)
@@ -116,8 +116,8 @@ def test_the_folder_listing_is_the_floors():
     files = {n for n in listing if os.path.isfile(os.path.join(PACKAGE, n))}
     folders = {n for n in listing if os.path.isdir(os.path.join(PACKAGE, n))}
     assert {f for f in files if f.endswith(".py")} == DOORS
-    assert folders == {"model", "data", "runtime", "training", "evaluation", "containers",
-                       "cli", "examples", "exercises"}
+    assert folders == {"model", "data", "checkpoints", "runtime", "training", "evaluation",
+                       "containers", "cli", "examples", "exercises"}
 
 
 def test_no_module_imports_a_floor_above_its_own_counting_imports_inside_functions():

@@ -10,8 +10,8 @@ import shutil
 import pytest
 
 from DLStudio import DLStudio, TransformerFG
+from DLStudio.checkpoints import checkpoint_path, load_checkpoint
 from DLStudio.data import BUNDLED_NAME
-from DLStudio.data.checkpoints import checkpoint_path, load_checkpoint
 from DLStudio.Transformers import TransformerBase
 
 from .conftest import ROOT
@@ -96,7 +96,7 @@ def test_a_checkpoint_without_its_optimiser_state_is_refused_by_name(tmp_path):
     folder = tmp_path / "ck"
     folder.mkdir()
     shutil.copyfile(OLD, checkpoint_path(str(folder), 4))
-    from DLStudio.data.checkpoints import CheckpointError
+    from DLStudio.checkpoints import CheckpointError
     with pytest.raises(CheckpointError, match="optimizer") as raised:
         pre_shared_run(folder, resume=True)
     assert "\n" not in str(raised.value) and "resume" in str(raised.value)

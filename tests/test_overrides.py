@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from DLStudio import DLStudio, TransformerFG, cli
+from DLStudio.checkpoints import CheckpointError, checkpoint_path, class_path
 from DLStudio.data import generate_corpus, save_archive
-from DLStudio.data.checkpoints import CheckpointError, checkpoint_path
-from DLStudio.model.overrides import OverrideError, class_path
+from DLStudio.model.overrides import OverrideError
 from DLStudio.Transformers import TransformerBase
 
 from .homework_classes import CALLS, CONTAINERS

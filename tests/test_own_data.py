@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from DLStudio import cli
+from DLStudio.checkpoints import checkpoint_path, load_checkpoint
 from DLStudio.cli import gpt as cli_gpt
 from DLStudio.data import ArchiveError, generate_pairs, load_pairs_file
-from DLStudio.data.checkpoints import checkpoint_path, load_checkpoint
 
 TINY = ["--embedding-size", "16", "--num-layers", "1", "--num-atten-heads", "2",
         "--batch-size", "32", "--num-warmup-steps", "20", "--cpu"]

@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
+from DLStudio.checkpoints import checkpoint_files
 from DLStudio.cli import common
 from DLStudio.cli.translation import parse_training_args, train_main
-from DLStudio.data.checkpoints import checkpoint_files
 
 from .conftest import ROOT
 

@@ -12,13 +12,13 @@ import pytest
 import torch
 
 from DLStudio import DLStudio, TransformerFG, TransformerGPT, TransformerPreLN
-from DLStudio.data import generate_corpus, save_archive
-from DLStudio.data.checkpoints import (
+from DLStudio.checkpoints import (
     CheckpointError,
     checkpoint_files,
     list_checkpoints,
     load_checkpoint,
 )
+from DLStudio.data import generate_corpus, save_archive
 from DLStudio.training import TrainingDiverged
 
 from .conftest import ROOT

@@ -10,10 +10,11 @@ import os
 import pytest
 import torch
 
+import DLStudio.checkpoints as checkpoints
 import DLStudio.data as data
-import DLStudio.data.checkpoints as checkpoints
 import DLStudio.data.vocabulary as vocabulary
 from DLStudio import DLStudio, TransformerFG, TransformerGPT, visTransformer
+from DLStudio.checkpoints import Restored, make_payload, save_checkpoint
 from DLStudio.containers.settings import (
     GPTSettings,
     SettingError,
@@ -22,7 +23,6 @@ from DLStudio.containers.settings import (
     setting,
 )
 from DLStudio.data import BUNDLED_ARCHIVE, SHAPE_CLASSES
-from DLStudio.data.checkpoints import Restored, make_payload, save_checkpoint
 from DLStudio.data.vocabulary import TranslationData
 
 from .conftest import ROOT

@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 from nltk.translate.bleu_score import SmoothingFunction, corpus_bleu
 
 from DLStudio import DLStudio, TransformerFG, TransformerGPT, TransformerPreLN
+from DLStudio.checkpoints import CheckpointError, make_payload
 from DLStudio.containers.pretrained import init_from_gpt
 from DLStudio.data import BUNDLED_ARCHIVE, build_corpus, load_archive
-from DLStudio.data.checkpoints import CheckpointError, make_payload
 from DLStudio.data.vocabulary import BPETokenizer, Vocabulary, WordTokenizer, with_room
 from DLStudio.evaluation import evaluate_bleu, greedy_decode
 from DLStudio.evaluation.generation import encode_sentences, generate, prompt_ids
@@ -354,7 +354,7 @@ def test_bpe_pieces_read_back_as_the_words_and_the_explorer_draws_every_piece(bp
 def test_a_held_out_perplexity_that_cannot_be_computed_is_recorded_missing(tmp_path, caplog):
     """Every held-out sentence holds a word the word-level tokenizer never saw: the run
     still writes its checkpoints, each recording the score as missing, with one warning."""
-    from DLStudio.data.checkpoints import checkpoint_files, load_checkpoint
+    from DLStudio.checkpoints import checkpoint_files, load_checkpoint
     sentences = [es for _, es in load_archive(BUNDLED_ARCHIVE).pairs[:300]]
     dls = DLStudio(use_gpu=False, seed=0, batch_size=64, epochs=2, learning_rate=1e-3)
     gpt = TransformerGPT(dl_studio=dls, sentences=sentences, tokenizer="word",

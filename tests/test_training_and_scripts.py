@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from DLStudio import TransformerFG, TransformerPreLN
+from DLStudio.checkpoints import CheckpointError, list_checkpoints, load_checkpoint
 from DLStudio.data import BUNDLED_ARCHIVE, generate_corpus, save_archive, split_pairs
-from DLStudio.data.checkpoints import CheckpointError, list_checkpoints, load_checkpoint
 from DLStudio.Transformers import TransformerBase
 
 from .conftest import ROOT
@@ -203,8 +203,8 @@ def test_beam_search_drops_finished_sentences_without_changing_a_translation(tra
 
 def test_encoder_and_decoder_depths_are_set_apart_and_a_checkpoint_keeps_them(tmp_path, capsys):
     """--num-encoder-layers / --num-decoder-layers: a deep encoder, a shallow decoder."""
+    from DLStudio.checkpoints import checkpoint_files, load_checkpoint
     from DLStudio.cli.translation import train_main, translate_main
-    from DLStudio.data.checkpoints import checkpoint_files, load_checkpoint
     ck = str(tmp_path / "ck")
     assert train_main("FG", ["--archive", "bundled", "--embedding-size", "16", "--num-layers",
                              "1", "--num-encoder-layers", "3", "--num-atten-heads", "2",

@@ -9,7 +9,7 @@ import pytest
 import torch
 from matplotlib.image import imread
 
-from DLStudio.data.checkpoints import load_checkpoint
+from DLStudio.checkpoints import load_checkpoint
 from DLStudio.evaluation.visualize import find_divergence
 from DLStudio.model.tokens import padding_mask
 

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from DLStudio import DLStudio, TransformerFG, visTransformer
+from DLStudio.checkpoints import CheckpointError
 from DLStudio.data import (
     SHAPE_CLASSES,
     ImageDataError,
@@ -15,7 +16,6 @@ from DLStudio.data import (
     load_cifar10,
     random_crops_and_flips,
 )
-from DLStudio.data.checkpoints import CheckpointError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(ROOT, "ExamplesTransformers")

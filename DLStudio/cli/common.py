@@ -12,9 +12,16 @@ import logging
 import os
 import sys
 
+from ..checkpoints import (
+    WEIGHTS,
+    CheckpointError,
+    ClassNotFound,
+    best_use,
+    find_checkpoint,
+    import_class,
+)
 from ..data import BUNDLED_ARCHIVE, ArchiveError, ImageDataError, load_archive
-from ..data.checkpoints import WEIGHTS, CheckpointError, best_use, find_checkpoint
-from ..model.overrides import OverrideError, import_class
+from ..model.overrides import OverrideError
 from ..runtime.distributed import (
     DistributedError,
     launched_by_torchrun,
@@ -128,7 +135,7 @@ def run_job(fn, argv):
                 contextlib.redirect_stdout(quiet if rank else sys.stdout):
             return fn(argv)
     except (UserError, ArchiveError, ImageDataError, CheckpointError, FileNotFoundError,
-            FileExistsError, TrainingDiverged, TrainingInterrupted, OverrideError,
+            FileExistsError, TrainingDiverged, TrainingInterrupted, OverrideError, ClassNotFound,
             DistributedError, ValueError) as e:
         if not getattr(e, "from_rank_0", False):     # else rank 0 has said it
             print(f"error{f' (rank {rank})' if rank else ''}: {e}", file=sys.stderr)
@@ -380,7 +387,8 @@ def load_checkpoint_or_exit(checkpoints_dir, index=None, archive=None, model_cla
     try:
         return load_translation(find_checkpoint(checkpoints_dir, index), archive, model_class,
                                 weights)
-    except (UserError, ArchiveError, CheckpointError, FileNotFoundError, OverrideError) as e:
+    except (UserError, ArchiveError, CheckpointError, FileNotFoundError, OverrideError,
+            ClassNotFound) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(1)
 

@@ -156,7 +156,7 @@ def pretrain_gpt(xformer, sentences, lang, steps, num_layers, num_atten_heads, s
     """A GPT of the translation model's sizes, layout and tokenizer for ``lang``, trained
     ``steps`` steps on ``sentences``. Returns (payload for init_from_gpt, minutes,
     held-out perplexity dict)."""
-    from ..data.checkpoints import make_payload
+    from ..checkpoints import make_payload
     from ..Transformers import TransformerGPT
     dls = DLStudio(use_gpu=xformer.dl_studio.device.type != "cpu", seed=seed, epochs=10_000,
                    batch_size=xformer.dl_studio.batch_size,

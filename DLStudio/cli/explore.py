@@ -20,7 +20,7 @@ import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from ..data.checkpoints import load_checkpoint
+from ..checkpoints import load_checkpoint
 from ..evaluation.explore import gpt_view, render_page, translation_view, vision_view
 from .common import (
     Parser,

@@ -9,8 +9,8 @@ Every function takes ``argv`` and returns an exit code, as in DLStudio.cli.
 import csv
 import os
 
+from ..checkpoints import checkpoint_path, list_checkpoints
 from ..data import BUNDLED_ARCHIVE, load_archive
-from ..data.checkpoints import checkpoint_path, list_checkpoints
 from ..runtime.distributed import DistributedError, single_process_only
 from .common import (
     Parser,

@@ -4,9 +4,9 @@ translate your own English, the homework runner and the demo (``make demo``)."""
 import os
 import sys
 
+from ..checkpoints import find_checkpoint, load_checkpoint
 from ..containers.pretrained import init_from_gpt
 from ..data import BUNDLED_ARCHIVE
-from ..data.checkpoints import find_checkpoint, load_checkpoint
 from ..runtime.distributed import single_process_only
 from ..runtime.studio import DLStudio
 from ..Transformers import TransformerBase, TransformerFG, TransformerPreLN
@@ -357,7 +357,7 @@ def homework_main(homework_class, argv=None, report=None):
     """``homework_*.py``: train the standard container and ``homework_class`` the same way
     on the same data, print what each measured, then ``report(row)`` of the homework's.
     (``homework_class`` subclasses TransformerFG or TransformerPreLN.)"""
-    from ..model.overrides import class_path
+    from ..checkpoints import class_path
     from .experiments import compare_containers, format_comparison
 
     def run(argv):
@@ -403,7 +403,7 @@ def demo_main(argv=None):
     held-out split and translate sentences of our own."""
     import time
 
-    from ..data.checkpoints import checkpoint_path, list_checkpoints
+    from ..checkpoints import checkpoint_path, list_checkpoints
 
     p = Parser(description="Train TransformerFG on the bundled corpus for a "
                                             "few minutes, then translate sentences it has "

@@ -1,7 +1,7 @@
 """A GPT's weights as a translation model's start (`init_from_gpt`): the lecture's claim that
 pre-training on one language helps a translator, made something a student can run."""
 
-from ..data.checkpoints import CheckpointError, load_checkpoint
+from ..checkpoints import CheckpointError, load_checkpoint
 
 __all__ = ["init_from_gpt"]
 

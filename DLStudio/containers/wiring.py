@@ -7,7 +7,7 @@ read a container: what they need is read here, once."""
 
 import os
 
-from ..data.checkpoints import (
+from ..checkpoints import (
     refuse_saved_model_of_theirs,
     save_final,
     saved_model_paths,

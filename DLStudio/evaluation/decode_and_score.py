@@ -23,7 +23,7 @@ from collections import OrderedDict
 
 import torch
 
-from ..data.checkpoints import free_name, mark_written
+from ..checkpoints import free_name, mark_written
 from ..model.tokens import EOS_INDEX, SOS_INDEX
 from ..runtime.precision import Precision
 

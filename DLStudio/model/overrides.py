@@ -13,20 +13,15 @@ A subclass of TransformerFG, TransformerPreLN or visTransformer may replace any 
                                 reproduces what the student's class would compute
     say_once(message)           a class of the student's that a fast path cannot run is run
                                 as written (slower), and the user is told once
-    class_path / import_class   a checkpoint records its container class as "module:Class";
-                                the scripts rebuild that class from ``--model-class``
 
 Only the standard library here: the model imports this module.
 """
 
-import importlib
 import inspect
 import logging
-import os
-import sys
 
 __all__ = ["OverrideError", "FORWARD_CONTRACT", "check_forwards", "runs_base", "own_code",
-           "say_once", "class_path", "import_class"]
+           "say_once"]
 
 log = logging.getLogger("DLStudio")
 
@@ -118,38 +113,3 @@ def say_once(message):
     if message not in _said:
         _said.add(message)
         log.warning(message)
-
-
-def class_path(cls):
-    """``"module:QualName"`` of a class, as a later process imports it. A class defined in a
-    script run as ``python3 homework.py`` is recorded under the script's name (homework)."""
-    module = cls.__module__
-    if module == "__main__":
-        main = sys.modules.get("__main__")
-        spec = getattr(main, "__spec__", None)
-        if spec is not None and spec.name:
-            module = spec.name
-        elif getattr(main, "__file__", None):
-            module = os.path.splitext(os.path.basename(main.__file__))[0]
-    return f"{module}:{cls.__qualname__}"
-
-
-def import_class(path):
-    """The class named by ``"module:QualName"``; the current folder is searched too. Raises
-    OverrideError saying what could not be found."""
-    module_name, _, qualname = path.partition(":")
-    if not module_name or not qualname:
-        raise OverrideError(f"--model-class {path!r}: write it as module:Class, e.g. "
-                            "homework_my_attention_head:TransformerFGWithTemperature")
-    if os.getcwd() not in sys.path:
-        sys.path.append(os.getcwd())
-    try:
-        obj = importlib.import_module(module_name)
-        for part in qualname.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError) as e:
-        raise OverrideError(f"cannot import {path}: {e}. Run from the folder that holds "
-                            f"{module_name}.py, or add that folder to PYTHONPATH") from None
-    if not inspect.isclass(obj):
-        raise OverrideError(f"{path} is not a class")
-    return obj

@@ -26,7 +26,7 @@ import uuid
 import torch
 from tqdm.auto import tqdm
 
-from ..data.checkpoints import (
+from ..checkpoints import (
     CheckpointError,
     check_resumable,
     check_same_average,
@@ -76,7 +76,7 @@ class Trainer:
 
     Args:
         model:            the nn.Module to train (moved to ``dls.device``); it describes
-                          itself for checkpoints (``description()``, see DLStudio.data.checkpoints).
+                          itself for checkpoints (``description()``, see DLStudio.checkpoints).
         optimizer:        its optimiser (``make_optimizer`` of the container: FG's warm-up).
         dls:              the DLStudio (batch_size, epochs, seed, device).
         checkpoints_dir:  where ``checkpoint_<epoch>.pt`` files go.
@@ -261,7 +261,7 @@ class Trainer:
 
     def check_same_run(self, path, payload):
         """Raise ValueError naming what differs between this run and a checkpoint's
-        (DLStudio.data.checkpoints.check_same_run)."""
+        (DLStudio.checkpoints.check_same_run)."""
         check_same_run(payload, self.training_config(), self.model.description(), path,
                        os.path.join(self.checkpoints_dir, "previous"))
 
@@ -458,7 +458,7 @@ class Trainer:
 
     # -----------------------------------------------------------------------------------
     def payload(self, epoch, complete=True):
-        """Everything a later script needs, in one dict (built by DLStudio.data.checkpoints)."""
+        """Everything a later script needs, in one dict (built by DLStudio.checkpoints)."""
         return make_payload(self.model, {
             "run_id": self.run_id, "training_config": self.training_config(),
             "epoch": epoch, "step": self.step, "epoch_complete": complete,
