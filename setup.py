@@ -45,7 +45,7 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     packages=find_packages(include=["DLStudio", "DLStudio.*"]),
-    # the attention explorer's page, script and style (DLStudio/evaluation/explore.py)
+    # the attention explorer's page, script and style (DLStudio/evaluation/explorer_page.py)
     package_data={"DLStudio.evaluation": ["explorer/*.html", "explorer/*.js",
                                           "explorer/*.css"]},
     py_modules=["Transformers"],  # `from Transformers import *` in DLStudio-era scripts

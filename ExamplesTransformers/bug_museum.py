@@ -5,7 +5,7 @@ correct model for the same budget on the bundled corpus, and what it costs.
     python3 bug_museum.py --exhibit no_causal_mask
     python3 bug_museum.py --all --steps 600 --out museum
 
-Each exhibit is a subclass in DLStudio/cli/museum.py: read it beside the correct class.
+Each exhibit is a subclass in DLStudio/museum.py: read it beside the correct class.
 """
 import sys
 

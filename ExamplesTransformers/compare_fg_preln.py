@@ -19,7 +19,7 @@ also change one for itself, after a colon, to measure what that switch does:
 """
 import sys
 
-from DLStudio.cli.pictures import compare_fg_preln_main
+from DLStudio.cli.lecture_pictures import compare_fg_preln_main
 
 if __name__ == "__main__":
     sys.exit(compare_fg_preln_main())

@@ -9,7 +9,7 @@ flags a divergence: BLEU collapsing below a quarter of its best after it had ris
 """
 import sys
 
-from DLStudio.cli.pictures import score_checkpoints_main
+from DLStudio.cli.checkpoint_pictures import score_checkpoints_main
 
 if __name__ == "__main__":
     sys.exit(score_checkpoints_main())

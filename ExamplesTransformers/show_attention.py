@@ -12,7 +12,7 @@ plots, with the words on the axes:
 """
 import sys
 
-from DLStudio.cli.pictures import show_attention_main
+from DLStudio.cli.checkpoint_pictures import show_attention_main
 
 if __name__ == "__main__":
     sys.exit(show_attention_main())

@@ -8,7 +8,7 @@ warm-up steps, then a decay as 1/sqrt(step). Writes lr_schedule.png.
 """
 import sys
 
-from DLStudio.cli.pictures import show_lr_schedule_main
+from DLStudio.cli.lecture_pictures import show_lr_schedule_main
 
 if __name__ == "__main__":
     sys.exit(show_lr_schedule_main())

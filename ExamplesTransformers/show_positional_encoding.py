@@ -9,7 +9,7 @@ are alike, far positions less so).
 """
 import sys
 
-from DLStudio.cli.pictures import show_positional_encoding_main
+from DLStudio.cli.lecture_pictures import show_positional_encoding_main
 
 if __name__ == "__main__":
     sys.exit(show_positional_encoding_main())

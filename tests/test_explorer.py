@@ -16,7 +16,7 @@ from DLStudio import DLStudio, TransformerFG, TransformerGPT, visTransformer
 from DLStudio.cli.explore import BODY_LIMIT, ExplorerServer, explore_main
 from DLStudio.data import BUNDLED_ARCHIVE, SHAPE_CLASSES
 from DLStudio.evaluation.decode_and_score import beam_search, translate_sentences
-from DLStudio.evaluation.explore import (
+from DLStudio.evaluation.explorer_page import (
     SCALE,
     gpt_view,
     render_page,

@@ -21,7 +21,7 @@ import torch
 
 from DLStudio.checkpoints import find_checkpoint
 from DLStudio.cli.explore import ExplorerServer, explore_main, explorer
-from DLStudio.evaluation.explore import render_page
+from DLStudio.evaluation.explorer_page import render_page
 from DLStudio.model.recorder import record_attention
 from DLStudio.model.tokens import SOS_INDEX
 

@@ -27,8 +27,8 @@ FLOORS = {
     6: {"cli", "museum", "examples", "exercises", "__main__"},   # scripts, exercises
 }
 FLOOR = {room: floor for floor, rooms in FLOORS.items() for room in rooms}
-#: The modules directly in DLStudio/: the doors students know by name (DLStudio.museum is
-#: an alias of DLStudio.cli.museum); everything else is in the folder of its floor.
+#: The modules directly in DLStudio/: the doors students know by name (the bug museum is
+#: DLStudio.museum) and the front door's check; everything else is in its floor's folder.
 DOORS = {"__init__.py", "__main__.py", "Transformers.py", "museum.py", "install_check.py"}
 
 

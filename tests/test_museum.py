@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from DLStudio import DLStudio
-from DLStudio.cli import museum as m
+from DLStudio import museum as m
 from DLStudio.data import generate_corpus
 from DLStudio.data.images import SHAPE_CLASSES
 

@@ -336,7 +336,7 @@ def test_a_word_tokenizer_reads_marker_like_words_and_refuses_the_markers_by_nam
 def test_bpe_pieces_read_back_as_the_words_and_the_explorer_draws_every_piece(bpe_model):
     """A piece that continues a word is shown with ## (as BERT writes them); the attention
     pictures have one row and column per piece, not per word."""
-    from DLStudio.evaluation.explore import translation_view
+    from DLStudio.evaluation.explorer_page import translation_view
     _, x, trainer = bpe_model
     english = x.vocab.tokenizers["en"]
     ids = x.vocab.token_ids([UNSEEN], "en")[0]

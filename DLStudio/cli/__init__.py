@@ -2,13 +2,16 @@
 module of what they share. Each script in ExamplesTransformers/ is a few lines that call one
 of these functions; `dlstudio` (``main``) runs any of them by name.
 
-    common        flags, messages, the error wrapper, archive resolution (shared by all)
-    translation   train, test a checkpoint, translate, homework, the demo
-    vision        the visTransformer's training and checkpoint test
-    gpt           the GPT: training, prompts, the pre-training experiment
-    pictures      attention maps, the position code, the warm-up, scores of checkpoints
-    museum        the bug museum;  experiments: runs that compare designs
-    dispatcher    the `dlstudio` command
+    common                shared by all: the flags, how a job runs and fails, what the
+                          flags name (archives, checkpoints, the model to translate with)
+    translation           train, test a checkpoint, translate, homework, the demo
+    vision                the visTransformer's training and checkpoint test
+    gpt                   the GPT: training, prompts, the pre-training experiment
+    checkpoint_pictures   a checkpoint's BLEU by epoch, its attention maps
+    lecture_pictures      the warm-up, the position code, FG beside PreLN
+    experiments           runs that compare designs (the bug museum is DLStudio.museum)
+    explore, exercises    the attention explorer; exercises, checks and grading
+    dispatcher            the `dlstudio` command
 """
 
 from .common import (

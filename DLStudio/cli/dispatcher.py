@@ -18,10 +18,12 @@ from .common import UserError, run_job
 # One command for every script: `dlstudio SCRIPT ARGS` (or `python -m DLStudio SCRIPT ARGS`)
 # runs what `python3 SCRIPT.py ARGS` runs in ExamplesTransformers/: the same function.
 def _job(module, function, *args):
-    """A script's job: ``DLStudio.cli.<module>.<function>(*args, argv)``, imported when it
-    runs."""
+    """A script's job: ``DLStudio.cli.<module>.<function>(*args, argv)`` (or a module of the
+    package named in full, "DLStudio.museum"), imported when it runs."""
+    name = module if module.startswith("DLStudio.") else f"DLStudio.cli.{module}"
+
     def job(argv):
-        return getattr(importlib.import_module(f"DLStudio.cli.{module}"), function)(*args, argv)
+        return getattr(importlib.import_module(name), function)(*args, argv)
     return job
 
 
@@ -49,15 +51,15 @@ COMMANDS = {
     "test_checkpointPreLN": (_job("translation", "test_checkpoint_main", "PreLN"),
                              "the same for a PreLN checkpoint"),
     "translate_sentence": (_job("translation", "translate_main"), "translate your own English"),
-    "score_checkpoints": (_job("pictures", "score_checkpoints_main"),
+    "score_checkpoints": (_job("checkpoint_pictures", "score_checkpoints_main"),
                           "BLEU of every checkpoint in a folder; divergence flagged"),
-    "show_attention": (_job("pictures", "show_attention_main"),
+    "show_attention": (_job("checkpoint_pictures", "show_attention_main"),
                        "attention maps of every layer and head for one sentence"),
-    "show_positional_encoding": (_job("pictures", "show_positional_encoding_main"),
+    "show_positional_encoding": (_job("lecture_pictures", "show_positional_encoding_main"),
                                  "the sinusoidal position code as a picture"),
-    "show_lr_schedule": (_job("pictures", "show_lr_schedule_main"),
+    "show_lr_schedule": (_job("lecture_pictures", "show_lr_schedule_main"),
                          "FG's warm-up schedule as a picture"),
-    "compare_fg_preln": (_job("pictures", "compare_fg_preln_main"),
+    "compare_fg_preln": (_job("lecture_pictures", "compare_fg_preln_main"),
                          "FG, FG without warm-up and PreLN for the same budget"),
     "image_recog_with_visTransformer": (_job("vision", "vit_train_main"),
                                         "train a visTransformer to classify images"),
@@ -69,7 +71,7 @@ COMMANDS = {
                               "continue your prompts with a GPT checkpoint"),
     "pretraining_experiment": (_job("gpt", "pretraining_main"),
                                "pre-train a GPT, then fine-tune a translator"),
-    "bug_museum": (_job("museum", "main"), "real Transformer bugs trained beside the "
+    "bug_museum": (_job("DLStudio.museum", "main"), "real Transformer bugs trained beside the "
                                            "correct model"),
     "homework_my_attention_head": (_example("homework_my_attention_head"),
                                    "homework: a head with a learned temperature"),
@@ -161,9 +163,9 @@ def main(argv=None, prog="dlstudio"):
               file=sys.stderr)
         return 2
     job = COMMANDS[name][0]
-    common.launcher, saved = prog, sys.argv
+    common.jobs.launcher, saved = prog, sys.argv
     sys.argv = [f"{prog} {name}", *argv[1:]]        # argparse's usage says this command
     try:
         return job(argv[1:])
     finally:
-        common.launcher, sys.argv = None, saved
+        common.jobs.launcher, sys.argv = None, saved

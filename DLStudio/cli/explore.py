@@ -1,5 +1,5 @@
 """``dlstudio explore DIR N "sentence" ... --out FILE.html``: the attention explorer, one HTML
-page that works from disk (DLStudio.evaluation.explore makes it) for a translation, GPT or
+page that works from disk (DLStudio.evaluation.explorer_page makes it) for a translation, GPT or
 visTransformer checkpoint; ``--serve``: the same page, live, on this machine only, where a
 typed sentence is run through the model.
 
@@ -21,7 +21,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from ..checkpoints import load_checkpoint
-from ..evaluation.explore import gpt_view, render_page, translation_view, vision_view
+from ..evaluation.explorer_page import gpt_view, render_page, translation_view, vision_view
 from .common import (
     Parser,
     UserError,

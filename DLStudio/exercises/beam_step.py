@@ -15,7 +15,7 @@ from .checking import (
     student_code,
     tensor,
 )
-from .models import T_MAX, V_EN, translator, words
+from .rigs import T_MAX, V_EN, translator, words
 
 CHECKS = []
 B, K, V = 2, 3, 7

@@ -16,7 +16,7 @@ from .checking import (
     student_code,
     tensor,
 )
-from .models import T_MAX, V_EN, translator, words
+from .rigs import T_MAX, V_EN, translator, words
 
 CHECKS = []
 

@@ -16,7 +16,7 @@ from .checking import (
     tensor,
     with_grad,
 )
-from .models import words
+from .rigs import words
 
 CHECKS = []
 B, T, V = 3, 8, 11

@@ -17,7 +17,7 @@ from .checking import (
     student_code,
     tensor,
 )
-from .models import T_MAX, V_EN, sees_future, translator, words
+from .rigs import T_MAX, V_EN, sees_future, translator, words
 
 CHECKS = []
 

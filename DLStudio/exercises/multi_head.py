@@ -17,7 +17,7 @@ from .checking import (
     student_code,
     tensor,
 )
-from .models import sees_future
+from .rigs import sees_future
 
 CHECKS = []
 B, T, M, H = 2, 5, 12, 3

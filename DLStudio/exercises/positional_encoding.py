@@ -15,7 +15,7 @@ from .checking import (
     student_code,
     tensor,
 )
-from .models import translator
+from .rigs import translator
 
 CHECKS = []
 BASE = TransformerParts.EmbeddingsGenerator

@@ -1,4 +1,4 @@
-"""Small models and inputs the checks run a student's part in (fp64, fixed seeds)."""
+"""The checks' test rigs: small models and inputs a student's part runs in (fp64, fixed seeds)."""
 
 import torch
 

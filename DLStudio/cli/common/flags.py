@@ -1,0 +1,199 @@
+"""The flags the scripts share, with their one default each: the lecture's configuration and
+the measured recipes, argparse's parser (whose --help gives each default) and types, and the
+groups of flags a training, translating or checkpoint-reading script adds."""
+
+import argparse
+import os
+
+from ...checkpoints import WEIGHTS
+from ...runtime.precision import PRECISIONS
+from ...training.schedule import SCHEDULES
+
+__all__ = ["LECTURE", "RECIPES", "Parser", "positive_int", "nonnegative_int", "positive_float",
+           "nonnegative_float", "positive_ints", "existing_file", "add_run_arguments",
+           "DEFAULT_BEAM", "DEFAULT_WEIGHTS", "add_beam_argument", "add_weights_argument",
+           "add_decoding_precision", "add_stack_arguments", "add_checkpoint_arguments",
+           "model_class_flag"]
+
+
+#: The lecture's configuration: what the scripts do when run with no arguments.
+LECTURE = {"archive": "./data/en_es_xformer_8_90000.tar.gz", "embedding_size": 256,
+           "num_layers": 4, "num_atten_heads": 4, "batch_size": 50, "epochs": 40,
+           "num_warmup_steps": 4000, "max_seq_length": 10, "learning_rate": 1e-5,
+           "lr_mul": 1.0}
+
+#: ``--recipe NAME`` of the translation training scripts: defaults for their flags (by
+#: argparse name), which a flag given beside it still overrides. "today30" is the 30-minute
+#: recipe of docs/results.md (the lecture's sizes, BPE pieces; PreLN at a constant 5e-4);
+#: benchmarks/recipe_sweep.py measures each change from it. "fast30" adds what the sweep
+#: found to help: averaged weights and a beam (no training change beat the seed-to-seed
+#: difference; docs/results.md). ``also_score``: the held-out decodings printed after the
+#: greedy one, as (weights, beam width, length penalty).
+TODAY30 = {"archive": "./data/en_es_xformer_8_90000.tar.gz", "batch_size": 128,
+           "num_warmup_steps": 1000, "lr_mul": 1.0, "learning_rate": 5e-4, "dropout": 0.1,
+           "label_smoothing": 0.1, "tokenizer": "bpe", "vocab_size": 8000,
+           "max_minutes": 30.0, "epochs": 10_000}
+RECIPES = {
+    "today30": {**TODAY30, "also_score": [("raw", 4, 0.6)]},
+    # the averaged weights (decay 0.998), decoded by a beam of 4 with alpha 1.0: chosen on
+    # the development split of benchmarks/recipe_sweep.py
+    "fast30": {**TODAY30, "ema": 0.998,
+               "also_score": [("average", 1, 0.6), ("average", 4, 1.0)]},
+}
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, whose ``--help`` gives each flag's default (a switch's, or a
+    value's that is unset until given, goes without saying)."""
+
+    def format_help(self):
+        for action in self._actions:
+            help = action.help or ""
+            if (action.option_strings and help is not argparse.SUPPRESS
+                    and not any(action.default is unset  # (0 == False: compared by identity)
+                                for unset in (None, False, argparse.SUPPRESS))
+                    and "%(default)" not in help):
+                action.help = f"{help} (default: %(default)s)".lstrip()
+        return super().format_help()
+
+
+def _number(convert, minimum, strict):
+    """An argparse type: a number (int or float) >= minimum (> minimum when strict)."""
+    def parse(text):
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if value < minimum or (strict and value == minimum):
+            raise argparse.ArgumentTypeError(
+                f"must be {'>' if strict else '>='} {minimum}, got {value}")
+        return value
+    return parse
+
+
+positive_int = _number(int, 1, strict=False)
+positive_float = _number(float, 0.0, strict=True)
+nonnegative_float = _number(float, 0.0, strict=False)
+nonnegative_int = _number(int, 0, strict=False)
+
+
+def positive_ints(text):
+    """An argparse type: a comma-separated list of positive integers ("1000,3000")."""
+    return [positive_int(part) for part in text.split(",")]
+
+
+
+def existing_file(text):
+    """An argparse type: a file that exists (an archive, a checkpoint)."""
+    if not os.path.isfile(text):
+        raise argparse.ArgumentTypeError(f"no file {text}")
+    return text
+
+
+
+def add_run_arguments(parser, checkpoints_dir, score, what):
+    """The flags every training script shares: where checkpoints go and how often, when to
+    stop, --overwrite / --resume, --track-<score> (``what``: the score), --seed, --cpu."""
+    p = parser
+    p.add_argument("--checkpoint-freq", type=positive_int, default=5)
+    p.add_argument("--checkpoints-dir", default=checkpoints_dir)
+    p.add_argument("--max-minutes", type=positive_float, default=None,
+                   help="stop after this much training (a checkpoint is written)")
+    p.add_argument("--max-steps", type=positive_int, default=None,
+                   help="stop after this many optimiser steps (a checkpoint is written)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="start a new run in a directory that holds one: the old run's "
+                        "checkpoints move to DIR/previous/")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run in --checkpoints-dir from its newest checkpoint "
+                        "(refused if a setting that changes training differs)")
+    p.add_argument("--ema", type=positive_float, nargs="?", const=0.999, default=None,
+                   metavar="DECAY", help="also keep an exponential moving average of the "
+                                         "weights (DECAY 0.999 when not given), saved beside "
+                                         "them in each checkpoint: --weights average uses it")
+    p.add_argument("--schedule", choices=SCHEDULES, default="warmup",
+                   help="the learning rate: warmup (the lecture's: FG warms up, then decays as "
+                        "1/sqrt(step); PreLN keeps --learning-rate) or budget (the same peak, "
+                        "then down to zero when --max-minutes or --max-steps ends, counted "
+                        "over the whole run, resumes included)")
+    p.add_argument(f"--track-{score}", action="store_true",
+                   help=f"{what} at every checkpoint (plotted with the loss)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--cpu", action="store_true", help="do not use a GPU even when present")
+    p.add_argument("--precision", choices=PRECISIONS, default="fp32",
+                   help="number format of the forward pass: fp32, bf16 (autocast), fp16 "
+                        "(CUDA, with a gradient scaler), auto (bf16 where the hardware has "
+                        "it). See docs/performance.md.")
+    p.add_argument("--compile", action="store_true",
+                   help="train through torch.compile (compiles during the first steps; see "
+                        "docs/performance.md for whether it pays on your machine)")
+
+
+#: How the scripts translate unless told otherwise, in one place: every script that
+#: translates or scores, and the attention explorer, take it from here. A checkpoint that
+#: records its best use (a run with --ema: its averaged weights and its recipe's decoding,
+#: checkpoints.best_use) is used so instead; `take_best_use` decides, and says so.
+DEFAULT_BEAM = 1
+DEFAULT_WEIGHTS = "raw"
+
+
+def add_beam_argument(parser, help="beam width (1: greedy decoding)"):
+    """``--beam`` and ``--length-penalty``: the decoding of every script that translates,
+    with one default each (the checkpoint's best use first: `take_best_use`)."""
+    parser.add_argument("--beam", type=positive_int, default=None,
+                        help=f"{help} (default: the checkpoint's best use, which a recipe's run "
+                             f"records; else {DEFAULT_BEAM})")
+    parser.add_argument("--length-penalty", type=nonnegative_float, default=None,
+                        metavar="ALPHA",
+                        help="beam search ranks hypotheses by log p / length^ALPHA (0: no "
+                             "penalty, 1: the mean per word; default: the checkpoint's best "
+                             "use, else 0.6)")
+
+
+def add_weights_argument(parser):
+    """``--weights raw|average``: the checkpoint's weights as trained, or their moving
+    average (kept when training had --ema)."""
+    parser.add_argument("--weights", choices=WEIGHTS, default=None,
+                        help="raw: as trained; average: their moving average (the run "
+                             "trained with --ema; default: average where the checkpoint "
+                             f"keeps one, else {DEFAULT_WEIGHTS})")
+
+
+def add_decoding_precision(parser):
+    """``--precision`` of translation (greedy or beam decoding)."""
+    parser.add_argument("--precision", choices=PRECISIONS, default="fp32",
+                        help="number format of decoding: fp32, bf16 (autocast), fp16 (CUDA), "
+                             "auto (bf16 where the hardware has it). See "
+                             "docs/performance.md.")
+
+
+def add_stack_arguments(parser, defaults, layers):
+    """A one-stack model's sizes (visTransformer, GPT): embedding, layers, heads, layout."""
+    p, d = parser, defaults
+    p.add_argument("--embedding-size", type=positive_int, default=d["embedding_size"])
+    p.add_argument("--num-layers", type=positive_int, default=d["num_layers"], help=layers)
+    p.add_argument("--num-atten-heads", type=positive_int, default=d["num_atten_heads"])
+    p.add_argument("--layout", choices=("PreLN", "FG"), default="PreLN",
+                   help="where LayerNorm sits: PreLN (no warm-up needed) or FG (post-LN)")
+    p.add_argument("--num-warmup-steps", type=nonnegative_int, default=0,
+                   help="FG layout: warm-up steps (0: Adam at --learning-rate)")
+
+
+
+def add_checkpoint_arguments(parser, sentence=False):
+    """``DIR [N]`` or ``FILE.pt`` (then, with ``sentence``, the English sentence): N is an
+    epoch index, whose checkpoint may be a partial one, or "last" (the default)."""
+    parser.add_argument("checkpoint", metavar="DIR|FILE",
+                        help="a checkpoints directory, or one checkpoint file (.pt)")
+    parser.add_argument("more", nargs="+" if sentence else "?", metavar=(
+        "N SENTENCE" if sentence else "N"), help=("N: an epoch index or 'last' (not with a "
+                                                  "FILE)" + ("; SENTENCE: English, or - to "
+                                                             "read lines from standard input"
+                                                             if sentence else "")))
+
+
+def model_class_flag(parser, what):
+    parser.add_argument("--model-class", metavar="MODULE:CLASS",
+                        help=f"{what}, e.g. homework_my_attention_head:"
+                             "TransformerFGWithTemperature (its module must be importable "
+                             "from the current folder)")
