@@ -24,6 +24,7 @@ import difflib
 import inspect
 from dataclasses import dataclass, field
 
+from ..model.architecture import GPTParts, TransformerParts, VisionParts
 from ..training.schedule import ADAM_DEFAULTS, SCHEDULES
 
 __all__ = ["Settings", "TranslationSettings", "LayoutSettings", "GPTSettings", "VisionSettings",
@@ -32,6 +33,18 @@ __all__ = ["Settings", "TranslationSettings", "LayoutSettings", "GPTSettings", "
 
 class SettingError(TypeError):
     """A keyword that is no setting of the model, with the nearest one."""
+
+
+def _defaults(constructor):
+    """The keyword defaults of one of the architecture's constructors: a setting that is a
+    size or switch of the model takes its default from there, where it is written once."""
+    return {name: p.default for name, p in inspect.signature(constructor).parameters.items()
+            if p.default is not inspect.Parameter.empty}
+
+
+MODEL = _defaults(TransformerParts.__init__)
+GPT = _defaults(GPTParts.__init__)
+VISION = _defaults(VisionParts.__init__)
 
 
 def setting(default=None, *, shapes=False, recorded=True, identity=True):
@@ -53,6 +66,11 @@ class Settings:
     @classmethod
     def shape_names(cls):
         return cls.names("shapes")
+
+    @classmethod
+    def default(cls, name):
+        """The default of the setting ``name`` (the scripts' flags take it from here)."""
+        return next(f.default for f in dataclasses.fields(cls) if f.name == name)
 
     @classmethod
     def shape_defaults(cls):
@@ -119,9 +137,6 @@ class Settings:
 
     def __post_init__(self):
         self.optimizer_params = dict(self.optimizer_params or ADAM_DEFAULTS)  # Adam's betas, eps
-        if self.embedding_size % 2:
-            raise ValueError(f"embedding_size must be even (sin/cos pairs), got "
-                             f"{self.embedding_size}")
         if getattr(self, "layout", "FG") not in ("FG", "PreLN"):
             raise ValueError(f"layout must be 'FG' or 'PreLN', got {self.layout!r}")
         if self.schedule not in SCHEDULES:
@@ -147,15 +162,15 @@ class TranslationSettings(Settings):
     checkpoint_freq: int = setting(5, identity=False)
     held_out_fraction: float = setting(0.05)
     split_seed: int = setting(0)
-    dropout: float = setting(0.0)
+    dropout: float = setting(MODEL["dropout"])
     label_smoothing: float = setting(0.0)
-    full_width_heads: bool = setting(False, shapes=True)
-    tie_embeddings: bool = setting(False, shapes=True)
-    learned_positions: bool = setting(False, shapes=True)
+    full_width_heads: bool = setting(MODEL["full_width_heads"], shapes=True)
+    tie_embeddings: bool = setting(MODEL["tie_embeddings"], shapes=True)
+    learned_positions: bool = setting(MODEL["learned_positions"], shapes=True)
     tokenizer: str = setting("word")
     vocab_size: int = setting(None)
     vocab_from: str = setting("archive")
-    shared_vocab: bool = setting(False, shapes=True)   # BPE: one vocabulary, one matrix
+    shared_vocab: bool = setting(MODEL["shared_vocab"], shapes=True)  # BPE: one vocab, one matrix
 
     def __post_init__(self):
         super().__post_init__()
@@ -175,9 +190,9 @@ class LayoutSettings(Settings):
     schedule: str = setting("warmup")
     lr_mul: float = setting(1.0)
     optimizer_params: dict = setting(None)
-    dropout: float = setting(0.0)
+    dropout: float = setting(MODEL["dropout"])
     label_smoothing: float = setting(0.0)
-    full_width_heads: bool = setting(False, shapes=True)
+    full_width_heads: bool = setting(MODEL["full_width_heads"], shapes=True)
     save_checkpoints: bool = setting(True, recorded=False)
     checkpoint_freq: int = setting(5, identity=False)
 
@@ -191,10 +206,10 @@ class GPTSettings(LayoutSettings):
     vocab_size: int = setting(8000)
     max_seq_length: int = setting(None, shapes=True)   # None: fitted to the training text
     embedding_size: int = setting(256, shapes=True)
-    num_basic_decoders: int = setting(4, shapes=True)
-    num_atten_heads: int = setting(4, shapes=True)
-    learned_positions: bool = setting(False, shapes=True)
-    tie_embeddings: bool = setting(False, shapes=True)
+    num_basic_decoders: int = setting(GPT["num_basic_decoders"], shapes=True)
+    num_atten_heads: int = setting(GPT["num_atten_heads"], shapes=True)
+    learned_positions: bool = setting(MODEL["learned_positions"], shapes=True)
+    tie_embeddings: bool = setting(MODEL["tie_embeddings"], shapes=True)
     held_out_fraction: float = setting(0.05)
     split_seed: int = setting(0)
     archive_text: bool = setting(False)   # prompts are then normalised like the archive
@@ -204,12 +219,12 @@ class GPTSettings(LayoutSettings):
 class VisionSettings(LayoutSettings):
     """visTransformer's settings (see visTransformer)."""
 
-    patch_size: tuple = setting((8, 8), shapes=True)
+    patch_size: tuple = setting(VISION["patch_size"], shapes=True)
     embedding_size: int = setting(128, shapes=True)
-    num_basic_encoders: int = setting(4, shapes=True)
-    num_atten_heads: int = setting(4, shapes=True)
+    num_basic_encoders: int = setting(VISION["num_basic_encoders"], shapes=True)
+    num_atten_heads: int = setting(VISION["num_atten_heads"], shapes=True)
     image_size: tuple = setting(None, shapes=True)     # None: dl_studio.image_size, (32, 32)
     classes: tuple = setting(None, shapes=True)        # None: dl_studio.classes
-    in_channels: int = setting(3, shapes=True)
+    in_channels: int = setting(VISION["in_channels"], shapes=True)
     augment: bool = setting(False)
     max_seq_length: int = setting(None, recorded=False)  # DLStudio's; must be N_p + 1

@@ -4,6 +4,7 @@ import torch
 import torch.nn.functional as F
 
 from ..model.architecture import EncoderDecoderParts, TransformerParts
+from ..model.batched_heads import BatchedHeads
 from ..Transformers import TransformerFG
 from .checking import (
     Exercise,
@@ -114,6 +115,7 @@ EXERCISE = Exercise(
     summary="multi-head self-attention: split M into H slices, run the heads, concatenate, W^O",
     defines=("MyMultiHead", "MyTransformer"),
     forbids=lambda: [(BASE, name, f"the standard SelfAttention's {name}")
-                     for name in ("forward", "attend", "per_head", "all_heads")]
+                     for name in ("forward", "attend", "per_head")]
+    + [(BatchedHeads, "all_heads", "the standard SelfAttention's all_heads")]
     + [(F, "scaled_dot_product_attention", "F.scaled_dot_product_attention")],
     checks=CHECKS, container="MyTransformer", base=TransformerFG)

@@ -49,8 +49,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .batched_heads import BatchedHeads
 from .kv_cache import NO_CACHE, KeyValueCache, attached_to_decoder
-from .overrides import check_forwards, runs_base, say_once
+from .overrides import check_forwards
 from .recorder import record_attention
 from .tokens import causal_mask, padding_mask
 
@@ -102,20 +103,17 @@ class TransformerParts:
                  tie_embeddings=False, shared_vocab=False):
         if embedding_size % 2:
             raise ValueError(f"embedding_size must be even (sin/cos pairs), got {embedding_size}")
-        self.embedding_size = embedding_size
-        self.max_seq_length = max_seq_length
+        self.embedding_size, self.max_seq_length = embedding_size, max_seq_length
         self.vocab_sizes = dict(vocab_sizes or {})
         if norm_first is not None:
             self.norm_first = norm_first
-        self.dropout = dropout
-        self.full_width_heads = full_width_heads
-        self.learned_positions = learned_positions
-        self.tie_embeddings, self.shared_vocab = tie_embeddings, shared_vocab
+        self.dropout, self.full_width_heads = dropout, full_width_heads
+        self.learned_positions, self.tie_embeddings = learned_positions, tie_embeddings
+        self.shared_vocab = shared_vocab
         if shared_vocab and len(set(self.vocab_sizes.values())) > 1:
             raise ValueError(f"shared_vocab: one vocabulary for both, not {self.vocab_sizes}")
 
-    def num_tokens(self, lang):
-        """The size of the vocabulary of ``lang``: its embeddings and output layer."""
+    def num_tokens(self, lang):           # of a vocabulary: its embeddings and output layer
         if lang not in self.vocab_sizes:
             raise ValueError(f"lang must be one of {sorted(self.vocab_sizes)}, got {lang!r}")
         return self.vocab_sizes[lang]
@@ -124,8 +122,7 @@ class TransformerParts:
         """Word embeddings plus the sinusoidal position code (Vaswani et al. 2017, sec. 3.5).
 
         Args: xformer (vocabulary sizes, max_seq_length), lang ("en" | "es"), embedding_size.
-        Shape: ids (B, T) -> (B, T, M); position t may depend on ids[:, :t + 1] only.
-        """
+        Shape: ids (B, T) -> (B, T, M); position t may depend on ids[:, :t + 1] only."""
 
         positional_base = 10000.0
 
@@ -195,7 +192,7 @@ class TransformerParts:
             """Keep (B, T_q, T_k) weights for attention maps, only while they are recorded."""
             self.attention_weights = weights.detach() if self.record_attention else None
 
-    class SelfAttention(nn.Module):
+    class SelfAttention(BatchedHeads, nn.Module):
         """H heads, each on its own slice of the embedding; outputs concatenated. With
         ``full_width_heads`` each head reads all of M and W^O (M x M) projects the
         concatenation: multi-head attention as in Vaswani et al. 2017, sec. 3.2.2.
@@ -203,13 +200,13 @@ class TransformerParts:
         Args: dls, xformer, num_atten_heads (H).
         Shape: x (B, T, M), mask broadcastable to (B, H, T, T) -> (B, T, M)
         Attributes:
-            batched: one batched product (the standard head), or head by head (a student's).
+            batched: one batched product for the standard head (model/batched_heads.py: the
+                same arithmetic as `per_head`), or head by head (a student's).
             record_attention: keep ``attention_weights`` (B, H, T_q, T_k) of the last pass.
             kv_cache: `NO_CACHE`, or a KeyValueCache while decoding word by word.
         """
 
         kv_cache = NO_CACHE
-        fused = True       # F.scaled_dot_product_attention in the batched path (measured)
 
         def __init__(self, dls, xformer, num_atten_heads):
             super().__init__()
@@ -225,7 +222,7 @@ class TransformerParts:
                 head_class(dls, xformer.max_seq_length, self.qkv_size, num_atten_heads, **size)
                 for _ in range(num_atten_heads)])
             self.W_O = nn.Linear(M, M) if self.full_width else nn.Identity()
-            self.batched = self.can_batch()
+            self.batched = self.can_batch(TransformerParts.AttentionHead)
             self.record_attention, self.attention_weights = False, None
 
         @staticmethod
@@ -260,66 +257,8 @@ class TransformerParts:
         def call_head(self, head, x_q, x_kv, mask):
             return head(x_q, mask=mask)
 
-        # -- The same arithmetic for all heads at once: what runs for the standard head. --
-        def all_heads(self, x_q, x_kv, mask):
-            """What `per_head` computes, without a loop over heads: head i's W_Q, W_K, W_V are
-            the i-th of H stacked matrices, and one batched product (torch.baddbmm) applies
-            each to its slice of every word (a test checks equality). Line (A): PyTorch's fused
-            `scaled_dot_product`, but for bf16 on a CPU, where it measured slower (benchmarks/
-            bench_attention.py); attention maps use the readable one, which returns weights."""
-            B, T_q, M = x_q.shape
-            Q, K, V = self.queries_keys_values(x_q, x_kv)                  # (B, H, T, s_qkv)
-            cpu_bf16 = Q.dtype == torch.bfloat16 and Q.device.type == "cpu"
-            if self.fused and not self.record_attention and not cpu_bf16:       ## (A)
-                out = F.scaled_dot_product_attention(
-                    Q, K, V, attn_mask=None if mask is None else ~mask)    # (B, H, T_q, s_qkv)
-            else:
-                out, weights = scaled_dot_product(Q, K, V, mask)           # (B, H, T_q, s_qkv)
-                if self.record_attention:
-                    self.attention_weights = weights.detach()              # (B, H, T_q, T_k)
-            return out.transpose(1, 2).reshape(B, T_q, M)                  # (B, T_q, M)
-
-        def queries_keys_values(self, x_q, x_kv):
-            Q, K, V = self.project(x_q, ("WQ", "WK", "WV"))
-            return (Q, *self.kv_cache.extend(K, V))        # earlier words' K, V, then these
-
-        def project(self, x, names):
-            """Every head's W_<name> for each name, applied to its slice of every word.
-
-            Shape: x (B, T, M) -> one (B, H, T, s_qkv) per name
-            """
-            B, T, M = x.shape
-            H, s = self.num_atten_heads, self.qkv_size
-            b, W = self.kv_cache.weights(names, self.stacked)        # (H, 1, k s), (H, ., k s)
-            if self.full_width:      # every head reads all of x: one (M, H k s) product
-                out = torch.addmm(b.reshape(1, -1), x.reshape(B * T, M),
-                                  W.transpose(1, 2).reshape(-1, M).t())     # (B T, H k s)
-                return list(out.view(B, T, H, -1).transpose(1, 2)            # (B, H, T, k s)
-                            .chunk(len(names), dim=-1))                     # (B, H, T, s_qkv)
-            x = x.reshape(B * T, H, s).transpose(0, 1)                      # (H, B T, s_qkv)
-            out = torch.baddbmm(b, x, W)                                    # (H, B T, k s)
-            return [t.view(H, B, T, s).transpose(0, 1)                      # (B, H, T, s_qkv)
-                    for t in out.chunk(len(names), dim=-1)]
-
-        def stacked(self, names):
-            """The heads' weights and biases side by side (one cat): (H, 1, k s), (H, s_in, k s)."""
-            H, layers = self.num_atten_heads, [getattr(h, n) for h in self.heads for n in names]
-            W = torch.cat([layer.weight for layer in layers])             # (H k s, s_in)
-            b = torch.cat([layer.bias for layer in layers])               # (H k s)
-            return b.view(H, 1, -1), W.view(H, -1, W.size(-1)).transpose(1, 2)
-
-        def can_batch(self):
-            """The batched product reproduces the standard head only: a student's head (its
-            own forward, or W_Q, W_K, W_V other than Linear with bias) runs head by head."""
-            for head in self.heads:
-                standard = runs_base(head, TransformerParts.AttentionHead, "forward") and all(
-                    isinstance(getattr(head, n, None), nn.Linear)
-                    and getattr(head, n).bias is not None for n in ("WQ", "WK", "WV"))
-                if not standard:
-                    say_once(f"{type(head).__qualname__} is not the standard head: its heads "
-                             "run one by one (its own code runs; the batched product does not)")
-                    return False
-            return True
+        def weighted(self, Q, K, V, mask):      # the batched path's readable attention
+            return scaled_dot_product(Q, K, V, mask)
 
     class FeedForward(nn.Module):
         """Position-wise feed-forward network: W2 ReLU(W1 x)  (Vaswani et al. 2017, eq. 2).
@@ -380,10 +319,6 @@ class TransformerParts:
             M = xformer.embedding_size
             self.final_norm = nn.LayerNorm(M) if xformer.norm_first else nn.Identity()
 
-        def config(self):
-            return {"num_basic_encoders": self.num_basic_encoders,
-                    "num_atten_heads": self.num_atten_heads}
-
         def forward(self, x, mask=None):
             for encoder in self.basic_encoder_arr:
                 x = encoder(x, mask)                                       # (B, T_src, M)
@@ -442,9 +377,7 @@ class EncoderDecoderParts(TransformerParts):
         def call_head(self, head, x_q, x_kv, mask):
             return head(x_q, mask=mask, memory=x_kv)
 
-        def queries_keys_values(self, x_q, x_kv):
-            Q, = self.project(x_q, ("WQ",))
-            return (Q, *self.kv_cache.once(lambda: self.project(x_kv, ("WK", "WV"))))
+        reads_memory = True     # the batched path: the memory's keys and values, once
 
     class BasicDecoderWithMasking(nn.Module):
         """One decoder layer: masked self-attention, cross-attention to the memory, then the
@@ -490,11 +423,9 @@ class EncoderDecoderParts(TransformerParts):
         def __init__(self, dls, xformer, num_basic_decoders=4, num_atten_heads=4,
                      masking=True):
             super().__init__()
-            if not masking:
-                warnings.warn("masking=False: the decoder can now see the word it must "
-                              "predict, so training will look perfect and translation will "
-                              "fail. Use masking=True for a model that translates.",
-                              stacklevel=2)
+            if not masking:     # a lesson only: training looks perfect, translation fails
+                warnings.warn("masking=False: the decoder can now see the word it must predict;"
+                              " use masking=True for a model that translates", stacklevel=2)
             self.num_basic_decoders, self.num_atten_heads = num_basic_decoders, num_atten_heads
             self.masking = masking
             self.basic_decoder_arr = nn.ModuleList([
@@ -503,10 +434,6 @@ class EncoderDecoderParts(TransformerParts):
             M = xformer.embedding_size
             self.final_norm = nn.LayerNorm(M) if xformer.norm_first else nn.Identity()
             self.out = nn.Linear(M, xformer.num_tokens("es"))
-
-        def config(self):
-            return {"num_basic_decoders": self.num_basic_decoders,
-                    "num_atten_heads": self.num_atten_heads, "masking": self.masking}
 
         def forward(self, x, memory, cross_mask=None, keep=None):
             # Decoding one word with a KeyValueCache: T = 1, and that word may see all.
@@ -569,10 +496,8 @@ class EncoderDecoderParts(TransformerParts):
             return self.decoder(x, memory, cross_mask)[:, -1]                 # (B, V_es)
 
         def decoding(self, cache_class=KeyValueCache):
-            """``with model.decoding() as caches``: a KeyValueCache (or ``cache_class``) on
-            each attention of the decoder; [] (each step re-reads the prefix) where a
-            student's class would not read them or the decoder has no causal mask
-            (`kv_cache.attached_to_decoder`)."""
+            """``with model.decoding() as caches``: a KeyValueCache (or ``cache_class``) on each
+            attention of the decoder, or none where they would not be read (kv_cache.py)."""
             base = EncoderDecoderParts
             return attached_to_decoder(
                 self.decoder, base.MasterDecoderWithMasking, base.BasicDecoderWithMasking,
@@ -580,12 +505,9 @@ class EncoderDecoderParts(TransformerParts):
                 "decoder", cache_class)
 
         def attention_maps(self, src, tgt):
-            """The attention weights of one teacher-forced pass (for plots).
-
-            Shape: src (B, T_src), tgt (B, T_tgt) -> dict with "encoder", "decoder_self"
-            and "cross": lists (one per layer) of (B, H, T_q, T_k) weights; each row sums
-            to 1 and masked positions are exactly 0.
-            """
+            """The attention weights of one teacher-forced pass (for plots). Shape: src, tgt ->
+            {"encoder", "decoder_self", "cross"}: lists (a layer each) of (B, H, T_q, T_k)
+            weights; each row sums to 1 and masked positions are exactly 0."""
             layers = self.decoder.basic_decoder_arr
             kinds = {"encoder": [e.self_attention for e in self.encoder.basic_encoder_arr],
                      "decoder_self": [d.self_attention for d in layers],
@@ -602,8 +524,12 @@ class EncoderDecoderParts(TransformerParts):
 
         def description(self):
             """The stacks' sizes, and (``spec``) what its container adds to a checkpoint."""
-            return dict(self.spec, encoder_config=self.encoder.config(),
-                        decoder_config=self.decoder.config())
+            enc, dec = self.encoder, self.decoder
+            return dict(self.spec, encoder_config={"num_basic_encoders": enc.num_basic_encoders,
+                                                   "num_atten_heads": enc.num_atten_heads},
+                        decoder_config={"num_basic_decoders": dec.num_basic_decoders,
+                                        "num_atten_heads": dec.num_atten_heads,
+                                        "masking": dec.masking})
 
 
 class GPTParts(TransformerParts, nn.Module):
@@ -615,10 +541,8 @@ class GPTParts(TransformerParts, nn.Module):
         (B, T)        token + position code    N x BasicDecoderWithMasking:          (B, T, V)
                                                causal SelfAttention, FeedForward     next token
 
-    With no encoder there is no memory and no cross-attention, so a GPT layer is the encoder
-    layer (BasicEncoder) given the causal mask, and the stack with its output layer is the
-    translation decoder's MasterDecoderWithMasking called without memory.
-
+    No encoder: no memory and no cross-attention. A GPT layer is the encoder layer given the
+    causal mask; its stack is the translation decoder's, called without memory.
     Args (keyword-only): vocab_size (V), lang (the language's label, "es" ...),
         num_basic_decoders (N), num_atten_heads (H), norm_first (pre-LN, GPT-2's, by
         default), and the sizes of `TransformerParts`.
@@ -628,11 +552,8 @@ class GPTParts(TransformerParts, nn.Module):
     norm_first = True
 
     class BasicDecoderWithMasking(TransformerParts.BasicEncoder):
-        """One GPT layer: masked self-attention and the feed-forward network, each inside
-        `residual`: the encoder layer, given the causal mask. It takes the translation
-        decoder layer's arguments (memory and cross_mask are None: there is no encoder).
-
-        Shape: x (B, T, M), self_mask (T, T) -> (B, T, M)
+        """One GPT layer: the encoder layer, given the causal mask, with the translation
+        decoder layer's arguments (memory, cross_mask: None). Shape: x (B, T, M) -> (B, T, M)
         """
 
         def __init__(self, dls, xformer, num_atten_heads, masking=True):
@@ -641,8 +562,7 @@ class GPTParts(TransformerParts, nn.Module):
         def forward(self, x, memory=None, self_mask=None, cross_mask=None):
             return super().forward(x, self_mask)                           # (B, T, M)
 
-    #: The translation decoder's stack and output layer, here over GPT layers, no memory.
-    MasterDecoderWithMasking = EncoderDecoderParts.MasterDecoderWithMasking
+    MasterDecoderWithMasking = EncoderDecoderParts.MasterDecoderWithMasking   # over GPT layers
 
     def __init__(self, *, vocab_size, lang="es", num_basic_decoders=4, num_atten_heads=4,
                  **sizes):

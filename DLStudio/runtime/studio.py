@@ -74,6 +74,11 @@ class DLStudio:
         "debug_test": 0,
     }
 
+    @classmethod
+    def default(cls, name):
+        """The default of keyword ``name`` (the scripts' flags take it from here)."""
+        return cls._DEFAULTS[name]
+
     def __init__(self, *args, **kwargs):
         if args:
             raise TypeError("DLStudio takes keyword arguments only, e.g. "

@@ -6,7 +6,9 @@ import argparse
 import os
 
 from ...checkpoints import WEIGHTS
+from ...containers.settings import TranslationSettings
 from ...runtime.precision import PRECISIONS
+from ...runtime.studio import DLStudio
 from ...training.schedule import SCHEDULES
 
 __all__ = ["LECTURE", "RECIPES", "Parser", "positive_int", "nonnegative_int", "positive_float",
@@ -17,10 +19,14 @@ __all__ = ["LECTURE", "RECIPES", "Parser", "positive_int", "nonnegative_int", "p
 
 
 #: The lecture's configuration: what the scripts do when run with no arguments.
-LECTURE = {"archive": "./data/en_es_xformer_8_90000.tar.gz", "embedding_size": 256,
-           "num_layers": 4, "num_atten_heads": 4, "batch_size": 50, "epochs": 40,
-           "num_warmup_steps": 4000, "max_seq_length": 10, "learning_rate": 1e-5,
-           "lr_mul": 1.0}
+#: The container's and DLStudio's own defaults are the lecture's: taken from where they are
+#: written (the settings description, the configuration object), not written again here.
+LECTURE = {"archive": "./data/en_es_xformer_8_90000.tar.gz", "num_layers": 4,
+           "num_atten_heads": 4,
+           **{name: TranslationSettings.default(name) for name in (
+               "embedding_size", "num_warmup_steps", "max_seq_length", "lr_mul")},
+           **{name: DLStudio.default(name) for name in ("batch_size", "epochs",
+                                                          "learning_rate")}}
 
 #: ``--recipe NAME`` of the translation training scripts: defaults for their flags (by
 #: argparse name), which a flag given beside it still overrides. "today30" is the 30-minute

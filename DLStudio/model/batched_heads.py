@@ -1,0 +1,93 @@
+"""The batched path of multi-head attention, beside the cache it reads: what
+`SelfAttention.per_head` computes head by head (its definition, architecture.py), computed
+for all heads at once. Head i's W_Q, W_K, W_V are the i-th of H stacked matrices, and one
+batched product applies each to its slice of every word; while decoding, the stacked
+weights and the earlier words' keys and values come from the `KeyValueCache`. It runs for
+the standard head only (`can_batch`): a student's head runs as written.
+
+    class SelfAttention(BatchedHeads, nn.Module): ...      # architecture.py
+"""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .overrides import runs_base, say_once
+
+__all__ = ["BatchedHeads"]
+
+
+class BatchedHeads:
+    """The batched arithmetic of `SelfAttention` (which provides ``heads``, ``qkv_size``,
+    ``num_atten_heads``, ``full_width``, ``kv_cache``, ``record_attention`` and
+    ``weighted``, the readable attention). Line (A) is in `all_heads`."""
+
+    fused = True       # F.scaled_dot_product_attention in the batched path (measured)
+
+    def all_heads(self, x_q, x_kv, mask):
+        """What `per_head` computes, without a loop over heads: head i's W_Q, W_K, W_V are
+        the i-th of H stacked matrices, and one batched product (torch.baddbmm) applies
+        each to its slice of every word (a test checks equality). Line (A): PyTorch's fused
+        attention, but for bf16 on a CPU, where it measured slower (benchmarks/
+        bench_attention.py); attention maps use the readable one (``self.weighted``:
+        architecture.scaled_dot_product), which returns the weights."""
+        B, T_q, M = x_q.shape
+        Q, K, V = self.queries_keys_values(x_q, x_kv)                  # (B, H, T, s_qkv)
+        cpu_bf16 = Q.dtype == torch.bfloat16 and Q.device.type == "cpu"
+        if self.fused and not self.record_attention and not cpu_bf16:       ## (A)
+            out = F.scaled_dot_product_attention(
+                Q, K, V, attn_mask=None if mask is None else ~mask)    # (B, H, T_q, s_qkv)
+        else:
+            out, weights = self.weighted(Q, K, V, mask)                # (B, H, T_q, s_qkv)
+            if self.record_attention:
+                self.attention_weights = weights.detach()              # (B, H, T_q, T_k)
+        return out.transpose(1, 2).reshape(B, T_q, M)                  # (B, T_q, M)
+
+    reads_memory = False    # CrossAttention: keys and values from the encoder's output
+
+    def queries_keys_values(self, x_q, x_kv):
+        """Self-attention: the earlier words' K, V (the cache), then these; cross-attention:
+        the memory's K, V, computed at the first step of decoding and kept."""
+        if self.reads_memory:
+            Q, = self.project(x_q, ("WQ",))
+            return (Q, *self.kv_cache.once(lambda: self.project(x_kv, ("WK", "WV"))))
+        Q, K, V = self.project(x_q, ("WQ", "WK", "WV"))
+        return (Q, *self.kv_cache.extend(K, V))
+
+    def project(self, x, names):
+        """Every head's W_<name> for each name, applied to its slice of every word.
+
+        Shape: x (B, T, M) -> one (B, H, T, s_qkv) per name
+        """
+        B, T, M = x.shape
+        H, s = self.num_atten_heads, self.qkv_size
+        b, W = self.kv_cache.weights(names, self.stacked)        # (H, 1, k s), (H, ., k s)
+        if self.full_width:      # every head reads all of x: one (M, H k s) product
+            out = torch.addmm(b.reshape(1, -1), x.reshape(B * T, M),
+                              W.transpose(1, 2).reshape(-1, M).t())     # (B T, H k s)
+            return list(out.view(B, T, H, -1).transpose(1, 2)            # (B, H, T, k s)
+                        .chunk(len(names), dim=-1))                     # (B, H, T, s_qkv)
+        x = x.reshape(B * T, H, s).transpose(0, 1)                      # (H, B T, s_qkv)
+        out = torch.baddbmm(b, x, W)                                    # (H, B T, k s)
+        return [t.view(H, B, T, s).transpose(0, 1)                      # (B, H, T, s_qkv)
+                for t in out.chunk(len(names), dim=-1)]
+
+    def stacked(self, names):
+        """The heads' weights and biases side by side (one cat): (H, 1, k s), (H, s_in, k s)."""
+        H, layers = self.num_atten_heads, [getattr(h, n) for h in self.heads for n in names]
+        W = torch.cat([layer.weight for layer in layers])             # (H k s, s_in)
+        b = torch.cat([layer.bias for layer in layers])               # (H k s)
+        return b.view(H, 1, -1), W.view(H, -1, W.size(-1)).transpose(1, 2)
+
+    def can_batch(self, standard_head):
+        """The batched product reproduces ``standard_head`` only: a student's head (its
+        own forward, or W_Q, W_K, W_V other than Linear with bias) runs head by head."""
+        for head in self.heads:
+            standard = runs_base(head, standard_head, "forward") and all(
+                isinstance(getattr(head, n, None), nn.Linear)
+                and getattr(head, n).bias is not None for n in ("WQ", "WK", "WV"))
+            if not standard:
+                say_once(f"{type(head).__qualname__} is not the standard head: its heads "
+                         "run one by one (its own code runs; the batched product does not)")
+                return False
+        return True
