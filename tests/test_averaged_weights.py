@@ -107,7 +107,8 @@ def test_resume_refuses_another_decay_of_the_average_by_name(tmp_path):
 def gpt_run(folder, **options):
     from DLStudio import TransformerGPT
     sentences = [es for _, es in CORPUS.pairs]
-    dls = DLStudio(use_gpu=False, seed=0, batch_size=32, epochs=2, learning_rate=1e-3)
+    dls = DLStudio(use_gpu=False, seed=0, batch_size=32, epochs=2, learning_rate=1e-3,
+                   path_saved_model=str(folder / "saved.pt"))
     gpt = TransformerGPT(dl_studio=dls, sentences=sentences, tokenizer="word",
                          embedding_size=16, num_basic_decoders=1, num_atten_heads=2,
                          dropout=0.1, checkpoint_freq=1)
@@ -117,7 +118,8 @@ def gpt_run(folder, **options):
 def vit_run(folder, **options):
     from DLStudio import visTransformer
     from DLStudio.data import SHAPE_CLASSES
-    dls = DLStudio(use_gpu=False, seed=0, batch_size=16, epochs=2, learning_rate=1e-3)
+    dls = DLStudio(use_gpu=False, seed=0, batch_size=16, epochs=2, learning_rate=1e-3,
+                   path_saved_model=str(folder / "saved.pt"))
     vit = visTransformer(dl_studio=dls, patch_size=(8, 8), embedding_size=16,
                          num_basic_encoders=1, num_atten_heads=2, classes=SHAPE_CLASSES,
                          checkpoint_freq=1, augment=True, dropout=0.1)
