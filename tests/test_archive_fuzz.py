@@ -110,3 +110,12 @@ def test_the_costliest_inputs_at_the_default_caps_are_refused(tmp_path):
         with pytest.raises(ArchiveError):
             load_archive(write(tmp_path, data))
             pytest.fail(f"{name}: loaded")
+
+
+def test_a_memo_index_far_beyond_the_objects_is_refused_before_unpickling(tmp_path):
+    """The unpickler makes room in its memo for every index up to the one a PUT names: four
+    bytes (LONG_BINPUT 2**32 - 16) would have it allocate tens of GB. A flipped byte of a
+    real archive found it (the fuzz test ran the machine out of memory)."""
+    crafted = b"\x80\x04]" + b"r" + (2 ** 32 - 16).to_bytes(4, "little") + b"."
+    with pytest.raises(ArchiveError, match="memo index 4294967280"):
+        load_archive(write(tmp_path, crafted))

@@ -11,8 +11,8 @@ from .files import FORMAT, CheckpointError, _manifest, _sha256, load_checkpoint,
 
 log = logging.getLogger("DLStudio")
 
-__all__ = ["written_here", "refuse_theirs", "free_name", "refuse_saved_model_of_theirs", "RESUME_KEYS", "check_resumable",
-           "check_same_run", "check_same_average"]
+__all__ = ["written_here", "refuse_theirs", "free_name", "refuse_saved_model_of_theirs",
+           "RESUME_KEYS", "check_resumable", "check_same_run", "check_same_average"]
 
 
 def written_here(path):

@@ -183,7 +183,13 @@ def _check_opcodes(raw, path, max_objects, max_depth, max_steps=None):
             if name == "MARK":
                 marks.append(len(stack))
             elif name in ("PUT", "BINPUT", "LONG_BINPUT", "MEMOIZE"):
-                memo[arg if name != "MEMOIZE" else len(memo)] = stack[-1]
+                index = arg if name != "MEMOIZE" else len(memo)
+                if not isinstance(index, int) or not 0 <= index <= count:
+                    _fail(path, f"it stores an object under memo index {_short(index)}, beyond "
+                                f"the {count:,} it has read (a pickle's unpickler makes room "
+                                "for every index up to it); it may be crafted to fill the "
+                                "memory and was not loaded.")
+                memo[index] = stack[-1]
             elif name in ("GET", "BINGET", "LONG_BINGET"):
                 stack.append(memo[arg])
             elif name == "POP_MARK":
