@@ -1,4 +1,19 @@
 """Compatibility module: DLStudio scripts say ``from Transformers import *``."""
 
-from DLStudio.Transformers import *  # noqa: F401,F403
-from DLStudio.Transformers import __all__  # noqa: F401
+from DLStudio.Transformers import (
+    KeyValueCache,
+    TransformerBase,
+    TransformerFG,
+    TransformerGPT,
+    TransformerParts,
+    TransformerPreLN,
+    causal_mask,
+    padding_mask,
+    residual,
+    scaled_dot_product,
+    visTransformer,
+)
+
+__all__ = ["TransformerFG", "TransformerPreLN", "TransformerGPT", "visTransformer",
+           "TransformerBase", "TransformerParts", "KeyValueCache", "scaled_dot_product",
+           "residual", "padding_mask", "causal_mask"]
