@@ -6,7 +6,8 @@
 Under bubblewrap (Debian's ``bubblewrap``; it works unprivileged, and as root where user
 namespaces are on) the process sees only what the interpreter needs, read-only: the system's
 files under /usr, the Python installation, the environment's site-packages and this package's
-own folder (that folder alone, where it lies inside a clone or a home directory). Its working
+own folder (that folder alone, where it lies inside a clone or a home directory), and the
+system's font settings (/etc/fonts, which matplotlib reads). Its working
 folder is the only place it can write; nothing else of the grader's (the submissions, the
 grades, the solutions, the home directories) is there. It has no network (a network namespace
 of its own, with nothing in it), runs as an unprivileged user with no capabilities, and is
@@ -131,6 +132,8 @@ class Sandbox:
                 command += ["--ro-bind", path, path]
         for root in _readable_roots():
             command += ["--ro-bind", root, root]
+        if os.path.isdir("/etc/fonts"):        # matplotlib's fonts: without it, a warning
+            command += ["--ro-bind", "/etc/fonts", "/etc/fonts"]
         command += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
                     "--bind", work, work, "--chdir", work, "--clearenv"]
         for key, value in env.items():
