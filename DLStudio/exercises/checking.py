@@ -196,9 +196,6 @@ class _Current(threading.local):
         self.module, self.forbids, self.answerer, self.seed = None, (), None, None
         self.turns = False
 
-    def __getitem__(self, key):
-        return getattr(self, key)
-
     def update(self, **values):
         self.__dict__.update(values)
 
@@ -209,7 +206,7 @@ _current = _Current()
 @contextlib.contextmanager
 def student_code():
     """Inside a check: the student's code runs here, with the reference switched off."""
-    with forbidden(_current["forbids"], _current["module"]):
+    with forbidden(_current.forbids, _current.module):
         yield
 
 
@@ -235,7 +232,7 @@ def question_named(name):
 def ask(fn, *args, **kwargs):
     """The answer to question ``fn`` on these inputs, as plain data (see `plain`), from
     wherever the student's code runs: this process, or the grader's child."""
-    answerer = _current["answerer"]
+    answerer = _current.answerer
     if answerer is None:
         raise RuntimeError("ask() runs inside run_checks")
     return _waiting(answerer, fn, plain(args), plain(kwargs))
@@ -243,7 +240,7 @@ def ask(fn, *args, **kwargs):
 
 def _waiting(call, *args):
     """``call(*args)``; a grader's other files' checks take their turn meanwhile."""
-    if not _current["turns"]:
+    if not _current.turns:
         return call(*args)
     state = torch.get_rng_state()
     _TURNS.release()
@@ -262,7 +259,7 @@ _TURNS = threading.Lock()
 
 def answer_here(fn, args, kwargs):
     """In this process: run the question on the loaded module."""
-    return from_plain(plain(fn(_current["module"], *args, **kwargs)))
+    return from_plain(plain(fn(_current.module, *args, **kwargs)))
 
 
 class Opaque:
@@ -315,7 +312,7 @@ def fresh(n):
     """Seed ``n`` of a check's inputs: ``n`` itself when a student checks their own file
     (the same inputs every time); drawn from the grading seed when an instructor grades
     (``--seed``, recorded with the grades), so that no file can be fitted to known inputs."""
-    seed = _current["seed"]
+    seed = _current.seed
     return n if seed is None else zlib.crc32(f"{seed}:{n}".encode()) % (2 ** 31)
 
 
@@ -371,7 +368,7 @@ def begin_check(answerer):
 
 def _run_one(check, path):
     try:
-        begin_check(_current["answerer"])
+        begin_check(_current.answerer)
         with torch.no_grad() if getattr(check.run, "no_grad", True) else \
                 contextlib.nullcontext():
             check.run()

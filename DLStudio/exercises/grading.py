@@ -23,7 +23,7 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
@@ -175,10 +175,10 @@ class Child:
                 os.close(fd)
             except OSError:
                 pass
-        if self.process.poll() is None or hasattr(os, "killpg"):
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except (OSError, AttributeError):
+        try:                        # the whole session, also when the child itself has ended
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except (OSError, AttributeError):            # (Windows: no process groups)
+            if self.process.poll() is None:
                 self.process.kill()
         self.process.wait()
         self.requests = self.answers = -1
@@ -216,13 +216,3 @@ def grade_folder(exercise, files, seed=None, jobs=1, **options):
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         return list(pool.map(lambda f: grade_file(exercise, f, seed, sandbox=sandbox,
                                                   **options), files))
-
-
-@dataclass
-class Points:
-    """Each check's points (1 unless given) and its Gradescope visibility."""
-    points: dict
-    visibility: dict = field(default_factory=dict)
-
-    def earned(self, grade):
-        return {r.name: self.points[r.name] if r.passed else 0.0 for r in grade.results}

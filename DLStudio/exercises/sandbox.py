@@ -59,13 +59,12 @@ def _package_dir():
 def _readable_roots():
     """What the interpreter needs, read-only: its installation, the environment, the
     site-packages, and this package's folder."""
-    roots = {sys.base_prefix, sys.prefix, sys.exec_prefix, _package_dir(),
-             os.path.dirname(os.path.realpath(sys.executable))}
-    for path in [*site.getsitepackages(), site.getusersitepackages()]:
-        if os.path.isdir(path):
-            roots.add(path)
-    roots = sorted({os.path.realpath(r) for r in roots if os.path.isdir(r)} |
-                   {r for r in roots if os.path.isdir(r)})
+    paths = [sys.base_prefix, sys.prefix, sys.exec_prefix, _package_dir(),
+             os.path.dirname(os.path.realpath(sys.executable)), *site.getsitepackages(),
+             site.getusersitepackages()]
+    # each as named and as its links resolve (a venv's python points into the installation)
+    roots = sorted({p for path in paths if os.path.isdir(path)
+                    for p in (path, os.path.realpath(path))})
     kept = []
     for root in roots:                   # a folder inside another one bound already: left out
         if root.startswith("/usr/") or root == "/usr":

@@ -484,18 +484,18 @@ class Trainer:
 
     def write_checkpoint(self, payload, epoch, path):
         if self.track_score:
+            score, missing = None, False
             try:
-                score = self.held_out_score()
+                score = self.held_out_score()          # None: nothing to score
             except ScoreMissing as e:        # recorded as missing; the checkpoint is written
                 if not self.score_missing:
                     log.warning("%s; the checkpoints record it as missing (None)", e)
-                self.score_missing, score = True, ScoreMissing
+                self.score_missing = missing = True
             self.model.train()
             if score is not None:
-                score = None if score is ScoreMissing else score
+                log.info("held-out %s at epoch %d: %.2f", self.score_name, epoch, score)
+            if score is not None or missing:
                 self.score_history.append((self.step, epoch, score))
-                if score is not None:
-                    log.info("held-out %s at epoch %d: %.2f", self.score_name, epoch, score)
                 payload[self.score_key].append(list(self.score_history[-1]))
         save_checkpoint(payload, path)
         log.info("checkpoint written: %s", path)
