@@ -120,9 +120,11 @@ class Sandbox:
             return argv, _limits(memory_mb, NOBODY)
         if self.kind != "bwrap":
             return argv, _limits(memory_mb)
+        # The mounts are made in order: the empty /tmp first, so that what is bound after it
+        # (a clone, a venv or the working folder under /tmp) is not hidden by it.
         command = [shutil.which("bwrap"), "--unshare-all", "--die-with-parent", "--new-session",
                    "--unshare-user", "--uid", str(NOBODY), "--gid", str(NOBODY),
-                   "--cap-drop", "ALL", "--ro-bind", "/usr", "/usr"]
+                   "--cap-drop", "ALL", "--tmpfs", "/tmp", "--ro-bind", "/usr", "/usr"]
         for name in ("lib", "lib64", "lib32", "bin", "sbin"):
             path = f"/{name}"
             if os.path.islink(path):
@@ -133,7 +135,7 @@ class Sandbox:
             command += ["--ro-bind", root, root]
         if os.path.isdir("/etc/fonts"):        # matplotlib's fonts: without it, a warning
             command += ["--ro-bind", "/etc/fonts", "/etc/fonts"]
-        command += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+        command += ["--proc", "/proc", "--dev", "/dev",
                     "--bind", work, work, "--chdir", work, "--clearenv"]
         for key, value in env.items():
             command += ["--setenv", key, value]
