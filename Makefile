@@ -26,6 +26,8 @@ test: $(STAMP)
 	$(PY) -m pytest -m "not slow"
 
 test-all: $(STAMP)
+	@$(PY) -c "import transformers" 2>/dev/null || $(PY) -m pip install --quiet -e ".[parity]" \
+		|| echo "transformers did not install: the Hugging Face parity tests will skip"
 	$(PY) -m pytest
 
 # The guided tour as a notebook: installs Jupyter (the "notebook" extra) the first time.

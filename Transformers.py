@@ -3,6 +3,7 @@
 from DLStudio.Transformers import (
     KeyValueCache,
     TransformerBase,
+    TransformerBERT,
     TransformerFG,
     TransformerGPT,
     TransformerParts,
@@ -14,6 +15,6 @@ from DLStudio.Transformers import (
     visTransformer,
 )
 
-__all__ = ["TransformerFG", "TransformerPreLN", "TransformerGPT", "visTransformer",
-           "TransformerBase", "TransformerParts", "KeyValueCache", "scaled_dot_product",
-           "residual", "padding_mask", "causal_mask"]
+__all__ = ["TransformerFG", "TransformerPreLN", "TransformerGPT", "TransformerBERT",
+           "visTransformer", "TransformerBase", "TransformerParts", "KeyValueCache",
+           "scaled_dot_product", "residual", "padding_mask", "causal_mask"]

@@ -60,6 +60,7 @@ setup(
         "tqdm>=4.60",
         "sacrebleu>=2.3",
         "tokenizers>=0.15.1",            # encode_special_tokens
+        "safetensors>=0.4",              # Hugging Face BERT weights (model.safetensors)
     ],
     extras_require={
         # nbclient and ipykernel: the test suite runs the notebook tour top to bottom.
@@ -68,6 +69,9 @@ setup(
         "dev": ["pytest>=7", "ruff>=0.4", "hypothesis>=6", "nbclient>=0.7", "nbformat>=5.7",
                 "ipykernel>=6", "setuptools>=70.1", "build>=1", "selenium>=4.10"],
         "notebook": ["notebook>=7", "ipykernel>=6"],     # make notebook: Jupyter itself
+        # make test-all: a Hugging Face BERT built by transformers, read into ours (parity);
+        # never a runtime need
+        "parity": ["transformers>=4.40"],
     },
     license="MIT",
 )

@@ -5,6 +5,8 @@ the checkpoints, wired in a few lines each.
     TransformerFG      post-LayerNorm (Vaswani et al. 2017), trained with warm-up
     TransformerPreLN   pre-LayerNorm (Xiong et al. 2020), no warm-up needed
     TransformerGPT     decoder only: a language model (Radford et al. 2018) of the same parts
+    TransformerBERT    encoder only: masked-language pre-training, a classifier on [CLS]
+                       (Devlin et al. 2019)
     visTransformer     an image as a sentence of patches (Dosovitskiy et al. 2020)
 
     >>> xformer = TransformerFG(dl_studio=dls, data_archive="en_es_xformer_8_90000.tar.gz",
@@ -32,7 +34,8 @@ from .checkpoints import (
     load_into,
     with_weights,
 )
-from .containers.settings import GPTSettings, TranslationSettings, VisionSettings
+from .containers import bert as bert_wiring
+from .containers.settings import BERTSettings, GPTSettings, TranslationSettings, VisionSettings
 from .containers.wiring import (
     evaluate_container,
     evaluate_images,
@@ -60,16 +63,18 @@ from .model.architecture import (
     EncoderDecoderParts,
     GPTParts,
     TransformerParts,
-    VisionParts,
     residual,
     scaled_dot_product,
 )
+from .model.bert import BERTParts
 from .model.kv_cache import KeyValueCache
 from .model.tokens import causal_mask, padding_mask
+from .model.vision import VisionParts
 from .runtime.studio import DLStudio
 from .training.schedule import BudgetedOptim, ScheduledOptim, adam
 
-__all__ = ["TransformerFG", "TransformerPreLN", "TransformerGPT", "visTransformer",
+__all__ = ["TransformerFG", "TransformerPreLN", "TransformerGPT", "TransformerBERT",
+           "visTransformer",
            "TransformerBase", "TransformerParts", "KeyValueCache", "scaled_dot_product",
            "residual", "padding_mask", "causal_mask"]
 
@@ -83,6 +88,7 @@ class Container:
     ScheduledOptim = ScheduledOptim       # the warm-up of Vaswani et al. 2017, eq. 3
     BudgetedOptim = BudgetedOptim         # schedule="budget": down to zero when it ends
     settings_class = None
+    tokenizer_of = staticmethod(tokenizer_from_state)     # a checkpoint's tokenizer_state
 
     def take_settings(self, dl_studio, settings):
         """Check the keywords against ``settings_class`` and set each setting here."""
@@ -132,13 +138,31 @@ class Container:
                                   f"{expected}")
         cls = container_class(payload, path, cls, model_class, {base.variant: base})
         dls = dl_studio or DLStudio(seed=None)
-        extra = ({"vocab": tokenizer_from_state(payload["tokenizer_state"])}
+        extra = ({"vocab": cls.tokenizer_of(payload["tokenizer_state"])}
                  if "tokenizer_state" in payload else {})
         model = cls(dl_studio=dls, **extra,
                     **cls.settings_class.from_record(payload["container_args"]))
         load_into(model, payload)
         model = model.to(dls.device).eval()
         return Restored(model, model, payload)
+
+
+class TextModel(Container):
+    """What the containers that read sentences of one kind share (TransformerGPT,
+    TransformerBERT): their text as read-only views of ``self.data`` (a TextData or a
+    MaskedText), and a description that keeps the tokenizer, so the file alone rebuilds it."""
+
+    training_sentences = DataView("training_sentences")
+    held_out_sentences = DataView("held_out_sentences")
+    vocab = DataView("vocab")
+
+    def description(self):
+        """What rebuilds this model: its settings and its tokenizer (DLStudio.checkpoints)."""
+        return self.described(tokenizer_state=self.vocab.state(),
+                              vocab_fingerprint=self.vocab.fingerprint)
+
+    def load_weights(self, checkpoint):
+        return load_into(self, checkpoint)
 
 
 class TransformerBase(Container, EncoderDecoderParts):
@@ -374,7 +398,7 @@ class TransformerPreLN(TransformerBase):
     norm_first = True
 
 
-class TransformerGPT(Container, GPTParts):
+class TransformerGPT(TextModel, GPTParts):
     """A decoder-only language model (GPT: Radford et al. 2018): it predicts each next token
     of a sentence from the tokens before it, and so can continue a prompt. It is built from
     the translation models' own classes; there is no attention code of its own:
@@ -423,17 +447,7 @@ class TransformerGPT(Container, GPTParts):
     __init__.__signature__ = GPTSettings.signature(
         dl_studio=inspect.Parameter.empty, sentences=None, vocab=None)
 
-    # Its text: read-only views of ``self.data`` (a TextData, see vocabulary.read_text).
-    training_sentences = DataView("training_sentences")
-    held_out_sentences = DataView("held_out_sentences")
-    vocab = DataView("vocab")
-
-    # Training, scoring and generation. ----------------------------------------------------
-    def description(self):
-        """What rebuilds this model: its settings and its tokenizer (DLStudio.checkpoints)."""
-        return self.described(tokenizer_state=self.vocab.state(),
-                              vocab_fingerprint=self.vocab.fingerprint)
-
+    # Training, scoring and generation (its text: a TextData, vocabulary.read_text). ------
     def run_code_for_training(self, checkpoints_dir="checkpoints_GPT", **options):
         """Train on the training sentences (see containers.wiring.train_language_model)."""
         return train_language_model(self, checkpoints_dir, **options)
@@ -449,9 +463,6 @@ class TransformerGPT(Container, GPTParts):
     def generate(self, prompt, **options):
         """Continue ``prompt`` (a string); see generation.generate_text for the options."""
         return generate_text(self, prompt, **options)
-
-    def load_weights(self, checkpoint):
-        return load_into(self, checkpoint)
 
     @classmethod
     def from_checkpoint(cls, path, dl_studio=None, model_class=None, weights="raw"):
@@ -583,3 +594,112 @@ class visTransformer(Container, VisionParts):
         if checkpoint is not None:
             self.load_weights(checkpoint)
         return evaluate_images(self, **options)
+
+
+class TransformerBERT(TextModel, BERTParts):
+    """BERT (Devlin et al. 2019): the translation models' encoder, reading both ways, with a
+    masked-language head (pre-training) and a classifier on [CLS] (fine-tuning). Built of
+    the same nested classes (architecture.py; BERT's own parts in model/bert.py), so a
+    subclass's AttentionHead or SelfAttention is used here too.
+
+        [CLS] text [SEP] ──> EmbeddingsGenerator + segments ──> MasterEncoder ──> MLM head
+                             (learned positions, LayerNorm)     N x BasicEncoder   (masked)
+                                                                 ──> [CLS] ──> classifier
+
+    Args (keyword-only): dl_studio; sentences: text to pre-train on (split by
+        held_out_fraction, split_seed; ``ordered``: the lines run in order, for
+        pair_task="next"); vocab: a ready SpecialTokenizer (a checkpoint's, a vocab.txt's);
+        labels: the classifier's classes (fine-tuning); tokenizer "bpe" | "word" (learnt
+        from the sentences, ``vocab_size``) | "wordpiece"; embedding_size (M),
+        num_basic_encoders (N), num_atten_heads (H); BERT's switches (feed_forward,
+        feed_forward_size, positions, norm_eps, scale_embeddings, embedding_norm,
+        mlm_transform, pooler: BERTSettings, each BERT's by default); mask_rate (0.15);
+        layout "FG" (post-LN, BERT's) or "PreLN"; the other switches as in TransformerFG.
+    Shape: ids (B, T), segments (B, T) -> MLM logits (B, T, V), or see BERTParts.forward
+
+    ClassPath: DLStudio.Transformers.TransformerBERT
+    """
+
+    variant = "BERT"
+    settings_class = BERTSettings
+    tokenizer_of = staticmethod(bert_wiring.SpecialTokenizer.from_state)
+
+    def __init__(self, *, dl_studio, sentences=None, vocab=None, ordered=False, **settings):
+        self.take_settings(dl_studio, settings)
+        self.data = bert_wiring.text_of(self, sentences, vocab, ordered)
+        self.max_seq_length, self.tokenizer = self.data.max_seq_length, self.vocab.kind
+        self.labels = None if self.labels is None else tuple(self.labels)
+        M = self.embedding_size
+        BERTParts.__init__(
+            self, vocab_size=self.vocab.size, pad_id=self.vocab.pad_id, lang=self.lang,
+            num_basic_encoders=self.num_basic_encoders, num_atten_heads=self.num_atten_heads,
+            num_classes=len(self.labels or ()), embedding_norm=self.embedding_norm,
+            mlm_transform=self.mlm_transform, pooler=self.pooler,
+            next_sentence=self.pair_task == "next", norm_first=self.layout == "PreLN",
+            max_seq_length=self.max_seq_length, embedding_size=M, dropout=self.dropout,
+            full_width_heads=self.full_width_heads,
+            learned_positions=self.positions == "learned", feed_forward=self.feed_forward,
+            feed_forward_size=self.feed_forward_size or 4 * M, norm_eps=self.norm_eps,
+            scale_embeddings=self.scale_embeddings)
+
+    __init__.__signature__ = BERTSettings.signature(
+        dl_studio=inspect.Parameter.empty, sentences=None, vocab=None, ordered=False)
+
+    # Pre-training, fine-tuning and use (its text: a MaskedText, data.bert_text). ---------
+    def run_code_for_pretraining(self, checkpoints_dir="checkpoints_BERT", **options):
+        """Masked-language pre-training on its sentences, a checkpoint every
+        ``checkpoint_freq`` epochs (see containers.bert.train_masked). Returns the trainer."""
+        return bert_wiring.train_masked(self, checkpoints_dir, **options)
+
+    run_code_for_training = run_code_for_pretraining
+
+    def trainer(self, checkpoints_dir=None, **options):
+        """A masked-language trainer of this BERT on its text, not yet run."""
+        return bert_wiring.masked_trainer(self, checkpoints_dir, **options)
+
+    def run_code_for_finetuning(self, train_rows, test_rows=None,
+                                checkpoints_dir="checkpoints_BERT_finetuned", **options):
+        """Train the classifier on [CLS] (and every layer) on LabelledRows; returns the
+        trainer (see containers.bert.finetune)."""
+        return bert_wiring.finetune(self, train_rows, test_rows, checkpoints_dir, **options)
+
+    def with_labels(self, labels, dl_studio=None, pretrained=True, **changes):
+        """A BERT of this one's tokenizer and settings (``changes``: other settings of how
+        it trains) with a classifier for ``labels``; its weights this one's but the new
+        classifier's (``pretrained=False``: all fresh)."""
+        return bert_wiring.with_labels(self, labels, dl_studio, pretrained, **changes)
+
+    def mask_tokens(self, ids, special, generator):
+        """The corruption pre-training applies to every batch (data.bert_text.mask_tokens
+        with this model's [MASK], vocabulary and mask_rate); a subclass's is used instead.
+        Shape: ids, special (B, T) -> corrupted ids (B, T), selected (B, T) bool"""
+        return bert_wiring.mask_tokens(ids, special, generator, self.vocab.mask_id,
+                                       self.vocab.size, self.mask_rate)
+
+    def fill_mask(self, text, top=5):
+        """The ``top`` likeliest tokens at each [MASK] of ``text``, with probabilities."""
+        return bert_wiring.fill(self, text, top)
+
+    def classify(self, texts, seconds=None, batch_size=256):
+        """Every label's probability for each text (or pair): a (B, K) tensor."""
+        return bert_wiring.probabilities(self, texts, seconds, batch_size)
+
+    def masked_scores(self, sentences=None, seed=0):
+        """Masked-token accuracy and perplexity of the held-out sentences (or
+        ``sentences``), masked once with ``seed``."""
+        return bert_wiring.scores(self, sentences, seed)
+
+    @classmethod
+    def from_checkpoint(cls, path, dl_studio=None, model_class=None, weights="raw"):
+        """A `Restored` (bert, bert, checkpoint) from a checkpoint file alone, in eval mode
+        on the device."""
+        return cls.rebuilt(path, dl_studio, model_class, TransformerBERT,
+                           "a BERT (TransformerBERT): pre-train one with pretrain_bert.py",
+                           weights)
+
+    @classmethod
+    def from_huggingface(cls, path, dl_studio=None):
+        """A Hugging Face BERT folder (config.json, vocab.txt, model.safetensors or
+        pytorch_model.bin) as a TransformerBERT with full-width heads, in eval mode (see
+        containers.bert.read_huggingface)."""
+        return bert_wiring.read_huggingface(cls, path, dl_studio or DLStudio(seed=None))

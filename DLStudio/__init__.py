@@ -1,7 +1,7 @@
 """DLStudio Transformers: a teaching framework for the Transformer, after Avi Kak's DLStudio.
 
     from DLStudio import *          # DLStudio, TransformerFG, TransformerPreLN, TransformerGPT,
-                                    # visTransformer
+                                    # TransformerBERT, visTransformer
 
 The front door names the public classes and loads each the first time it is asked for, so
 that importing one module of the package (``DLStudio.model.architecture``) loads nothing of
@@ -14,13 +14,14 @@ import warnings as _warnings
 
 from .install_check import mixed_with_kak as _mixed_with_kak
 
-__all__ = ["DLStudio", "TransformerFG", "TransformerPreLN", "TransformerGPT", "visTransformer"]
+__all__ = ["DLStudio", "TransformerFG", "TransformerPreLN", "TransformerGPT", "TransformerBERT",
+           "visTransformer"]
 __version__ = "0.1.0"
 
 #: Where each public name lives (DLStudio's: the containers, and the configuration object).
 _HOMES = {"DLStudio": "runtime.studio", "TransformerFG": "Transformers",
           "TransformerPreLN": "Transformers", "TransformerGPT": "Transformers",
-          "visTransformer": "Transformers"}
+          "TransformerBERT": "Transformers", "visTransformer": "Transformers"}
 
 
 def __getattr__(name):

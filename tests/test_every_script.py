@@ -17,10 +17,19 @@ import sys
 import pytest
 import torch
 
-from DLStudio import DLStudio, TransformerFG, TransformerGPT, TransformerPreLN, visTransformer
+from DLStudio import (
+    DLStudio,
+    TransformerBERT,
+    TransformerFG,
+    TransformerGPT,
+    TransformerPreLN,
+    visTransformer,
+)
 from DLStudio.checkpoints import checkpoint_path, load_checkpoint, save_checkpoint
 from DLStudio.cli.gpt import archive_side
-from DLStudio.data import SHAPE_CLASSES, generate_corpus, save_archive
+from DLStudio.data import SHAPE_CLASSES, generate_corpus, load_archive, save_archive
+from DLStudio.data.bert_text import read_labelled_rows
+from DLStudio.data.tasks import write_task
 from DLStudio.model.tokens import EOS_INDEX
 
 from .conftest import ROOT
@@ -66,6 +75,19 @@ def work(tmp_path_factory):
     payload = load_checkpoint(checkpoint_path(str(folder / "gpt"), 0))
     payload["model"]["master_decoder.out.bias"][EOS_INDEX] = -1e4
     save_checkpoint(payload, checkpoint_path(str(folder / "long_gpt"), 0))
+    dls = DLStudio(use_gpu=False, batch_size=32, epochs=1, seed=0, learning_rate=1e-3,
+                   path_saved_model=str(folder / "saved_bert.pt"))
+    bert = TransformerBERT(dl_studio=dls, sentences=archive_side(str(archive), "en")[1],
+                           vocab_size=300, embedding_size=16, num_basic_encoders=1,
+                           num_atten_heads=2, archive_text=True, lang="en")
+    bert.run_code_for_pretraining(str(folder / "bert"))
+    write_task(load_archive(str(archive)), "question", str(folder / "question"),
+               synthetic_seed=5)
+    dls = DLStudio(use_gpu=False, batch_size=32, epochs=1, seed=0, learning_rate=1e-3,
+                   path_saved_model=str(folder / "saved_bert_ft.pt"))
+    bert.with_labels(("no", "yes"), dls).run_code_for_finetuning(
+        read_labelled_rows(str(folder / "question" / "train.tsv")), None,
+        str(folder / "bert_ft"))
     (folder / "text.txt").write_text("el gato come\nla casa es roja\nel perro duerme\n"
                                      "la niña lee un libro\n" * 5, encoding="utf-8")
     return folder
@@ -77,6 +99,7 @@ def runs(w):
     early, long_, pre = str(w / "early_FG"), str(w / "long_FG"), str(w / "early_PreLN")
     homework = ["--archive", a, *TINY_TRAINING]
     gpt, long_gpt = str(w / "gpt"), str(w / "long_gpt")
+    bert, bert_ft, q = str(w / "bert"), str(w / "bert_ft"), str(w / "question")
     return {
         "ExamplesTransformers/bug_museum.py": [
             (["--exhibit", "no_causal_mask", "--steps", 3, "--archive", a, *TINY, "--out",
@@ -112,6 +135,26 @@ def runs(w):
               "gpt_run"], "held-out perplexity"),
             (["--text", "text.txt", *TINY, "--epochs", 2, "--tokenizer", "word",
               "--checkpoints-dir", "gpt_text"], "held-out perplexity")],
+        "ExamplesTransformers/pretrain_bert.py": [
+            (["--archive", a, *TINY, "--epochs", 1, "--vocab-size", 300, "--checkpoints-dir",
+              "bert_run", "--track-perplexity"], "held-out masked tokens"),
+            (["--archive", a, "--side", "both", *TINY, "--max-steps", 3, "--tokenizer", "word",
+              "--checkpoints-dir", "bert_both"], "(both)"),
+            (["--text", "text.txt", *TINY, "--epochs", 2, "--tokenizer", "word", "--pair-task",
+              "next", "--checkpoints-dir", "bert_text"], "held-out masked tokens")],
+        "ExamplesTransformers/fill_mask.py": [
+            ([bert, 0, "She [MASK] the BOOK!"], "'She [MASK] the BOOK!': "),
+            ([bert, 0, "[MASK] [MASK] book", "--top", 2], "[MASK] 2: ")],
+        "ExamplesTransformers/finetune_bert.py": [
+            (["--pretrained", bert, 0, "--train", q + "/train.tsv", "--test", q + "/test.tsv",
+              "--epochs", 1, "--checkpoints-dir", "ft"], "held-out accuracy"),
+            (["--from-scratch", bert, "--train", q + "/train.tsv", "--test", q + "/test.tsv",
+              "--labelled", 20, "--epochs", 2, "--checkpoints-dir", "ft_scratch"],
+             "from scratch"),
+            (["--from-scratch", "--train", q + "/train.tsv", "--max-steps", 2, *TINY,
+              "--checkpoints-dir", "ft_words"], "from scratch")],
+        "ExamplesTransformers/classify_text.py": [
+            ([bert_ft, 0, "do you read"], "\tdo you read\n")],
         "ExamplesTransformers/interact_with_prompts.py": [
             ([gpt, 0, "ellos"], "'ellos' ->"), ([long_gpt, "ellos", "--temperature", 0], "->")],
         "ExamplesTransformers/pretraining_experiment.py": [
@@ -152,6 +195,11 @@ def runs(w):
               "--batches", 1, "--repeats", 1], "sentences/s"),
             (["--archive", a, "--checkpoint", checkpoint_path(early, 0), "--batch-size", 8,
               "--batches", 1, "--repeats", 1, "--precision", "bf16"], "bf16 (native bf16")],
+        "benchmarks/bert_pretraining.py": [
+            (["--archive", a, "--out", "bert_bench", "--pretrain-steps", 3, "--finetune-steps",
+              2, "--labelled", "5,all", "--seeds", "0,1", "--embedding-size", 16,
+              "--num-layers", 1, "--num-atten-heads", 2, "--vocab-size", 300, "--test-rows",
+              20], "all per label: pre-training's gain")],
         "benchmarks/bench_train.py": [
             (["--archive", a, *TINY, "--num-atten-heads", 2, "--batch-size", 16, "--iters", 2,
               "--warmup", 1], "s/iter")],

@@ -10,8 +10,9 @@ import torch.nn as nn
 from DLStudio import DLStudio, TransformerFG, TransformerPreLN
 from DLStudio.data import generate_corpus
 from DLStudio.evaluation import beam_search, greedy_decode
-from DLStudio.model.architecture import EncoderDecoderParts, GPTParts, VisionParts
+from DLStudio.model.architecture import EncoderDecoderParts, GPTParts
 from DLStudio.model.tokens import causal_mask, padding_mask
+from DLStudio.model.vision import VisionParts
 
 VARIANTS = [TransformerFG, TransformerPreLN]
 

@@ -71,6 +71,13 @@ COMMANDS = {
                               "continue your prompts with a GPT checkpoint"),
     "pretraining_experiment": (_job("gpt", "pretraining_main"),
                                "pre-train a GPT, then fine-tune a translator"),
+    "pretrain_bert": (_job("bert", "pretrain_main"),
+                      "pre-train TransformerBERT by masked-language modelling"),
+    "fill_mask": (_job("bert", "fill_mask_main"), "fill the [MASK]s of a text with a BERT"),
+    "finetune_bert": (_job("bert", "finetune_main"),
+                      "fine-tune a classifier on a BERT's [CLS], or from scratch"),
+    "classify_text": (_job("bert", "classify_main"),
+                      "every label's probability for your text, with a fine-tuned BERT"),
     "bug_museum": (_job("DLStudio.museum", "main"), "real Transformer bugs trained beside the "
                                            "correct model"),
     "homework_my_attention_head": (_example("homework_my_attention_head"),

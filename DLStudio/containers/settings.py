@@ -24,11 +24,13 @@ import difflib
 import inspect
 from dataclasses import dataclass, field
 
-from ..model.architecture import GPTParts, TransformerParts, VisionParts
+from ..model.architecture import GPTParts, TransformerParts
+from ..model.bert import BERTParts
+from ..model.vision import VisionParts
 from ..training.schedule import ADAM_DEFAULTS, SCHEDULES
 
 __all__ = ["Settings", "TranslationSettings", "LayoutSettings", "GPTSettings", "VisionSettings",
-           "SettingError", "setting"]
+           "BERTSettings", "SettingError", "setting"]
 
 
 class SettingError(TypeError):
@@ -45,6 +47,7 @@ def _defaults(constructor):
 MODEL = _defaults(TransformerParts.__init__)
 GPT = _defaults(GPTParts.__init__)
 VISION = _defaults(VisionParts.__init__)
+BERT = _defaults(BERTParts.__init__)
 
 
 def setting(default=None, *, shapes=False, recorded=True, identity=True):
@@ -228,3 +231,45 @@ class VisionSettings(LayoutSettings):
     in_channels: int = setting(VISION["in_channels"], shapes=True)
     augment: bool = setting(False)
     max_seq_length: int = setting(None, recorded=False)  # DLStudio's; must be N_p + 1
+
+
+@dataclass
+class BERTSettings(LayoutSettings):
+    """TransformerBERT's settings (see TransformerBERT). BERT's own values are the defaults
+    (Devlin et al. 2019): post-LN ("FG"), GELU, F = 4 M, learned positions, no sqrt(M)
+    scaling, LayerNorm after the embeddings with epsilon 1e-12, the MLM head's transform
+    and the pooler; ``labels``: the classifier's classes (None: pre-training only)."""
+
+    layout: str = setting("FG", shapes=True)
+    lang: str = setting("text")
+    tokenizer: str = setting("bpe")            # "bpe", "word" or "wordpiece" (a vocab.txt)
+    vocab_size: int = setting(8000)
+    max_seq_length: int = setting(None, shapes=True)   # None: fitted to the training text
+    embedding_size: int = setting(256, shapes=True)
+    num_basic_encoders: int = setting(BERT["num_basic_encoders"], shapes=True)
+    num_atten_heads: int = setting(BERT["num_atten_heads"], shapes=True)
+    positions: str = setting("learned", shapes=True)   # or "sinusoidal", the 2017 code
+    feed_forward: str = setting("gelu")
+    feed_forward_size: int = setting(None, shapes=True)   # None: 4 M
+    norm_eps: float = setting(1e-12)
+    scale_embeddings: bool = setting(False)
+    embedding_norm: bool = setting(BERT["embedding_norm"], shapes=True)
+    mlm_transform: bool = setting(BERT["mlm_transform"], shapes=True)
+    pooler: bool = setting(BERT["pooler"], shapes=True)
+    pair_task: str = setting("none", shapes=True)      # "next": the next-sentence head too
+    mask_rate: float = setting(0.15)
+    labels: tuple = setting(None, shapes=True)
+    held_out_fraction: float = setting(0.05)
+    split_seed: int = setting(0)
+    archive_text: bool = setting(False)   # texts are then normalised like the archive
+
+    def __post_init__(self):
+        super().__post_init__()
+        choices = {"positions": ("learned", "sinusoidal"), "pair_task": ("none", "next"),
+                   "tokenizer": ("bpe", "word", "wordpiece")}
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {', '.join(allowed)}, got "
+                                 f"{getattr(self, name)!r}")
+        if not 0 < self.mask_rate < 1:
+            raise ValueError(f"mask_rate is a fraction of the tokens, got {self.mask_rate}")

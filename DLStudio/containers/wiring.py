@@ -48,7 +48,7 @@ def translation_trainer(xformer, master_encoder, master_decoder, checkpoints_dir
                               **trainer_settings(xformer), **options)
 
 
-def _own_model(container):
+def own_model(container):
     """A container that is itself the model (visTransformer, TransformerGPT), on its device;
     refused first, before any checkpoint moves, when its ``path_saved_model`` holds a file
     we did not write."""
@@ -59,7 +59,7 @@ def _own_model(container):
 
 def image_trainer(vit, checkpoints_dir=None, **options):
     """The trainer of a visTransformer: itself, its images, its optimiser and settings."""
-    vit = _own_model(vit)
+    vit = own_model(vit)
     return ImageTrainer(vit, vit.data, vit.make_optimizer(vit.parameters()), vit.dl_studio,
                         checkpoints_dir, augment=vit.augment, **trainer_settings(vit),
                         **options)
@@ -67,7 +67,7 @@ def image_trainer(vit, checkpoints_dir=None, **options):
 
 def language_model_trainer(gpt, checkpoints_dir=None, **options):
     """The trainer of a TransformerGPT: itself, its text, its optimiser and settings."""
-    gpt = _own_model(gpt)
+    gpt = own_model(gpt)
     return LanguageModelTrainer(gpt, gpt.data, gpt.make_optimizer(gpt.parameters()),
                                 gpt.dl_studio, checkpoints_dir, **trainer_settings(gpt),
                                 **options)

@@ -4,6 +4,7 @@
     python -m DLStudio.data build-archive spa.txt [-o OUT.tar.gz]
         [--max-words 8] [--pairs 90000] [--seed 0]    (OUT: data/en_es_xformer_8_90000.tar.gz)
     python -m DLStudio.data synth -o OUT.tar.gz [--pairs 20000] [--seed 0]
+    python -m DLStudio.data tasks {tense,negation,question,translation} [ARCHIVE] -o DIR
 """
 
 import argparse
@@ -63,6 +64,18 @@ def _synth(args):
           f"{len(corpus.vocab_en)} / {len(corpus.vocab_es)}")
 
 
+def _tasks(args):
+    from .tasks import write_task
+    archive = args.archive
+    if archive is None:
+        from . import BUNDLED_ARCHIVE
+        archive = BUNDLED_ARCHIVE
+    counts = write_task(load_archive(archive), args.task, args.output, args.seed,
+                        args.synthetic_seed)
+    print(f"wrote {args.task} rows of {archive} to {args.output}: " + ", ".join(
+        f"{name}.tsv {n}" for name, n in counts.items()) + " (test rows: the held-out split)")
+
+
 def _positive(text):
     value = int(text)
     if value < 1:
@@ -97,6 +110,20 @@ def main(argv=None):
     p.add_argument("--pairs", type=_positive, default=20000, help="pairs to generate")
     p.add_argument("--seed", type=int, default=0, help="of the generator")
     p.set_defaults(run=_synth)
+    p = sub.add_parser("tasks", help="labelled rows for fine-tuning a BERT (train.tsv, "
+                                     "dev.tsv, test.tsv)", **shows)
+    p.add_argument("task", choices=("tense", "negation", "question", "translation"),
+                   help="tense, negation, question: the bundled corpus's English labelled by "
+                        "its generator; translation: English and Spanish, yes when one "
+                        "translates the other (any archive)")
+    p.add_argument("archive", nargs="?", default=None,
+                   help="the archive (default: the bundled corpus)")
+    p.add_argument("-o", "--output", required=True, help="the folder to write the files to")
+    p.add_argument("--seed", type=int, default=0, help="of the dev split and the negatives")
+    p.add_argument("--synthetic-seed", type=int, default=0,
+                   help="tense, negation, question on a synthetic archive of your own: the "
+                        "--seed its synth command was given (the bundled corpus's: 0)")
+    p.set_defaults(run=_tasks)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:

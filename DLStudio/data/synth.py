@@ -453,6 +453,9 @@ class _Generator:
         return [], []
 
     def sentence(self):
+        """(english, spanish, labels): labels say what was drawn ({"tense": "present" |
+        "past" | "future", "negation": "yes" | "no", "question": "yes" | "no"}); the
+        tasks of DLStudio.data.tasks are made of them."""
         rng = self.rng
         tense = rng.choice(("present", "past", "future"))
         mode = rng.choices(("yes", "no", "question"), weights=(2, 1, 1))[0]
@@ -478,7 +481,9 @@ class _Generator:
         else:
             english = subj_en + verb_en[0] + verb_en[1] + rest_en
             spanish = subj_es + (["no"] if mode == "no" else []) + [verb_es] + rest_es
-        return " ".join(english), " ".join(spanish)
+        labels = {"tense": tense, "negation": "yes" if mode == "no" else "no",
+                  "question": "yes" if mode == "question" else "no"}
+        return " ".join(english), " ".join(spanish), labels
 
 
 def _do(verb, tense, mode, person):
@@ -512,17 +517,23 @@ def _be(tense, mode, person):
 def generate_pairs(num_pairs=20000, seed=0, max_words=MAX_WORDS):
     """``num_pairs`` distinct (english, spanish) sentences of at most ``max_words`` words
     each, without SOS/EOS. The same arguments always give the same list."""
+    return [(en, es) for en, es, _ in generate_labelled_pairs(num_pairs, seed, max_words)]
+
+
+def generate_labelled_pairs(num_pairs=20000, seed=0, max_words=MAX_WORDS):
+    """The pairs of `generate_pairs`, each with the labels of what its generator drew:
+    (english, spanish, labels)."""
     gen, seen, pairs = _Generator(seed), set(), []
     tries = 0
     while len(pairs) < num_pairs:
         tries += 1
         if tries > 50 * num_pairs:
             raise RuntimeError(f"the grammar produced only {len(pairs)} distinct pairs")
-        en, es = gen.sentence()
+        en, es, labels = gen.sentence()
         if len(en.split()) > max_words or len(es.split()) > max_words or (en, es) in seen:
             continue
         seen.add((en, es))
-        pairs.append((en, es))
+        pairs.append((en, es, labels))
     return pairs
 
 

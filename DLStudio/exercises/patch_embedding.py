@@ -2,7 +2,7 @@
 
 import torch
 
-from ..model.architecture import VisionParts
+from ..model.vision import VisionParts
 from ..Transformers import visTransformer
 from .checking import (
     Exercise,

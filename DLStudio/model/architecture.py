@@ -9,7 +9,8 @@ everywhere. Here models are built from their sizes alone; DLStudio's containers
     EncoderDecoderParts  + cross-attention, the decoder and the whole translation model
                          (Vaswani et al. 2017, Fig. 1)
     GPTParts             a decoder-only language model of the same classes (Radford et al. 2018)
-    VisionParts          an image read as a sentence of patches (Dosovitskiy et al. 2020)
+The encoder-only families, beside this file: vision.py (VisionParts, Dosovitskiy et al. 2020)
+and bert.py (BERTParts, Devlin et al. 2019).
 
         token ids ──> EmbeddingsGenerator ──> MasterEncoder (N x BasicEncoder) ──┐
         (English)     word + position code     SelfAttention, FeedForward        │ memory
@@ -55,8 +56,8 @@ from .overrides import check_forwards
 from .recorder import record_attention
 from .tokens import causal_mask, padding_mask
 
-__all__ = ["TransformerParts", "EncoderDecoderParts", "GPTParts", "VisionParts",
-           "scaled_dot_product", "residual"]
+__all__ = ["TransformerParts", "EncoderDecoderParts", "GPTParts", "scaled_dot_product",
+           "residual"]
 
 
 def scaled_dot_product(Q, K, V, mask=None):
@@ -93,14 +94,18 @@ class TransformerParts:
         post-LN, True: pre-LN; None keeps the class's); other designs than the lecture's, as
         switches: dropout (Vaswani 5.4), full_width_heads (heads read all of M, then W^O:
         3.2.2), learned_positions, tie_embeddings (output layer = target word vectors),
-        shared_vocab (V_en = V_es: both embeddings and the output layer one matrix, 3.4).
+        shared_vocab (V_en = V_es: both embeddings and the output layer one matrix, 3.4);
+        and BERT's (Devlin et al. 2019): feed_forward ("relu" | "gelu": its activation),
+        feed_forward_size (F; None: 2 M), norm_eps (LayerNorm's epsilon), scale_embeddings
+        (False: word vectors not scaled by sqrt(M)).
     """
 
     norm_first = False    # where LayerNorm sits: see `residual`
 
     def __init__(self, *, embedding_size, max_seq_length, vocab_sizes=None, norm_first=None,
                  dropout=0.0, full_width_heads=False, learned_positions=False,
-                 tie_embeddings=False, shared_vocab=False):
+                 tie_embeddings=False, shared_vocab=False, feed_forward="relu",
+                 feed_forward_size=None, norm_eps=1e-5, scale_embeddings=True):
         if embedding_size % 2:
             raise ValueError(f"embedding_size must be even (sin/cos pairs), got {embedding_size}")
         self.embedding_size, self.max_seq_length = embedding_size, max_seq_length
@@ -112,6 +117,17 @@ class TransformerParts:
         self.shared_vocab = shared_vocab
         if shared_vocab and len(set(self.vocab_sizes.values())) > 1:
             raise ValueError(f"shared_vocab: one vocabulary for both, not {self.vocab_sizes}")
+        if feed_forward not in self.ACTIVATIONS:
+            raise ValueError(f"feed_forward must be one of {', '.join(self.ACTIVATIONS)}, got "
+                             f"{feed_forward!r}")
+        self.feed_forward, self.feed_forward_size = feed_forward, feed_forward_size
+        self.norm_eps, self.scale_embeddings = norm_eps, scale_embeddings
+
+    ACTIVATIONS = {"relu": torch.relu, "gelu": F.gelu}     # of the feed-forward network
+
+    def layer_norm(self, size):
+        """Every LayerNorm of the model (Ba et al. 2016), with the model's epsilon."""
+        return nn.LayerNorm(size, eps=self.norm_eps)
 
     def num_tokens(self, lang):           # of a vocabulary: its embeddings and output layer
         if lang not in self.vocab_sizes:
@@ -130,6 +146,7 @@ class TransformerParts:
             super().__init__()
             vocab_size = xformer.num_tokens(lang)
             self.lang, self.embedding_size = lang, embedding_size
+            self.scale = math.sqrt(embedding_size) if xformer.scale_embeddings else 1.0
             self.embedding = nn.Embedding(vocab_size, embedding_size)
             # std M^-0.5: after the sqrt(M) scaling, words are of the position code's size.
             nn.init.normal_(self.embedding.weight, std=embedding_size ** -0.5)
@@ -153,7 +170,7 @@ class TransformerParts:
 
         def forward(self, ids):
             T = ids.size(1)
-            x = self.embedding(ids) * math.sqrt(self.embedding_size)             # (B, T, M)
+            x = self.embedding(ids) * self.scale                                  # (B, T, M)
             positions = (self.positional_encoding if self.learned_positions is None
                          else self.learned_positions)
             return self.dropout(x + positions[:T])                                # (B, T, M)
@@ -261,11 +278,12 @@ class TransformerParts:
             return scaled_dot_product(Q, K, V, mask)
 
     class FeedForward(nn.Module):
-        """Position-wise feed-forward network: W2 ReLU(W1 x)  (Vaswani et al. 2017, eq. 2).
+        """Position-wise feed-forward network: W2 ReLU(W1 x)  (Vaswani et al. 2017, eq. 2);
+        BERT's takes GELU for ReLU (``feed_forward="gelu"``, Hendrycks and Gimpel 2016).
 
-        Args: dls, xformer (for M).
+        Args: dls, xformer (for M, the activation and F).
         Shape: (B, T, M) -> (B, T, M), each position on its own (decoding one word at a time
-            relies on that), with a hidden width F = 2 M.
+            relies on that), with a hidden width F = 2 M (``feed_forward_size``: another).
         """
 
         expansion = 2
@@ -273,11 +291,13 @@ class TransformerParts:
         def __init__(self, dls, xformer):
             super().__init__()
             M = xformer.embedding_size
-            self.W1 = nn.Linear(M, self.expansion * M)
-            self.W2 = nn.Linear(self.expansion * M, M)
+            hidden = xformer.feed_forward_size or self.expansion * M
+            self.activation = TransformerParts.ACTIVATIONS[xformer.feed_forward]
+            self.W1 = nn.Linear(M, hidden)
+            self.W2 = nn.Linear(hidden, M)
 
         def forward(self, x):
-            return self.W2(torch.relu(self.W1(x)))
+            return self.W2(self.activation(self.W1(x)))
 
     class BasicEncoder(nn.Module):
         """One encoder layer: self-attention, then the feed-forward network, each inside
@@ -293,7 +313,7 @@ class TransformerParts:
             self.norm_first = xformer.norm_first
             self.self_attention = xformer.SelfAttention(dls, xformer, num_atten_heads)
             self.feed_forward = xformer.FeedForward(dls, xformer)
-            self.norm1, self.norm2 = nn.LayerNorm(M), nn.LayerNorm(M)
+            self.norm1, self.norm2 = xformer.layer_norm(M), xformer.layer_norm(M)
             self.dropout = nn.Dropout(xformer.dropout)
 
         def forward(self, x, mask=None):
@@ -317,7 +337,7 @@ class TransformerParts:
                 xformer.BasicEncoder(dls, xformer, num_atten_heads)
                 for _ in range(num_basic_encoders)])
             M = xformer.embedding_size
-            self.final_norm = nn.LayerNorm(M) if xformer.norm_first else nn.Identity()
+            self.final_norm = xformer.layer_norm(M) if xformer.norm_first else nn.Identity()
 
         def forward(self, x, mask=None):
             for encoder in self.basic_encoder_arr:
@@ -396,7 +416,7 @@ class EncoderDecoderParts(TransformerParts):
             self.self_attention = xformer.SelfAttention(dls, xformer, num_atten_heads)
             self.cross_attention = xformer.CrossAttention(dls, xformer, num_atten_heads)
             self.feed_forward = xformer.FeedForward(dls, xformer)
-            self.norm1, self.norm2, self.norm3 = nn.LayerNorm(M), nn.LayerNorm(M), nn.LayerNorm(M)
+            self.norm1, self.norm2, self.norm3 = (xformer.layer_norm(M) for _ in range(3))
             self.dropout = nn.Dropout(xformer.dropout)
 
         def forward(self, x, memory, self_mask=None, cross_mask=None):
@@ -432,7 +452,7 @@ class EncoderDecoderParts(TransformerParts):
                 xformer.BasicDecoderWithMasking(dls, xformer, num_atten_heads, masking)
                 for _ in range(num_basic_decoders)])
             M = xformer.embedding_size
-            self.final_norm = nn.LayerNorm(M) if xformer.norm_first else nn.Identity()
+            self.final_norm = xformer.layer_norm(M) if xformer.norm_first else nn.Identity()
             self.out = nn.Linear(M, xformer.num_tokens("es"))
 
         def forward(self, x, memory, cross_mask=None, keep=None):
@@ -603,98 +623,3 @@ class GPTParts(TransformerParts, nn.Module):
             self.master_decoder, EncoderDecoderParts.MasterDecoderWithMasking,
             GPTParts.BasicDecoderWithMasking, {"self_attention": TransformerParts.SelfAttention},
             "GPT")
-
-
-class VisionParts(TransformerParts, nn.Module):
-    """A vision transformer (Dosovitskiy et al. 2020): an image is read as a sentence of
-    patches by the translation model's own encoder classes, and classified from a class token.
-
-        image ──> PatchEmbeddingGenerator ──────────> MasterEncoder ──> class token ──> Linear
-        (B, C, H, W)  patches, W_E, class token,       (N x BasicEncoder,  its output   (B, K)
-                      positions: (B, 1 + N_p, M)        FG or PreLN)       (B, M)
-
-    Shapes add C channels, H x W image, P_h x P_w patch, N_p = (H / P_h)(W / P_w), K classes.
-    Args (keyword-only): num_classes (K), patch_size (P_h, P_w) dividing image_size (H, W),
-        in_channels (C), num_basic_encoders (N), num_atten_heads (H), norm_first (pre-LN by
-        default), and the sizes of `TransformerParts` (max_seq_length is 1 + N_p).
-    Shape: images (B, C, H, W), floats in [0, 1] -> logits (B, K)
-    """
-
-    norm_first = True
-
-    class PatchEmbeddingGenerator(nn.Module):
-        """Patches -> vectors: cut every image into P_h x P_w patches, flatten each with its
-        C channels together (C P_h P_w numbers, channel by channel), project to M with W_E,
-        put the learnable class token in front and add the learnable position embeddings
-        (Dosovitskiy et al. 2020, eq. 1).
-
-        Shape: images (B, C, H, W) -> (B, 1 + N_p, M)
-        """
-
-        def __init__(self, vit, in_channels, patch_size, image_size, embedding_size):
-            super().__init__()
-            (P_h, P_w), (H, W) = patch_size, image_size
-            if H % P_h or W % P_w:
-                raise ValueError(f"patch_size {tuple(patch_size)} does not divide image_size "
-                                 f"{tuple(image_size)}: choose a patch size that does")
-            self.patch_size = (P_h, P_w)
-            self.num_patches = (H // P_h) * (W // P_w)
-            self.W_E = nn.Linear(in_channels * P_h * P_w, embedding_size)
-            self.class_token = nn.Parameter(torch.randn(1, 1, embedding_size) * 0.02)
-            self.position_embeddings = nn.Parameter(
-                torch.randn(1, 1 + self.num_patches, embedding_size) * 0.02)
-            self.dropout = nn.Dropout(vit.dropout)
-
-        @staticmethod
-        def patches(images, patch_size):
-            """Shape: (B, C, H, W) -> (B, N_p, C P_h P_w), patches row by row."""
-            B, C, H, W = images.shape
-            P_h, P_w = patch_size
-            x = images.unfold(2, P_h, P_h).unfold(3, P_w, P_w)   # (B, C, H/P_h, W/P_w, P_h, P_w)
-            x = x.permute(0, 2, 3, 1, 4, 5)                       # (B, H/P_h, W/P_w, C, P_h, P_w)
-            return x.reshape(B, -1, C * P_h * P_w)                # (B, N_p, C P_h P_w)
-
-        def forward(self, images):
-            x = self.W_E(self.patches(images, self.patch_size))              # (B, N_p, M)
-            cls = self.class_token.expand(x.size(0), -1, -1)                 # (B, 1, M)
-            x = torch.cat([cls, x], dim=1) + self.position_embeddings         # (B, 1 + N_p, M)
-            return self.dropout(x)
-
-    def __init__(self, *, num_classes, patch_size=(8, 8), image_size=(32, 32), in_channels=3,
-                 num_basic_encoders=4, num_atten_heads=4, **sizes):
-        nn.Module.__init__(self)
-        (P_h, P_w), (H, W) = patch_size, image_size
-        TransformerParts.__init__(self, max_seq_length=1 + (H // P_h) * (W // P_w), **sizes)
-        self.patch_size, self.image_size = tuple(patch_size), tuple(image_size)
-        self.in_channels = in_channels
-        self.num_basic_encoders, self.num_atten_heads = num_basic_encoders, num_atten_heads
-        check_forwards(self, ["AttentionHead", "SelfAttention", "FeedForward", "BasicEncoder",
-                              "MasterEncoder"])
-        self.patch_embedding_generator = self.PatchEmbeddingGenerator(
-            self, in_channels, self.patch_size, self.image_size, self.embedding_size)
-        self.master_encoder = self.MasterEncoder(None, self, num_basic_encoders,
-                                                 num_atten_heads)
-        self.classifier = nn.Linear(self.embedding_size, num_classes)       # (B, M) -> (B, K)
-        # Pixel statistics of the training images, kept with the weights.
-        self.register_buffer("pixel_mean", torch.full((in_channels,), 0.5))
-        self.register_buffer("pixel_std", torch.full((in_channels,), 0.25))
-
-    def forward(self, images):
-        x = (images - self.pixel_mean[:, None, None]) / self.pixel_std[:, None, None]
-        x = self.patch_embedding_generator(x)                               # (B, 1 + N_p, M)
-        x = self.master_encoder(x)                                          # (B, 1 + N_p, M)
-        return self.classifier(x[:, 0])                                     # (B, K)
-
-    def loss(self, images, labels, label_smoothing=0.0, run=None):
-        """As EncoderDecoder.loss. Shape: images (B, C, H, W), labels (B,) -> sum, B"""
-        logits = (self if run is None else run)(images)                   # (B, K)
-        return F.cross_entropy(logits, labels, reduction="sum",
-                               label_smoothing=label_smoothing), len(labels)
-
-    def attention_maps(self, images):
-        """The self-attention weights of every encoder layer for these images: a list (one
-        per layer) of (B, H, 1 + N_p, 1 + N_p); row 0 is where the class token looks."""
-        layers = [enc.self_attention for enc in self.master_encoder.basic_encoder_arr]
-        with torch.no_grad():
-            return record_attention(layers, lambda: self(images))
-

@@ -1,0 +1,45 @@
+"""Using a BERT: the probability of each label for texts (or pairs of texts), and the
+likeliest tokens where a text says [MASK]. The tokenizer is the model's (a
+data.bert_text.SpecialTokenizer); texts are laid out as the model was trained."""
+
+import torch
+
+__all__ = ["class_probabilities", "predict_rows", "fill_mask"]
+
+
+@torch.no_grad()
+def class_probabilities(model, ids, segments, batch_size=256):
+    """Shape: ids, segments (B, T) -> (B, K) probabilities, each row summing to 1."""
+    model.eval()
+    device = next(model.parameters()).device
+    out = [torch.softmax(model(ids[i:i + batch_size].to(device),
+                               segments[i:i + batch_size].to(device), None,
+                               "classifier").float(), -1).cpu()
+           for i in range(0, len(ids), batch_size)]
+    return torch.cat(out) if out else torch.zeros(0, model.classifier.out_features)
+
+
+def predict_rows(model, ids, segments, batch_size=256):
+    """The likeliest label's index of each row. Shape: (B, T) -> (B,)"""
+    return class_probabilities(model, ids, segments, batch_size).argmax(-1)
+
+
+@torch.no_grad()
+def fill_mask(model, tok, text, top=5):
+    """For each [MASK] of ``text`` (the literal token, found before anything else reads the
+    text), the ``top`` likeliest tokens and their probabilities: a list (a [MASK] each) of
+    [(token as text, probability)]. Raises ValueError when the text has no [MASK]."""
+    model.eval()
+    ids, segments = tok.layout([text], max_len=model.max_seq_length)
+    where = (ids[0] == tok.mask_id).nonzero().flatten()
+    if not len(where):
+        raise ValueError(f"{text!r} has no [MASK] to fill: write [MASK] where a word "
+                         "should go, e.g. \"the dog [MASK] the ball\"")
+    device = next(model.parameters()).device
+    logits = model(ids.to(device), segments.to(device)).float()[0, where]       # (n, V)
+    logits[:, tok.special_ids] = float("-inf")         # a word, never [PAD] or [MASK]
+    probs = torch.softmax(logits, -1).cpu()
+    best = probs.topk(min(top, probs.size(-1)), dim=-1)
+    return [[(tok.text([i]).strip() or tok.pieces[i], p) for i, p in
+             zip(row_ids.tolist(), row_p.tolist())]
+            for row_ids, row_p in zip(best.indices, best.values)]
