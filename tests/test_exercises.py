@@ -68,6 +68,10 @@ OWN = {
     "beam_step": "from DLStudio.evaluation.decode_and_score import beam_step, length_normalised\n",
     "patch_embedding": "del MyPatchEmbedding.forward\n",
     "warmup_schedule": "del MySchedule.lr_at\n",
+    "masking": ("import torch.nn.functional as F\nfrom DLStudio.data.bert_text import mask_tokens\n"
+                "def masked_loss(logits, targets, selected):\n"
+                "    return (F.cross_entropy(logits[selected], targets[selected], "
+                "reduction='sum'),\n            int(selected.sum()))\n"),
 }
 
 
@@ -176,6 +180,24 @@ MUTANTS = [
      "for top in range(0, H, P_h):\n            for left in range(0, W, P_w):",
      "for left in range(0, W, P_w):\n            for top in range(0, H, P_h):",
      "patches", "column order"),
+    ("masking", "the loss over every token", "return per_token[selected].sum(), "
+     "int(selected.sum())", "return per_token.sum(), per_token.numel()",
+     "loss_selected_only", "not selected"),
+    ("masking", "[MASK] for all selected", "corrupted[selected & (how < 0.8)] = mask_id",
+     "corrupted[selected] = mask_id", "eighty_ten_ten", "10% stay"),
+    ("masking", "the selection including [CLS], [SEP] and [PAD]",
+     "selected = (draw < MASK_RATE) & ~special", "selected = draw < MASK_RATE",
+     "never_special", "special"),
+    ("masking", "the same mask every epoch", "draw = torch.rand(ids.shape, generator=generator)",
+     "draw = torch.rand(ids.shape, generator=torch.Generator().manual_seed(0))",
+     "anew_each_epoch", "every epoch would mask alike"),
+    ("masking", "the global generator", "how = torch.rand(ids.shape, generator=generator)",
+     "how = torch.rand(ids.shape)", "anew_each_epoch", "global"),
+    ("masking", "a selection rate of 0.1", "(draw < MASK_RATE)", "(draw < 0.1)", "rate",
+     "15%"),
+    ("masking", "random tokens from the first 100 ids only",
+     "random_ids = torch.randint(vocab_size,", "random_ids = torch.randint(100,",
+     "random_tokens", "evenly"),
     ("warmup_schedule", "no d_model^-0.5", "self.lr_mul * self.d_model ** -0.5 * ",
      "self.lr_mul * ", "formula", "d_model^-0.5"),
     ("warmup_schedule", "steps counted from 0", "rise = step * self.n_warmup_steps ** -1.5\n"
@@ -346,6 +368,21 @@ def test_train_trains_the_patch_embedding_beside_the_standard_one(tmp_path, caps
                              "--epochs", "1", "--num-layers", "1", "--checkpoints-dir",
                              str(tmp_path / "vit"))
     assert status == 0 and "--model-class patch_embedding:MyViT" in out
+
+
+def test_train_pre_trains_the_masking_beside_the_standard_one(tmp_path, capsys, monkeypatch):
+    path = tmp_path / "masking.py"
+    path.write_text(solution("masking"))
+    status, out, _ = command(capsys, "check", "masking", str(path), "--train", "--steps", "3",
+                             "--out", str(tmp_path / "run"))
+    table = out[out.index("masked once"):].splitlines()[2:4]
+    assert status == 0 and [row.split()[0] for row in table] == ["TransformerBERT", "MyBERT"]
+    assert table[0].split()[-2:] == table[1].split()[-2:]     # the same arithmetic, seeds
+    monkeypatch.chdir(tmp_path)                # pretrain_bert.py trains it by --model-class
+    status, out, _ = command(capsys, "pretrain_bert", "--model-class", "masking:MyBERT",
+                             "--max-steps", "2", "--embedding-size", "16", "--num-layers",
+                             "1", "--checkpoints-dir", str(tmp_path / "bert"))
+    assert status == 0 and "--model-class masking:MyBERT" in out
 
 
 def write_submissions(folder, count_passing=1):

@@ -184,6 +184,8 @@ def train_beside(ex, path, steps, out):
               "test")
         return
     mine = getattr(load_student(path), ex.container)
+    if ex.base.variant == "BERT":
+        return train_bert_beside(ex.base, mine, steps, out)
     if not issubclass(ex.base, TransformerBase):
         return train_vision_beside(ex.base, mine, steps, out)
     sizes = {k: v for k, v in HOMEWORK.items() if k != "epochs"}
@@ -193,6 +195,40 @@ def train_beside(ex, path, steps, out):
                               max_steps=steps, **sizes)
     print("\nThe same data, seed, sizes and steps; held-out BLEU with greedy decoding:\n"
           + format_comparison(rows))
+
+
+def train_bert_beside(base, mine, steps, out):
+    """TransformerBERT and the file's subclass pre-trained the same steps on the bundled
+    corpus's English (pretrain_bert.py's sizes); the held-out tokens masked once by the rule
+    for both, and each one's accuracy and perplexity there."""
+    from ..data import BUNDLED_ARCHIVE
+    from ..runtime.studio import DLStudio
+    from .bert import BERT
+    from .gpt import archive_side
+
+    sentences = archive_side(BUNDLED_ARCHIVE, "en")[1]
+    print(f"\nPre-training {base.__name__} and your {mine.__name__} for {steps} steps each on "
+          "the bundled corpus's English ...")
+    rows = []
+    for cls in (base, mine):
+        folder = os.path.join(out, cls.__name__)
+        dls = DLStudio(seed=0, epochs=1000, batch_size=BERT["batch_size"],
+                       learning_rate=BERT["learning_rate"],
+                       path_saved_model=os.path.join(folder, "saved_BERT.pt"))
+        bert = cls(dl_studio=dls, sentences=sentences, archive_text=True, lang="en",
+                   vocab_size=BERT["vocab_size"], embedding_size=BERT["embedding_size"],
+                   num_basic_encoders=BERT["num_layers"],
+                   num_atten_heads=BERT["num_atten_heads"])
+        start = time.monotonic()
+        bert.run_code_for_pretraining(folder, max_steps=steps, overwrite=True)
+        scores = bert.masked_scores()
+        rows.append((cls.__name__, time.monotonic() - start, scores["accuracy"],
+                     scores["perplexity"]))
+    print(f"\nThe same text, seed, sizes and {steps} steps; held-out masked tokens (masked "
+          "once, by the rule, for both):")
+    print(f"{'model':<34}{'train s':>9}{'accuracy %':>12}{'perplexity':>12}")
+    for name, seconds, accuracy, perplexity in rows:
+        print(f"{name:<34}{seconds:>9.1f}{accuracy:>12.1f}{perplexity:>12.1f}")
 
 
 def train_vision_beside(base, mine, steps, out):
