@@ -57,7 +57,12 @@ def parser():
     p.add_argument("--num-atten-heads", type=positive_int, default=4)
     p.add_argument("--vocab-size", type=positive_int, default=8000)
     p.add_argument("--batch-size", type=positive_int, default=128)
-    p.add_argument("--learning-rate", type=positive_float, default=5e-4)
+    p.add_argument("--warmup-steps", type=positive_int, default=300,
+                   help="pre-training: BERT's schedule, a linear warm-up (post-LN) to the "
+                        "peak, then linearly down to zero at the budget's end")
+    p.add_argument("--lr-mul", type=positive_float, default=0.15,
+                   help="pre-training: the warm-up's multiplier (0.15: a peak of 5.4e-4 at "
+                        "embedding 256 and 300 steps)")
     p.add_argument("--finetune-learning-rate", type=positive_float, default=1e-4)
     p.add_argument("--test-rows", type=positive_int, default=None,
                    help="score on this many test rows (default: all)")
@@ -68,7 +73,6 @@ def pretrain(args, sentences):
     """The pre-trained BERT of OUT/pretrained (trained there first if it is not yet)."""
     folder = os.path.join(args.out, "pretrained")
     dls = DLStudio(seed=0, epochs=10_000, batch_size=args.batch_size,
-                   learning_rate=args.learning_rate,
                    path_saved_model=os.path.join(folder, "saved_BERT.pt"))
     if checkpoint_files(folder):
         path = checkpoint_files(folder)[-1]
@@ -79,10 +83,15 @@ def pretrain(args, sentences):
                            vocab_size=args.vocab_size, embedding_size=args.embedding_size,
                            num_basic_encoders=args.num_layers,
                            num_atten_heads=args.num_atten_heads, dropout=0.1,
-                           schedule="budget", num_warmup_steps=0)
+                           schedule="budget", num_warmup_steps=args.warmup_steps,
+                           lr_mul=args.lr_mul)
+    peak = bert.ScheduledOptim(None, args.lr_mul, args.embedding_size,
+                               args.warmup_steps).lr_at(args.warmup_steps)
     print(f"pre-training a BERT ({sum(p.numel() for p in bert.parameters()):,} parameters, "
-          f"{bert.vocab.size} BPE pieces) on {len(bert.training_sentences)} sentences "
-          f"(English and Spanish, each alone) ...", flush=True)
+          f"{bert.vocab.size} BPE pieces; post-LN, warm-up to {peak:.2e} in "
+          f"{args.warmup_steps} steps, then down to zero) on "
+          f"{len(bert.training_sentences)} sentences (English and Spanish, each alone) ...",
+          flush=True)
     start = time.monotonic()
     trainer = bert.run_code_for_pretraining(
         folder, max_minutes=None if args.pretrain_steps else args.pretrain_minutes,

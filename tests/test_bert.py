@@ -313,6 +313,20 @@ def test_hugging_face_bert_weights_give_the_same_masked_lm_logits(tmp_path):
 
 
 @pytest.mark.slow
+def test_the_scripts_read_a_hugging_face_folder(tmp_path, capsys):
+    from DLStudio.cli.bert import fill_mask_main, finetune_main
+    hugging_face_folder(tmp_path)
+    assert fill_mask_main([str(tmp_path / "safe"), "the [MASK] runs", "--top", "3"]) == 0
+    assert capsys.readouterr().out.startswith("'the [MASK] runs': ")
+    rows = tmp_path / "rows.tsv"
+    rows.write_text("yes\tthe dog runs\nno\tthe red ball\n" * 4, encoding="utf-8")
+    assert finetune_main(["--pretrained", str(tmp_path / "safe"), "--train", str(rows),
+                          "--test", str(rows), "--max-steps", "2", "--checkpoints-dir",
+                          str(tmp_path / "tuned")]) == 0
+    assert "held-out accuracy" in capsys.readouterr().out
+
+
+@pytest.mark.slow
 def test_a_hugging_face_weight_we_cannot_place_is_refused_by_name(tmp_path):
     hugging_face_folder(tmp_path)
     state = torch.load(tmp_path / "old" / "pytorch_model.bin", weights_only=True)

@@ -23,6 +23,7 @@ from .conftest import ROOT
 ARCHIVE = os.path.join(ROOT, "datasets", "en_es_synthetic_8_20000.tar.gz")
 FG = os.path.join(ROOT, "ExamplesTransformers", "seq2seq_with_transformerFG.py")
 GPT = os.path.join(ROOT, "ExamplesTransformers", "train_gpt.py")
+BERT = os.path.join(ROOT, "ExamplesTransformers", "pretrain_bert.py")
 VIT = os.path.join(ROOT, "ExamplesTransformers", "image_recog_with_visTransformer.py")
 COMPARE = os.path.join(ROOT, "ExamplesTransformers", "compare_fg_preln.py")
 TINY_FG = ["--archive", ARCHIVE, "--embedding-size", "32", "--num-layers", "1",
@@ -125,6 +126,18 @@ def test_the_gpt_trains_the_same_on_two_ranks(tmp_path):
     steps = ["--batch-size", 12, "--max-steps", 5]
     run(GPT, TINY_GPT + steps + ["--checkpoints-dir", "two"], tmp_path, nproc=2)
     run(GPT, TINY_GPT + steps + ["--checkpoints-dir", "one"], tmp_path)
+    assert_same_weights(newest(tmp_path / "two"), newest(tmp_path / "one"))
+
+
+@pytest.mark.slow
+def test_bert_pre_trains_the_same_on_two_ranks(tmp_path):
+    """Its masks are drawn for the global batch, so the ranks' shares are masked as one
+    process masks the whole batch; the heads it does not train rest (DDP would wait)."""
+    args = ["--archive", ARCHIVE, "--embedding-size", "32", "--num-layers", "1",
+            "--num-atten-heads", "2", "--tokenizer", "word", "--batch-size", 12,
+            "--max-steps", 5, "--dropout", 0]
+    run(BERT, args + ["--checkpoints-dir", "two"], tmp_path, nproc=2)
+    run(BERT, args + ["--checkpoints-dir", "one"], tmp_path)
     assert_same_weights(newest(tmp_path / "two"), newest(tmp_path / "one"))
 
 

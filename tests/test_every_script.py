@@ -139,7 +139,7 @@ def runs(w):
             (["--archive", a, *TINY, "--epochs", 1, "--vocab-size", 300, "--checkpoints-dir",
               "bert_run", "--track-perplexity"], "held-out masked tokens"),
             (["--archive", a, "--side", "both", *TINY, "--max-steps", 3, "--tokenizer", "word",
-              "--checkpoints-dir", "bert_both"], "(both)"),
+              "--precision", "bf16", "--checkpoints-dir", "bert_both"], "(both)"),
             (["--text", "text.txt", *TINY, "--epochs", 2, "--tokenizer", "word", "--pair-task",
               "next", "--checkpoints-dir", "bert_text"], "held-out masked tokens")],
         "ExamplesTransformers/fill_mask.py": [

@@ -12,12 +12,13 @@ import threading
 import pytest
 import torch
 
-from DLStudio import DLStudio, TransformerFG, TransformerGPT, visTransformer
+from DLStudio import DLStudio, TransformerBERT, TransformerFG, TransformerGPT, visTransformer
 from DLStudio.cli.explore import BODY_LIMIT, ExplorerServer, explore_main
 from DLStudio.data import BUNDLED_ARCHIVE, SHAPE_CLASSES
 from DLStudio.evaluation.decode_and_score import beam_search, translate_sentences
 from DLStudio.evaluation.explorer_page import (
     SCALE,
+    bert_view,
     gpt_view,
     render_page,
     translation_view,
@@ -162,6 +163,27 @@ def test_gpt_view_is_its_greedy_continuation_and_causal_weights():
     assert_same_weights(view["maps"]["self"]["layers"], [w[0] for w in weights])
     assert all((torch.tensor(h).triu(1) == 0).all() for layer in view["maps"]["self"]["layers"]
                for h in layer)                                          # causal
+
+
+def test_bert_view_fills_each_mask_and_its_attention_looks_both_ways(tmp_path):
+    dls = DLStudio(use_gpu=False, seed=0, epochs=1, batch_size=8)
+    bert = TransformerBERT(dl_studio=dls, sentences=["la casa es roja", "el perro come"] * 10,
+                           tokenizer="word", embedding_size=16, num_basic_encoders=2,
+                           num_atten_heads=2)
+    bert.run_code_for_pretraining(str(tmp_path / "bert"), max_steps=2)
+    ids, segments = bert.vocab.layout(["la [MASK] es [MASK]"])
+    view = bert_view(bert, "la [MASK] es [MASK]", ids, segments)
+    filled = [[t for t, _ in options][0] for options in bert.fill_mask("la [MASK] es [MASK]",
+                                                                        top=1)]
+    assert view["output"].split()[1::2] == filled and len(view["steps"]) == 2
+    weights = bert.attention_maps(ids, segments)
+    assert_same_weights(view["maps"]["bidirectional"]["layers"], [w[0] for w in weights])
+    upper = sum(float(torch.tensor(h).triu(1).sum()) for layer in
+                view["maps"]["bidirectional"]["layers"] for h in layer)
+    assert upper > 0                                     # a token sees the ones after it
+    out = tmp_path / "bert.html"
+    assert explore_main([str(tmp_path / "bert"), "la [MASK] es roja", "--out", str(out)]) == 0
+    assert "TransformerBERT" in out.read_text()
 
 
 def test_vision_view_is_the_class_tokens_row():

@@ -26,6 +26,7 @@ from .common import (
     resolve_archive,
     run_job,
     subclass_of,
+    take_best_use,
 )
 from .gpt import archive_side, read_sentences
 
@@ -161,16 +162,17 @@ def fill_mask_main(argv=None):
         p.add_argument("checkpoint", metavar="DIR|FILE")
         p.add_argument("more", nargs="*", metavar="[N] [TEXT]",
                        help="N: an epoch or 'last' (the default); TEXT: with [MASK] where a "
-                            "word goes (none: read texts line by line until end of input)")
+                            "word goes (none: read texts line by line until end of input). "
+                            "DIR may be a Hugging Face BERT folder (config.json, vocab.txt, "
+                            "weights)")
         p.add_argument("--top", type=positive_int, default=5)
         add_weights_argument(p)
         p.add_argument("--model-class", metavar="MODULE:CLASS",
                        help="the TransformerBERT subclass the checkpoint was trained with")
         args = p.parse_args(argv)
-        path, more = checkpoint_and_rest(args, "pretrain_bert")
+        bert, more = _bert_and_rest(args)
         if len(more) > 1:
             p.error(f"give one text (in quotes), not {len(more)} words")
-        bert = _load(path, args)
         texts = more or (line.rstrip("\n") for line in sys.stdin)
         status = 0
         for text in texts:
@@ -187,13 +189,26 @@ def fill_mask_main(argv=None):
     return run_job(run, argv)
 
 
+def hugging_face_folder(path):
+    """Whether ``path`` is a Hugging Face model folder (its config.json), not ours."""
+    return os.path.isfile(os.path.join(path, "config.json"))
+
+
+def _bert_and_rest(args):
+    """The BERT of ``DIR [N] ...`` (ours) or of a Hugging Face folder, and the rest."""
+    if hugging_face_folder(args.checkpoint):
+        return TransformerBERT.from_huggingface(args.checkpoint), list(args.more)
+    path, more = checkpoint_and_rest(args, "pretrain_bert")
+    return _load(path, args), more
+
+
 def _load(path, args):
+    """The BERT of a checkpoint, used as it is best used (its averaged weights where the run
+    kept them, said on standard error) unless --weights says otherwise."""
     from ..checkpoints import load_checkpoint
-    weights = args.weights
-    if weights is None:
-        weights = "average" if load_checkpoint(path).get("average") else "raw"
+    take_best_use(args, load_checkpoint(path), path)
     return TransformerBERT.from_checkpoint(path, model_class=args.model_class,
-                                           weights=weights).model
+                                           weights=args.weights).model
 
 
 def finetune_parser():
@@ -202,8 +217,8 @@ def finetune_parser():
                            "pre-trained checkpoint, or the same model from scratch.")
     start = p.add_mutually_exclusive_group(required=True)
     start.add_argument("--pretrained", nargs="+", metavar=("DIR", "N"),
-                       help="a pretrain_bert.py checkpoint (DIR [N], or FILE); its averaged "
-                            "weights where the run kept them")
+                       help="a pretrain_bert.py checkpoint (DIR [N], or FILE; its averaged "
+                            "weights where the run kept them), or a Hugging Face BERT folder")
     start.add_argument("--from-scratch", nargs="*", metavar=("DIR", "N"),
                        help="fresh weights; with DIR [N]: that run's tokenizer and sizes "
                             "(the comparison pre-training is measured by), without: a "
@@ -230,12 +245,12 @@ def _start(args, p):
     if given:
         if len(given) > 2:
             p.error("give DIR [N] or FILE")
-        ns = type("A", (), {"checkpoint": given[0], "more": given[1:]})
-        path, rest = checkpoint_and_rest(ns, "pretrain_bert")
+        ns = type("A", (), {"checkpoint": given[0], "more": given[1:], "weights": None,
+                            "model_class": None})
+        bert, rest = _bert_and_rest(ns)
         if rest:
             p.error(f"{rest[0]!r} is not an epoch index (or 'last')")
-        args.weights, args.model_class = None, None
-        return _load(path, args), args.pretrained is not None
+        return bert, args.pretrained is not None
     return None, False
 
 

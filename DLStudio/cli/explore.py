@@ -21,7 +21,13 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from ..checkpoints import load_checkpoint
-from ..evaluation.explorer_page import gpt_view, render_page, translation_view, vision_view
+from ..evaluation.explorer_page import (
+    bert_view,
+    gpt_view,
+    render_page,
+    translation_view,
+    vision_view,
+)
 from .common import (
     Parser,
     UserError,
@@ -110,6 +116,8 @@ def explorer(path, args):
             return gpt_view(gpt, text, prompt_ids(gpt, text))
         return ({"title": "Attention explorer: TransformerGPT", "facts": facts,
                  "ask": "a prompt"}, make_view, [])
+    if variant == "BERT":
+        return _bert_explorer(path, payload, args)
     if variant == "visTransformer":
         from .vision import vit_with_its_images
         vit, payload = vit_with_its_images(path, args)
@@ -132,7 +140,35 @@ def explorer(path, args):
                  "ask": f"a test image's index, 0 to {len(test) - 1}"}, make_view,
                 [str(i) for i in range(min(args.images, len(test)))])
     raise UserError(f"{path} holds a {variant} model: the explorer reads translation (FG, "
-                    "PreLN), TransformerGPT and visTransformer checkpoints")
+                    "PreLN), TransformerGPT, TransformerBERT and visTransformer checkpoints")
+
+
+def _bert_explorer(path, payload, args):
+    """A BERT's page: a text with [MASK]s (or a pair, TAB between), filled in, and its
+    attention, which looks both ways."""
+    from ..containers.bert import prepared
+    from ..Transformers import TransformerBERT
+    take_best_use(args, payload, path)
+    bert = TransformerBERT.from_checkpoint(path, model_class=args.model_class,
+                                           weights=args.weights).model
+    facts = _facts(path, payload, {
+        "model": f"TransformerBERT ({bert.layout}), embedding {bert.embedding_size}, "
+                 f"{bert.num_basic_encoders} layers, {bert.num_atten_heads} heads, "
+                 f"{bert.vocab.kind} tokens" + (f", labels {', '.join(bert.labels)}"
+                                                 if bert.labels else ""),
+        "decoding": "the likeliest token at each [MASK]"})
+
+    def make_view(text):
+        if not text.strip():
+            raise ValueError("give a text, with [MASK] where a word goes")
+        first, _, second = text.partition("\t")
+        ids, segments = bert.vocab.layout([prepared(bert, first)],
+                                          [prepared(bert, second)] if second else None,
+                                          bert.max_seq_length)
+        device = next(bert.parameters()).device
+        return bert_view(bert, text, ids.to(device), segments.to(device))
+    return ({"title": "Attention explorer: TransformerBERT", "facts": facts,
+             "ask": "a text with [MASK] where a word goes"}, make_view, [])
 
 
 class ExplorerHandler(BaseHTTPRequestHandler):

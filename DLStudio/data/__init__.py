@@ -2,7 +2,7 @@
 converter, the generator of the bundled synthetic corpus, and images (CIFAR-10 and our own
 shapes) for the visTransformer.
 
-Command line: ``python -m DLStudio.data {inspect,build-archive,synth} ...``.
+Command line: ``python -m DLStudio.data {inspect,build-archive,synth,tasks} ...``.
 """
 
 from .anki import (

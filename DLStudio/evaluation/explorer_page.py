@@ -11,6 +11,7 @@ integers, weight x 10^4 rounded (4 decimals), so a page stays small:
                  maps["decoder_self"]  layers x heads x T_tgt x T_tgt   (masked: the future is 0)
                  maps["cross"]         layers x heads x T_tgt x T_src
     GPT          maps["self"]          layers x heads x T x T
+    BERT         maps["bidirectional"] layers x heads x T x T   (no mask: every token sees all)
     visTransformer maps["class"]       layers x heads x (1 + N_p): where the class token looks
 
 A kind whose head keeps no weights (a student's class that does not hand them to
@@ -28,7 +29,7 @@ from ..model.recorder import record_attention
 from ..model.tokens import EOS_INDEX, SOS_INDEX
 from .decode_and_score import LENGTH_PENALTY, beam_search, greedy_decode
 
-__all__ = ["translation_view", "gpt_view", "vision_view", "render_page", "SCALE"]
+__all__ = ["translation_view", "gpt_view", "bert_view", "vision_view", "render_page", "SCALE"]
 
 #: A weight w is carried as round(w * SCALE).
 SCALE = 10_000
@@ -149,6 +150,29 @@ def gpt_view(gpt, prompt, prompt_ids, max_new_tokens=None):
             "axes": {"self": ["text", "text"]},
             "steps": _steps(logits[start:start + len(new)], new, gpt.vocab.readable),
             "maps": maps}
+
+
+def bert_view(bert, text, ids, segments):
+    """A BERT on one text (``ids``, ``segments`` (1, T), laid out by its tokenizer): the
+    likeliest token at each [MASK] with its alternatives (the text with them filled in),
+    and every layer's and head's self-attention, which looks both ways."""
+    bert.eval()
+    tok = bert.vocab
+    maps, logits = _recorded(
+        {"bidirectional": [e.self_attention for e in bert.master_encoder.basic_encoder_arr]},
+        lambda: bert(ids, segments))
+    where = (ids[0] == tok.mask_id).nonzero().flatten().tolist()
+    logits = logits[where].float()
+    logits[:, tok.special_ids] = float("-inf")           # a word, never [PAD] or [MASK]
+    best = logits.argmax(-1).tolist()
+    filled = ids[0].tolist()
+    for i, token in zip(where, best):
+        filled[i] = token
+    return {"kind": "bert", "input": text, "output": tok.text(filled),
+            "decoding": "the likeliest token at each [MASK]" if where else "no [MASK] to fill",
+            "tokens": {"text": tok.readable(ids[0].tolist())},
+            "axes": {"bidirectional": ["text", "text"]},
+            "steps": _steps(logits, best, tok.readable) if where else None, "maps": maps}
 
 
 def vision_view(vit, image, label, classes, patches):

@@ -120,18 +120,19 @@ class BERTParts(TransformerParts, nn.Module):
         """``head`` "mlm": logits over the vocabulary (B, T, V), or (N, V) at the positions
         where ``keep`` (B, T) is True; "classifier": (B, K); "next": (B, 2), whether the
         second sentence of a pair followed the first."""
+        if head not in self.heads():
+            raise ValueError(f"this model has no {head!r} head (it has "
+                             f"{', '.join(self.heads())})")
         h = self.encode(ids, segments)                                       # (B, T, M)
         if head == "mlm":
             return self.mlm_head(h if keep is None else h[keep])            # (N, V)
         layer = self.classifier if head == "classifier" else self.next_sentence
-        if head not in HEADS or layer is None:
-            raise ValueError(f"this model has no {head!r} head (it has "
-                             f"{', '.join(h for h in self.heads())})")
         return layer(self.pooler_layer(h[:, 0]))                            # (B, K)
 
     def heads(self):
-        return [h for h, layer in zip(HEADS, (self.mlm_head, self.classifier,
-                                              self.next_sentence)) if layer is not None]
+        """The names of the heads this model has (of HEADS)."""
+        return [name for name, layer in zip(HEADS, (self.mlm_head, self.classifier,
+                                                    self.next_sentence)) if layer is not None]
 
     def mlm_loss(self, ids, segments, selected, targets, label_smoothing=0.0, run=None):
         """Cross-entropy at the selected positions only (Devlin et al. 2019, 3.1): the sum

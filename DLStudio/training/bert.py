@@ -100,7 +100,7 @@ class MaskedLanguageTrainer(Trainer):
         its longest row."""
         order = bucketed_batches(self.lengths[:self.num_examples], self.dls.batch_size,
                                  self.epoch_generator(epoch))
-        for idx in self.share(order, skip):
+        for idx, mine in self.share_with_batch(order, skip):   # drawn for the global batch
             gen = _masks_of(int(idx[0]), self.dls.seed, epoch)
             if self.next_sentence:
                 ids, segments, is_next = self.pairs(idx, gen)
@@ -114,7 +114,7 @@ class MaskedLanguageTrainer(Trainer):
                 selected[tuple(first)], corrupted[tuple(first)] = True, self.tok.mask_id
             batch = (corrupted, segments, selected, ids) + \
                 ((is_next,) if self.next_sentence else ())
-            yield tuple(t.to(self.device, non_blocking=True) for t in batch)
+            yield tuple(t[mine].to(self.device, non_blocking=True) for t in batch)
 
     def pairs(self, idx, gen):
         """Rows of a line and the next (is_next 1) or a random other line (0)."""

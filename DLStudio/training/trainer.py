@@ -236,6 +236,15 @@ class Trainer:
             self.batches_done, self.skip_size = sum(i < start for i in kept), W
         return [self.world.share(batches[i]) for i in kept if i >= start]
 
+    def share_with_batch(self, batches, skip=0):
+        """(the global batch, this rank's positions in it) for each share `share` gives: for
+        what is drawn per global batch (BERT's masks), so that several processes draw what
+        one process draws."""
+        parts = self.share(batches, skip)                # (a suffix of the kept batches)
+        whole = [b for b in batches if len(b) >= self.world.size]
+        return [(b, self.world.share(torch.arange(len(b))))
+                for b in (whole[len(whole) - len(parts):] if parts else [])]
+
     def batches_per_epoch(self):
         n, b, W = self.num_examples, self.dls.batch_size, self.world.size
         return math.ceil(n / b) - (1 if 0 < n % b < W else 0)

@@ -11,6 +11,7 @@
     decoder_self: "decoder self-attention, masked (Spanish to the Spanish before it)",
     cross: "cross-attention (Spanish queries, English keys)",
     self: "self-attention, causal (each token to the tokens before it)",
+    bidirectional: "self-attention, both ways (each token to every token: BERT, no mask)",
     class: "the class token's attention over the patches",
   };
   const HINT = document.getElementById("hint").textContent;
@@ -72,7 +73,7 @@
     const box = $("summary"), said = $("said");
     box.textContent = said.textContent = "";
     const what = v.kind === "vision" ? "predicted" : v.kind === "gpt" ? "continuation"
-      : "translation";
+      : v.kind === "bert" ? "filled in" : "translation";
     box.append(el("p", { class: "sentence" }, el("b", {}, "input"), v.input),
       el("p", { class: "sentence", id: "output" }, el("b", {}, `${what} (${v.decoding
         || "most likely class"})`), v.output || "(empty)"));
