@@ -213,7 +213,7 @@ class TransformerBase(Container, EncoderDecoderParts):
             max_seq_length=self.max_seq_length, embedding_size=self.embedding_size,
             dropout=self.dropout, full_width_heads=self.full_width_heads,
             learned_positions=self.learned_positions, tie_embeddings=self.tie_embeddings,
-            shared_vocab=self.shared_vocab)
+            shared_vocab=self.shared_vocab, norm=self.norm, feed_forward=self.feed_forward)
 
     __init__.__signature__ = TranslationSettings.signature(
         dl_studio=inspect.Parameter.empty, corpus=None, vocab=None, data=None)
@@ -442,7 +442,7 @@ class TransformerGPT(TextModel, GPTParts):
             norm_first=self.layout == "PreLN", max_seq_length=self.max_seq_length,
             embedding_size=self.embedding_size, dropout=self.dropout,
             full_width_heads=self.full_width_heads, learned_positions=self.learned_positions,
-            tie_embeddings=self.tie_embeddings)
+            tie_embeddings=self.tie_embeddings, norm=self.norm, feed_forward=self.feed_forward)
 
     __init__.__signature__ = GPTSettings.signature(
         dl_studio=inspect.Parameter.empty, sentences=None, vocab=None)
@@ -519,7 +519,8 @@ class visTransformer(Container, VisionParts):
             in_channels=self.in_channels, num_basic_encoders=self.num_basic_encoders,
             num_atten_heads=self.num_atten_heads, norm_first=self.layout == "PreLN",
             embedding_size=self.embedding_size, dropout=self.dropout,
-            full_width_heads=self.full_width_heads)
+            full_width_heads=self.full_width_heads, norm=self.norm,
+            feed_forward=self.feed_forward)
         if given.max_seq_length not in (None, self.max_seq_length):
             raise ValueError(f"max_seq_length {given.max_seq_length} does not fit: "
                              f"{self.image_size} images in {self.patch_size} patches give "
@@ -640,7 +641,7 @@ class TransformerBERT(TextModel, BERTParts):
             full_width_heads=self.full_width_heads,
             learned_positions=self.positions == "learned", feed_forward=self.feed_forward,
             feed_forward_size=self.feed_forward_size or 4 * M, norm_eps=self.norm_eps,
-            scale_embeddings=self.scale_embeddings)
+            scale_embeddings=self.scale_embeddings, norm=self.norm)
 
     __init__.__signature__ = BERTSettings.signature(
         dl_studio=inspect.Parameter.empty, sentences=None, vocab=None, ordered=False)

@@ -4,14 +4,15 @@
 Shazeer 2020 ("GLU Variants Improve Transformer") replaces W2 ReLU(W1 x) by
 W2 (GELU(W1 x) * (V x)): one half of the hidden layer gates the other. The hidden width is
 2/3 of the standard one, so both blocks have the same number of weights (3 M (4M/3) = 4 M^2).
-Only FeedForward is overridden; every encoder and decoder layer builds it through the
-container. Trains the unmodified TransformerFG beside it and compares.
+The package has the SiLU-gated one, SwiGLU (DLStudio/model/since_2017.py, switched on by
+--feed-forward swiglu); GEGLU is that class with GELU for its gate. Only FeedForward is
+overridden; every encoder and decoder layer builds it through the container. Trains the
+unmodified TransformerFG beside it and compares.
 
     python3 homework_gated_feedforward.py [--epochs 3]
 """
 import sys
 
-import torch.nn as nn
 import torch.nn.functional as F
 
 from DLStudio import TransformerFG
@@ -20,22 +21,11 @@ from DLStudio.cli import homework_main
 
 class TransformerFGWithGEGLU(TransformerFG):
 
-    class FeedForward(nn.Module):
-        """W2 (GELU(W1 x) * (V x)), position by position.
+    class FeedForward(TransformerFG.SwiGLU):
+        """W2 (GELU(W1 x) * (V x)), position by position: SwiGLU's W1, V, W2 and forward,
+        with GELU for SiLU. Shape: (B, T, M) -> (B, T, M), hidden width 2/3 of 2 M."""
 
-        Shape: (B, T, M) -> (B, T, M), hidden width 2/3 of the standard 2 M.
-        """
-
-        def __init__(self, dls, xformer):
-            super().__init__()
-            M = xformer.embedding_size
-            hidden = round(2 * M * 2 / 3)
-            self.W1 = nn.Linear(M, hidden, bias=False)
-            self.V = nn.Linear(M, hidden, bias=False)
-            self.W2 = nn.Linear(hidden, M, bias=False)
-
-        def forward(self, x):
-            return self.W2(F.gelu(self.W1(x)) * self.V(x))
+        activation = staticmethod(F.gelu)
 
 
 def report(row):

@@ -116,8 +116,8 @@ def runs(w):
         "ExamplesTransformers/homework_concat_positions.py": [
             (homework + ["--out", "hw3"], "numbers of its own")],
         "ExamplesTransformers/image_recog_with_visTransformer.py": [
-            (["--num-train", 96, "--num-test", 32, *TINY, "--epochs", 1,
-              "--checkpoints-dir", "vit_run"], "held-out accuracy")],
+            (["--num-train", 96, "--num-test", 32, *TINY, "--epochs", 1, "--norm", "rmsnorm",
+              "--feed-forward", "swiglu", "--checkpoints-dir", "vit_run"], "held-out accuracy")],
         "ExamplesTransformers/score_checkpoints.py": [([early], "BLEU"), ([long_], "BLEU")],
         "ExamplesTransformers/seq2seq_with_transformerFG.py": [
             (["--archive", a, *TINY_TRAINING, "--checkpoints-dir", "fg"], "held-out BLEU"),
@@ -127,6 +127,8 @@ def runs(w):
             (["--archive", a, *TINY_TRAINING, "--checkpoints-dir", "preln"], "held-out BLEU"),
             (["--archive", a, *TINY_TRAINING, "--tokenizer", "bpe", "--vocab-size", 300,
               "--checkpoints-dir", "preln_bpe"], "BPE pieces"),
+            (["--archive", a, *TINY_TRAINING, "--norm", "rmsnorm", "--feed-forward", "swiglu",
+              "--checkpoints-dir", "preln_2024"], "held-out BLEU"),
             (["--archive", a, *TINY_TRAINING, "--init-decoder-from", gpt, 0,
               "--num-atten-heads", 2, "--checkpoints-dir", "preln_gpt"],
              "the decoder starts from the GPT")],
@@ -134,14 +136,18 @@ def runs(w):
             (["--archive", a, *TINY, "--epochs", 1, "--vocab-size", 300, "--checkpoints-dir",
               "gpt_run"], "held-out perplexity"),
             (["--text", "text.txt", *TINY, "--epochs", 2, "--tokenizer", "word",
-              "--checkpoints-dir", "gpt_text"], "held-out perplexity")],
+              "--checkpoints-dir", "gpt_text"], "held-out perplexity"),
+            (["--archive", a, *TINY, "--epochs", 1, "--vocab-size", 300, "--norm", "rmsnorm",
+              "--feed-forward", "swiglu", "--checkpoints-dir", "gpt_2024"],
+             "held-out perplexity")],
         "ExamplesTransformers/pretrain_bert.py": [
             (["--archive", a, *TINY, "--epochs", 1, "--vocab-size", 300, "--checkpoints-dir",
               "bert_run", "--track-perplexity"], "held-out masked tokens"),
             (["--archive", a, "--side", "both", *TINY, "--max-steps", 3, "--tokenizer", "word",
               "--precision", "bf16", "--checkpoints-dir", "bert_both"], "(both)"),
             (["--text", "text.txt", *TINY, "--epochs", 2, "--tokenizer", "word", "--pair-task",
-              "next", "--checkpoints-dir", "bert_text"], "held-out masked tokens")],
+              "next", "--norm", "rmsnorm", "--feed-forward", "swiglu", "--checkpoints-dir",
+              "bert_text"], "held-out masked tokens")],
         "ExamplesTransformers/fill_mask.py": [
             ([bert, 0, "She [MASK] the BOOK!"], "'She [MASK] the BOOK!': "),
             ([bert, 0, "[MASK] [MASK] book", "--top", 2], "[MASK] 2: ")],

@@ -15,6 +15,7 @@ from .common import (
     Parser,
     UserError,
     add_run_arguments,
+    add_since_2017_arguments,
     add_stack_arguments,
     add_weights_argument,
     checkpoint_and_rest,
@@ -25,6 +26,7 @@ from .common import (
     positive_int,
     resolve_archive,
     run_job,
+    since_2017,
     subclass_of,
     take_best_use,
 )
@@ -60,6 +62,7 @@ def pretrain_parser():
                         "lines run in order); none: masked tokens only (RoBERTa's finding)")
     add_stack_arguments(p, d, "encoder layers (BasicEncoder)")
     p.set_defaults(layout="FG")
+    add_since_2017_arguments(p, feed_forward="gelu")
     p.add_argument("--full-width-heads", action="store_true",
                    help="heads read all of M, then W^O (BERT's; default: the lecture's "
                         "sliced heads)")
@@ -107,7 +110,7 @@ def pretrain_main(argv=None):
             num_atten_heads=args.num_atten_heads, layout=args.layout,
             num_warmup_steps=args.num_warmup_steps, schedule=args.schedule,
             dropout=args.dropout, full_width_heads=args.full_width_heads,
-            pair_task=args.pair_task, mask_rate=args.mask_rate,
+            pair_task=args.pair_task, mask_rate=args.mask_rate, **since_2017(args),
             checkpoint_freq=args.checkpoint_freq, archive_text=archive_text)
         n_params = sum(q.numel() for q in bert.parameters())
         print(f"TransformerBERT ({args.layout}) on {label}: {len(bert.training_sentences)} "

@@ -14,6 +14,7 @@ from .common import (
     Parser,
     UserError,
     add_run_arguments,
+    add_since_2017_arguments,
     add_stack_arguments,
     add_weights_argument,
     checkpoint_and_rest,
@@ -25,6 +26,7 @@ from .common import (
     positive_ints,
     resolve_archive,
     run_job,
+    since_2017,
     take_best_use,
 )
 
@@ -74,6 +76,7 @@ def gpt_parser():
                         "(with --archive: the archive's word list, as the translation models)")
     p.add_argument("--vocab-size", type=positive_int, default=d["vocab_size"])
     add_stack_arguments(p, d, "GPT layers (BasicDecoderWithMasking)")
+    add_since_2017_arguments(p)
     p.add_argument("--learning-rate", type=positive_float, default=d["learning_rate"])
     p.add_argument("--batch-size", type=positive_int, default=d["batch_size"])
     p.add_argument("--epochs", type=positive_int, default=d["epochs"])
@@ -109,6 +112,7 @@ def gpt_train_main(argv=None):
                              embedding_size=args.embedding_size,
                              num_basic_decoders=args.num_layers,
                              num_atten_heads=args.num_atten_heads, layout=args.layout,
+                             **since_2017(args),
                              num_warmup_steps=args.num_warmup_steps,
                              schedule=args.schedule, dropout=args.dropout,
                              checkpoint_freq=args.checkpoint_freq, archive_text=archive_text)

@@ -11,6 +11,7 @@ from ..data import BUNDLED_ARCHIVE, load_archive
 from ..runtime.distributed import DistributedError, single_process_only
 from .common import (
     Parser,
+    add_since_2017_arguments,
     resolve_archive,
 )
 
@@ -75,7 +76,7 @@ def show_positional_encoding_main(argv=None):
 # ---------------------------------------------------------------------------------------
 # compare_fg_preln.py: FG, FG without its warm-up and PreLN, each for the same budget.
 SWITCHES = ("dropout", "label_smoothing", "full_width_heads", "tie_embeddings",
-            "learned_positions")
+            "learned_positions", "norm", "feed_forward")
 BASES = ("FG", "FG-no-warmup", "PreLN")
 
 
@@ -92,6 +93,8 @@ def parse_run(name, defaults):
                              + ", ".join(SWITCHES))
         if isinstance(defaults[key], bool):
             switches[key] = value.lower() not in ("0", "false", "off", "no") if value else True
+        elif isinstance(defaults[key], str):          # norm=rmsnorm, feed_forward=swiglu
+            switches[key] = value
         else:
             try:
                 switches[key] = float(value)
@@ -130,6 +133,7 @@ def compare_fg_preln_main(argv=None):
     p.add_argument("--full-width-heads", action="store_true")
     p.add_argument("--tie-embeddings", action="store_true")
     p.add_argument("--learned-positions", action="store_true")
+    add_since_2017_arguments(p)
     p.add_argument("--runs", default="FG,FG-no-warmup,PreLN",
                    help="comma-separated runs: FG, FG-no-warmup or PreLN, each optionally "
                         "followed by :switch or :switch=value (switches: "

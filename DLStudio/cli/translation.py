@@ -19,6 +19,7 @@ from .common import (
     add_checkpoint_arguments,
     add_decoding_precision,
     add_run_arguments,
+    add_since_2017_arguments,
     add_weights_argument,
     checkpoint_arguments,
     existing_file,
@@ -32,6 +33,7 @@ from .common import (
     resolve_archive,
     run_job,
     say_how_to_test,
+    since_2017,
     subclass_of,
 )
 
@@ -98,6 +100,7 @@ def training_parser(variant):
                    help="the output layer shares the Spanish embedding matrix")
     p.add_argument("--learned-positions", action="store_true",
                    help="trained position vectors instead of sinusoids")
+    add_since_2017_arguments(p)
     p.add_argument("--init-decoder-from", nargs="+", metavar=("DIR", "N"),
                    help="start the decoder from a GPT checkpoint (train_gpt.py; N: an "
                         "epoch or 'last', the default): its Spanish tokenizer, embeddings, "
@@ -234,7 +237,7 @@ def train_main(variant, argv=None):
                       learned_positions=args.learned_positions, tokenizer=args.tokenizer,
                       vocab_size=args.vocab_size if args.tokenizer == "bpe" else None,
                       vocab_from=args.vocab_from, shared_vocab=args.shared_vocab,
-                      pairs_options=pairs_options, vocab=vocab)
+                      pairs_options=pairs_options, vocab=vocab, **since_2017(args))
         encoder = cls.MasterEncoder(dls, xformer,
                                     num_basic_encoders=args.num_encoder_layers or args.num_layers,
                                     num_atten_heads=args.num_atten_heads)

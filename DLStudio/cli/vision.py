@@ -9,6 +9,7 @@ from .common import (
     UserError,
     add_checkpoint_arguments,
     add_run_arguments,
+    add_since_2017_arguments,
     add_stack_arguments,
     add_weights_argument,
     checkpoint_arguments,
@@ -18,6 +19,7 @@ from .common import (
     positive_int,
     run_job,
     say_how_to_test,
+    since_2017,
     subclass_of,
     take_best_use,
 )
@@ -53,6 +55,7 @@ def vit_parser():
                    help="shapes: test images to generate")
     p.add_argument("--patch-size", type=positive_int, default=d["patch_size"])
     add_stack_arguments(p, d, "basic encoders")
+    add_since_2017_arguments(p)
     p.add_argument("--epochs", type=positive_int, default=d["epochs"])
     p.add_argument("--batch-size", type=positive_int, default=d["batch_size"])
     p.add_argument("--learning-rate", type=positive_float, default=d["learning_rate"])
@@ -93,6 +96,7 @@ def vit_train_main(argv=None):
         vit = vit_class(dl_studio=dls, patch_size=(args.patch_size, args.patch_size),
                         embedding_size=args.embedding_size, num_basic_encoders=args.num_layers,
                         num_atten_heads=args.num_atten_heads, layout=args.layout,
+                        **since_2017(args),
                         num_warmup_steps=args.num_warmup_steps,
                         schedule=args.schedule, dropout=args.dropout,
                         label_smoothing=args.label_smoothing, augment=args.augment,

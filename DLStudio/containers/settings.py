@@ -174,6 +174,8 @@ class TranslationSettings(Settings):
     vocab_size: int = setting(None)
     vocab_from: str = setting("archive")
     shared_vocab: bool = setting(MODEL["shared_vocab"], shapes=True)  # BPE: one vocab, one matrix
+    norm: str = setting(MODEL["norm"], shapes=True)                   # since 2017: "rmsnorm"
+    feed_forward: str = setting(MODEL["feed_forward"], shapes=True)   # "gelu", "swiglu"
 
     def __post_init__(self):
         super().__post_init__()
@@ -198,6 +200,8 @@ class LayoutSettings(Settings):
     full_width_heads: bool = setting(MODEL["full_width_heads"], shapes=True)
     save_checkpoints: bool = setting(True, recorded=False)
     checkpoint_freq: int = setting(5, identity=False)
+    norm: str = setting(MODEL["norm"], shapes=True)                   # since 2017: "rmsnorm"
+    feed_forward: str = setting(MODEL["feed_forward"], shapes=True)   # "gelu", "swiglu"
 
 
 @dataclass
@@ -249,7 +253,7 @@ class BERTSettings(LayoutSettings):
     num_basic_encoders: int = setting(BERT["num_basic_encoders"], shapes=True)
     num_atten_heads: int = setting(BERT["num_atten_heads"], shapes=True)
     positions: str = setting("learned", shapes=True)   # or "sinusoidal", the 2017 code
-    feed_forward: str = setting("gelu")
+    feed_forward: str = setting("gelu", shapes=True)
     feed_forward_size: int = setting(None, shapes=True)   # None: 4 M
     norm_eps: float = setting(1e-12)
     scale_embeddings: bool = setting(False)

@@ -10,7 +10,8 @@ everywhere. Here models are built from their sizes alone; DLStudio's containers
                          (Vaswani et al. 2017, Fig. 1)
     GPTParts             a decoder-only language model of the same classes (Radford et al. 2018)
 The encoder-only families, beside this file: vision.py (VisionParts, Dosovitskiy et al. 2020)
-and bert.py (BERTParts, Devlin et al. 2019).
+and bert.py (BERTParts, Devlin et al. 2019); what changed since 2017 (RMSNorm, SwiGLU), the
+classes a setting switches on: since_2017.py.
 
         token ids ──> EmbeddingsGenerator ──> MasterEncoder (N x BasicEncoder) ──┐
         (English)     word + position code     SelfAttention, FeedForward        │ memory
@@ -54,10 +55,13 @@ from .batched_heads import BatchedHeads
 from .kv_cache import NO_CACHE, KeyValueCache, attached_to_decoder
 from .overrides import check_forwards
 from .recorder import record_attention
+from .since_2017 import RMSNorm, SwiGLU
 from .tokens import causal_mask, padding_mask
 
 __all__ = ["TransformerParts", "EncoderDecoderParts", "GPTParts", "scaled_dot_product",
-           "residual"]
+           "residual", "FEED_FORWARDS"]
+
+FEED_FORWARDS = ("relu", "gelu", "swiglu")     # the feed_forward settings
 
 
 def scaled_dot_product(Q, K, V, mask=None):
@@ -97,7 +101,8 @@ class TransformerParts:
         shared_vocab (V_en = V_es: both embeddings and the output layer one matrix, 3.4);
         and BERT's (Devlin et al. 2019): feed_forward ("relu" | "gelu": its activation),
         feed_forward_size (F; None: 2 M), norm_eps (LayerNorm's epsilon), scale_embeddings
-        (False: word vectors not scaled by sqrt(M)).
+        (False: word vectors not scaled by sqrt(M)); and today's (since_2017.py): norm
+        ("layernorm" | "rmsnorm"), feed_forward="swiglu".
     """
 
     norm_first = False    # where LayerNorm sits: see `residual`
@@ -105,7 +110,8 @@ class TransformerParts:
     def __init__(self, *, embedding_size, max_seq_length, vocab_sizes=None, norm_first=None,
                  dropout=0.0, full_width_heads=False, learned_positions=False,
                  tie_embeddings=False, shared_vocab=False, feed_forward="relu",
-                 feed_forward_size=None, norm_eps=1e-5, scale_embeddings=True):
+                 feed_forward_size=None, norm_eps=1e-5, scale_embeddings=True,
+                 norm="layernorm"):
         if embedding_size % 2:
             raise ValueError(f"embedding_size must be even (sin/cos pairs), got {embedding_size}")
         self.embedding_size, self.max_seq_length = embedding_size, max_seq_length
@@ -117,17 +123,27 @@ class TransformerParts:
         self.shared_vocab = shared_vocab
         if shared_vocab and len(set(self.vocab_sizes.values())) > 1:
             raise ValueError(f"shared_vocab: one vocabulary for both, not {self.vocab_sizes}")
-        if feed_forward not in self.ACTIVATIONS:
-            raise ValueError(f"feed_forward must be one of {', '.join(self.ACTIVATIONS)}, got "
-                             f"{feed_forward!r}")
+        for name, value, allowed in (("feed_forward", feed_forward, FEED_FORWARDS),
+                                     ("norm", norm, ("layernorm", "rmsnorm"))):
+            if value not in allowed:
+                raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
         self.feed_forward, self.feed_forward_size = feed_forward, feed_forward_size
-        self.norm_eps, self.scale_embeddings = norm_eps, scale_embeddings
+        self.norm_eps, self.scale_embeddings, self.norm = norm_eps, scale_embeddings, norm
 
     ACTIVATIONS = {"relu": torch.relu, "gelu": F.gelu}     # of the feed-forward network
+    RMSNorm, SwiGLU = RMSNorm, SwiGLU       # today's (since_2017.py), switched on by setting
 
     def layer_norm(self, size):
-        """Every LayerNorm of the model (Ba et al. 2016), with the model's epsilon."""
+        """Every normalisation of the model: LayerNorm (Ba et al. 2016) with the model's
+        epsilon, or its RMSNorm with ``norm="rmsnorm"``."""
+        if self.norm == "rmsnorm":
+            return self.RMSNorm(size, eps=self.norm_eps)
         return nn.LayerNorm(size, eps=self.norm_eps)
+
+    def feed_forward_block(self, dls):
+        """A layer's feed-forward network: FeedForward (ReLU or GELU), or SwiGLU."""
+        block = self.SwiGLU if self.feed_forward == "swiglu" else self.FeedForward
+        return block(dls, self)
 
     def num_tokens(self, lang):           # of a vocabulary: its embeddings and output layer
         if lang not in self.vocab_sizes:
@@ -292,7 +308,7 @@ class TransformerParts:
             super().__init__()
             M = xformer.embedding_size
             hidden = xformer.feed_forward_size or self.expansion * M
-            self.activation = TransformerParts.ACTIVATIONS[xformer.feed_forward]
+            self.activation = TransformerParts.ACTIVATIONS.get(xformer.feed_forward, torch.relu)
             self.W1 = nn.Linear(M, hidden)
             self.W2 = nn.Linear(hidden, M)
 
@@ -312,7 +328,7 @@ class TransformerParts:
             M = xformer.embedding_size
             self.norm_first = xformer.norm_first
             self.self_attention = xformer.SelfAttention(dls, xformer, num_atten_heads)
-            self.feed_forward = xformer.FeedForward(dls, xformer)
+            self.feed_forward = xformer.feed_forward_block(dls)
             self.norm1, self.norm2 = xformer.layer_norm(M), xformer.layer_norm(M)
             self.dropout = nn.Dropout(xformer.dropout)
 
@@ -415,7 +431,7 @@ class EncoderDecoderParts(TransformerParts):
             self.norm_first, self.masking = xformer.norm_first, masking
             self.self_attention = xformer.SelfAttention(dls, xformer, num_atten_heads)
             self.cross_attention = xformer.CrossAttention(dls, xformer, num_atten_heads)
-            self.feed_forward = xformer.FeedForward(dls, xformer)
+            self.feed_forward = xformer.feed_forward_block(dls)
             self.norm1, self.norm2, self.norm3 = (xformer.layer_norm(M) for _ in range(3))
             self.dropout = nn.Dropout(xformer.dropout)
 

@@ -18,6 +18,7 @@ from .flags import (
     add_checkpoint_arguments,
     add_decoding_precision,
     add_run_arguments,
+    add_since_2017_arguments,
     add_stack_arguments,
     add_weights_argument,
     existing_file,
@@ -27,6 +28,7 @@ from .flags import (
     positive_float,
     positive_int,
     positive_ints,
+    since_2017,
 )
 from .inputs import (
     CLONE_TOP,
@@ -56,4 +58,5 @@ __all__ = ["LECTURE", "RECIPES", "Parser", "positive_int", "nonnegative_int", "p
            "model_class_flag", "UserError", "run_job", "how_to_run", "say_how_to_test", "log",
            "CLONE_TOP", "missing_archive_message", "archive_named", "resolve_archive",
            "archive_or_usage", "take_best_use", "checkpoint_arguments", "checkpoint_and_rest",
-           "load_translation", "load_checkpoint_or_exit", "subclass_of"]
+           "load_translation", "load_checkpoint_or_exit", "subclass_of",
+           "add_since_2017_arguments", "since_2017"]

@@ -7,6 +7,7 @@ import os
 
 from ...checkpoints import WEIGHTS
 from ...containers.settings import TranslationSettings
+from ...model.architecture import FEED_FORWARDS
 from ...runtime.precision import PRECISIONS
 from ...runtime.studio import DLStudio
 from ...training.schedule import SCHEDULES
@@ -15,7 +16,7 @@ __all__ = ["LECTURE", "RECIPES", "Parser", "positive_int", "nonnegative_int", "p
            "nonnegative_float", "positive_ints", "existing_file", "add_run_arguments",
            "DEFAULT_BEAM", "DEFAULT_WEIGHTS", "add_beam_argument", "add_weights_argument",
            "add_decoding_precision", "add_stack_arguments", "add_checkpoint_arguments",
-           "model_class_flag"]
+           "model_class_flag", "add_since_2017_arguments", "since_2017"]
 
 
 #: The lecture's configuration: what the scripts do when run with no arguments.
@@ -184,6 +185,21 @@ def add_stack_arguments(parser, defaults, layers):
     p.add_argument("--num-warmup-steps", type=nonnegative_int, default=0,
                    help="FG layout: warm-up steps (0: Adam at --learning-rate)")
 
+
+
+def add_since_2017_arguments(parser, feed_forward="relu"):
+    """The changes since 2017 as switches of the same classes (model/since_2017.py):
+    ``--norm`` and ``--feed-forward`` (``feed_forward``: the model's default)."""
+    parser.add_argument("--norm", choices=("layernorm", "rmsnorm"), default="layernorm",
+                        help="rmsnorm: RMSNorm for every LayerNorm (Zhang and Sennrich 2019)")
+    parser.add_argument("--feed-forward", choices=FEED_FORWARDS, default=feed_forward,
+                        help="the feed-forward network: relu (2017), gelu (BERT, GPT) or "
+                             "swiglu (gated, Shazeer 2020; the same number of weights)")
+
+
+def since_2017(args):
+    """The container keywords of `add_since_2017_arguments`' flags."""
+    return {"norm": args.norm, "feed_forward": args.feed_forward}
 
 
 def add_checkpoint_arguments(parser, sentence=False):
