@@ -68,6 +68,8 @@ OWN = {
     "beam_step": "from DLStudio.evaluation.decode_and_score import beam_step, length_normalised\n",
     "patch_embedding": "del MyPatchEmbedding.forward\n",
     "warmup_schedule": "del MySchedule.lr_at\n",
+    "rmsnorm": "del MyRMSNorm.forward\n",
+    "swiglu": "del MySwiGLU.forward\n",
     "masking": ("import torch.nn.functional as F\nfrom DLStudio.data.bert_text import mask_tokens\n"
                 "def masked_loss(logits, targets, selected):\n"
                 "    return (F.cross_entropy(logits[selected], targets[selected], "
@@ -198,6 +200,20 @@ MUTANTS = [
     ("masking", "random tokens from the first 100 ids only",
      "random_ids = torch.randint(vocab_size,", "random_ids = torch.randint(100,",
      "random_tokens", "evenly"),
+    ("rmsnorm", "RMSNorm that subtracts the mean", "return x * torch.rsqrt(",
+     "x = x - x.mean(-1, keepdim=True)\n        return x * torch.rsqrt(", "no_centring",
+     "mean is subtracted"),
+    ("rmsnorm", "epsilon outside the root",
+     "return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight",
+     "return x / (x.pow(2).mean(-1, keepdim=True).sqrt() + self.eps) * self.weight",
+     "epsilon_inside", "outside the root"),
+    ("rmsnorm", "no weight", " * self.weight", "", "weight", "self.weight"),
+    ("swiglu", "the gate on the wrong branch",
+     "gate = self.W1(x)\n        return self.W2(gate * torch.sigmoid(gate) * self.V(x))",
+     "gate = self.V(x)\n        return self.W2(gate * torch.sigmoid(gate) * self.W1(x))",
+     "gate_branch", "wrong branch"),
+    ("swiglu", "sigmoid for SiLU", "gate * torch.sigmoid(gate)", "torch.sigmoid(gate)",
+     "silu", "GLU"),
     ("warmup_schedule", "no d_model^-0.5", "self.lr_mul * self.d_model ** -0.5 * ",
      "self.lr_mul * ", "formula", "d_model^-0.5"),
     ("warmup_schedule", "steps counted from 0", "rise = step * self.n_warmup_steps ** -1.5\n"
@@ -368,6 +384,24 @@ def test_train_trains_the_patch_embedding_beside_the_standard_one(tmp_path, caps
                              "--epochs", "1", "--num-layers", "1", "--checkpoints-dir",
                              str(tmp_path / "vit"))
     assert status == 0 and "--model-class patch_embedding:MyViT" in out
+
+
+@pytest.mark.parametrize("name", ["rmsnorm", "swiglu"])
+def test_train_trains_a_switch_beside_the_model_with_it_switched_on(tmp_path, capsys, name):
+    """--train builds both containers with the switch on (RMSNorm, SwiGLU), so the
+    student's class is the one trained: the same figures as the reference's."""
+    path = tmp_path / f"{name}.py"
+    path.write_text(solution(name))
+    status, out, _ = command(capsys, "check", name, str(path), "--train", "--steps", "3",
+                             "--out", str(tmp_path / "run"))
+    table = out[out.index("held-out BLEU"):].splitlines()[2:4]
+    assert status == 0 and [row.split()[0] for row in table] == ["TransformerPreLN",
+                                                                 "MyTransformer"]
+    assert table[0].split()[1] == table[1].split()[1]            # parameters
+    assert table[0].split()[-1] == table[1].split()[-1]          # the same arithmetic
+    from DLStudio.checkpoints import checkpoint_files, load_checkpoint
+    ck = load_checkpoint(checkpoint_files(str(tmp_path / "run" / "MyTransformer"))[-1])
+    assert ck["container_args"][{"rmsnorm": "norm", "swiglu": "feed_forward"}[name]] == name
 
 
 def test_train_pre_trains_the_masking_beside_the_standard_one(tmp_path, capsys, monkeypatch):

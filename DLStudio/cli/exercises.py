@@ -192,7 +192,7 @@ def train_beside(ex, path, steps, out):
     print(f"\nTraining {ex.base.__name__} and your {mine.__name__} for {steps} steps each on "
           "the bundled corpus ...")
     rows = compare_containers([ex.base, mine], BUNDLED_ARCHIVE, out, epochs=1000,
-                              max_steps=steps, **sizes)
+                              max_steps=steps, settings=ex.settings, **sizes)
     print("\nThe same data, seed, sizes and steps; held-out BLEU with greedy decoding:\n"
           + format_comparison(rows))
 

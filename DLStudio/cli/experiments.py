@@ -78,10 +78,10 @@ def budget_run(xformer, master_encoder, master_decoder, budget, every, report=pr
 
 def compare_containers(classes, archive, out, *, epochs=3, batch_size=64, embedding_size=128,
                        num_layers=2, num_atten_heads=4, num_warmup_steps=400, seed=0,
-                       max_steps=None, use_gpu=True):
+                       max_steps=None, use_gpu=True, settings=None):
     """Train each container class the same way (same archive, split, seed, sizes, batches
     and number of steps) and measure it on the held-out split. Checkpoints go to
-    ``out/<class name>/``.
+    ``out/<class name>/``. ``settings``: more keywords for every container (switches).
 
     Returns:
         one dict per class: name, parameters, seconds (of training), loss (mean of the last
@@ -94,7 +94,7 @@ def compare_containers(classes, archive, out, *, epochs=3, batch_size=64, embedd
         dls = DLStudio(use_gpu=use_gpu, batch_size=batch_size, epochs=epochs, seed=seed,
                        path_saved_model=os.path.join(folder, "saved_model.pt"))
         xformer = cls(dl_studio=dls, data_archive=archive, embedding_size=embedding_size,
-                      num_warmup_steps=num_warmup_steps)
+                      num_warmup_steps=num_warmup_steps, **(settings or {}))
         encoder = xformer.MasterEncoder(dls, xformer, num_layers, num_atten_heads)
         decoder = xformer.MasterDecoderWithMasking(dls, xformer, num_layers, num_atten_heads)
         start = time.monotonic()

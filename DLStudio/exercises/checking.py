@@ -98,6 +98,7 @@ class Exercise:
     checks: list
     container: str = None
     base: object = None
+    settings: dict = None       # --train: the switches both containers are built with
 
 
 # ---------------------------------------------------------------------------------------
