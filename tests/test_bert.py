@@ -174,6 +174,12 @@ def test_the_next_sentence_task_needs_ordered_text():
     trainer = small(pair_task="next", sentences=SENTENCES, ordered=True).trainer()
     ids, segments, selected, targets, is_next = next(trainer.batches(0))
     assert (segments == 1).any() and set(is_next.tolist()) <= {0, 1}
+    mlm, pair = trainer.model(ids, segments, selected, "mlm+next")          # one pass
+    assert mlm.shape == (int(selected.sum()), trainer.model.vocab.size)
+    assert pair.shape == (len(ids), 2)
+    total, n = trainer.model.pair_task_loss(ids, segments, selected, targets, is_next)
+    alone, _ = trainer.model.mlm_loss(ids, segments, selected, targets)
+    assert n == int(selected.sum()) and total > alone
 
 
 def test_fine_tuning_from_a_pre_trained_bert_keeps_its_weights_but_the_classifier():

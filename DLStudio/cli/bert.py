@@ -3,8 +3,11 @@
 The conventions are the other scripts': argv in, an exit code out, one line for an
 expected failure."""
 
+import argparse
 import os
 import sys
+
+import torch
 
 from ..data import BUNDLED_ARCHIVE
 from ..data.bert_text import read_labelled_rows
@@ -248,9 +251,8 @@ def _start(args, p):
     if given:
         if len(given) > 2:
             p.error("give DIR [N] or FILE")
-        ns = type("A", (), {"checkpoint": given[0], "more": given[1:], "weights": None,
-                            "model_class": None})
-        bert, rest = _bert_and_rest(ns)
+        bert, rest = _bert_and_rest(argparse.Namespace(
+            checkpoint=given[0], more=given[1:], weights=None, model_class=None))
         if rest:
             p.error(f"{rest[0]!r} is not an epoch index (or 'last')")
         return bert, args.pretrained is not None
@@ -309,7 +311,6 @@ def report_accuracy(bert, rows, labels):
         raise UserError(f"{rows.path}: label(s) {', '.join(map(repr, unseen))} were not in "
                         f"the training rows (the model knows {', '.join(labels)})")
     predicted = bert.classify(rows.texts, rows.seconds).argmax(-1)
-    import torch
     truth = torch.tensor([labels.index(label) for label in rows.labels])
     matrix = confusion_matrix(predicted, truth, len(labels))
     accuracy = 100.0 * matrix.diag().sum().item() / max(1, len(truth))

@@ -12,9 +12,11 @@ import torch
 from ..checkpoints import CheckpointError
 from ..data.anki import normalize
 from ..data.bert_text import (
+    LabelledRows,
     MaskedText,
     SpecialTokenizer,
     mask_tokens,
+    masked_once,
     read_masked_text,
 )
 from ..evaluation.classify_text import class_probabilities, fill_mask
@@ -91,7 +93,6 @@ def finetune(bert, train_rows, test_rows=None, checkpoints_dir="checkpoints_BERT
 def _rows_as_trained(bert, rows):
     if not bert.archive_text:
         return rows
-    from ..data.bert_text import LabelledRows
     fix = [prepared(bert, t) for t in rows.texts]
     seconds = None if rows.seconds is None else [prepared(bert, t) for t in rows.seconds]
     return LabelledRows(fix, rows.labels, seconds, rows.path)
@@ -132,12 +133,8 @@ def probabilities(bert, texts, seconds=None, batch_size=256):
 
 def scores(bert, sentences=None, seed=0):
     sentences = bert.held_out_sentences if sentences is None else sentences
-    tok = bert.vocab
-    ids, segments = tok.layout(sentences, max_len=bert.max_seq_length)
-    corrupted, selected = mask_tokens(ids, tok.special_mask(ids),
-                                      torch.Generator().manual_seed(seed), tok.mask_id,
-                                      tok.size, bert.mask_rate)
-    return masked_scores(bert, corrupted, segments, selected, ids)
+    return masked_scores(bert, *masked_once(bert.vocab, sentences, bert.max_seq_length, seed,
+                                            bert.mask_rate))
 
 
 # -----------------------------------------------------------------------------------------
@@ -204,8 +201,7 @@ def read_huggingface(cls, path, dls):
     tok = SpecialTokenizer.from_vocab_txt(os.path.join(path, "vocab.txt"),
                                           config.get("do_lower_case", True))
     M, H = config["hidden_size"], config["num_attention_heads"]
-    has = {k.removeprefix("bert.").split(".")[0] + "." + k.removeprefix("bert.").split(".")[1]
-           for k in weights if k.count(".") >= 1}
+    has = {".".join(k.removeprefix("bert.").split(".")[:2]) for k in weights}
     bert = cls(dl_studio=dls, vocab=tok, tokenizer="wordpiece",
                max_seq_length=config["max_position_embeddings"], embedding_size=M,
                num_basic_encoders=config["num_hidden_layers"], num_atten_heads=H,

@@ -22,7 +22,7 @@ import torch
 
 from .vocabulary import plain_words, split_sentences
 
-__all__ = ["SPECIAL_TOKENS", "SpecialTokenizer", "mask_tokens", "MaskedText",
+__all__ = ["SPECIAL_TOKENS", "SpecialTokenizer", "mask_tokens", "masked_once", "MaskedText",
            "read_masked_text", "LabelledRows", "read_labelled_rows", "RowError"]
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -188,6 +188,16 @@ def mask_tokens(ids, special, generator, mask_id, vocab_size, rate=0.15):
     swap = selected & (how >= 0.8) & (how < 0.9)
     corrupted[swap] = random_ids[swap]
     return corrupted, selected
+
+
+def masked_once(tok, sentences, max_len, seed=0, rate=0.15):
+    """Held-out sentences laid out and masked once by the rule, from ``seed``, so that their
+    scores compare across checkpoints: (corrupted ids, segments, selected, original ids)."""
+    ids, segments = tok.layout(sentences, max_len=max_len)
+    corrupted, selected = mask_tokens(ids, tok.special_mask(ids),
+                                      torch.Generator().manual_seed(seed), tok.mask_id,
+                                      tok.size, rate)
+    return corrupted, segments, selected, ids
 
 
 class MaskedText:

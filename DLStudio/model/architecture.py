@@ -133,7 +133,7 @@ class TransformerParts:
     ACTIVATIONS = {"relu": torch.relu, "gelu": F.gelu}     # of the feed-forward network
     RMSNorm, SwiGLU = RMSNorm, SwiGLU       # today's (since_2017.py), switched on by setting
 
-    def layer_norm(self, size):
+    def norm_layer(self, size):
         """Every normalisation of the model: LayerNorm (Ba et al. 2016) with the model's
         epsilon, or its RMSNorm with ``norm="rmsnorm"``."""
         if self.norm == "rmsnorm":
@@ -329,7 +329,7 @@ class TransformerParts:
             self.norm_first = xformer.norm_first
             self.self_attention = xformer.SelfAttention(dls, xformer, num_atten_heads)
             self.feed_forward = xformer.feed_forward_block(dls)
-            self.norm1, self.norm2 = xformer.layer_norm(M), xformer.layer_norm(M)
+            self.norm1, self.norm2 = xformer.norm_layer(M), xformer.norm_layer(M)
             self.dropout = nn.Dropout(xformer.dropout)
 
         def forward(self, x, mask=None):
@@ -353,7 +353,7 @@ class TransformerParts:
                 xformer.BasicEncoder(dls, xformer, num_atten_heads)
                 for _ in range(num_basic_encoders)])
             M = xformer.embedding_size
-            self.final_norm = xformer.layer_norm(M) if xformer.norm_first else nn.Identity()
+            self.final_norm = xformer.norm_layer(M) if xformer.norm_first else nn.Identity()
 
         def forward(self, x, mask=None):
             for encoder in self.basic_encoder_arr:
@@ -432,7 +432,7 @@ class EncoderDecoderParts(TransformerParts):
             self.self_attention = xformer.SelfAttention(dls, xformer, num_atten_heads)
             self.cross_attention = xformer.CrossAttention(dls, xformer, num_atten_heads)
             self.feed_forward = xformer.feed_forward_block(dls)
-            self.norm1, self.norm2, self.norm3 = (xformer.layer_norm(M) for _ in range(3))
+            self.norm1, self.norm2, self.norm3 = (xformer.norm_layer(M) for _ in range(3))
             self.dropout = nn.Dropout(xformer.dropout)
 
         def forward(self, x, memory, self_mask=None, cross_mask=None):
@@ -468,7 +468,7 @@ class EncoderDecoderParts(TransformerParts):
                 xformer.BasicDecoderWithMasking(dls, xformer, num_atten_heads, masking)
                 for _ in range(num_basic_decoders)])
             M = xformer.embedding_size
-            self.final_norm = xformer.layer_norm(M) if xformer.norm_first else nn.Identity()
+            self.final_norm = xformer.norm_layer(M) if xformer.norm_first else nn.Identity()
             self.out = nn.Linear(M, xformer.num_tokens("es"))
 
         def forward(self, x, memory, cross_mask=None, keep=None):

@@ -35,7 +35,8 @@ from .recorder import record_attention
 
 __all__ = ["BERTParts", "HEADS"]
 
-#: What ``forward`` computes: the masked tokens' logits, the classifier's, the pair task's.
+#: What ``forward`` computes: the masked tokens' logits, the classifier's, the pair task's
+#: (and "mlm+next": the first and the last of one pass).
 HEADS = ("mlm", "classifier", "next")
 
 
@@ -59,7 +60,7 @@ class BERTParts(TransformerParts, nn.Module):
         def __init__(self, bert, embedding):
             super().__init__()
             M = bert.embedding_size
-            self.transform = (nn.Sequential(nn.Linear(M, M), nn.GELU(), bert.layer_norm(M))
+            self.transform = (nn.Sequential(nn.Linear(M, M), nn.GELU(), bert.norm_layer(M))
                               if bert.mlm_transform else nn.Identity())
             self.decoder = nn.Linear(M, embedding.num_embeddings, bias=False)
             self.decoder.weight = embedding.weight            # one matrix: words in and out
@@ -95,7 +96,7 @@ class BERTParts(TransformerParts, nn.Module):
         self.embeddings_generator = self.EmbeddingsGenerator(self, lang, M)
         self.segment_embeddings = nn.Embedding(num_segments, M)
         nn.init.normal_(self.segment_embeddings.weight, std=0.02)
-        self.embedding_layer_norm = self.layer_norm(M) if embedding_norm else nn.Identity()
+        self.embedding_layer_norm = self.norm_layer(M) if embedding_norm else nn.Identity()
         self.master_encoder = self.MasterEncoder(None, self, num_basic_encoders,
                                                  num_atten_heads)
         self.mlm_head = self.MaskedLanguageHead(self, self.embeddings_generator.embedding)
@@ -119,15 +120,17 @@ class BERTParts(TransformerParts, nn.Module):
     def forward(self, ids, segments=None, keep=None, head="mlm"):
         """``head`` "mlm": logits over the vocabulary (B, T, V), or (N, V) at the positions
         where ``keep`` (B, T) is True; "classifier": (B, K); "next": (B, 2), whether the
-        second sentence of a pair followed the first."""
-        if head not in self.heads():
+        second sentence of a pair followed the first; "mlm+next": both of one pass."""
+        if any(h not in self.heads() for h in head.split("+")):
             raise ValueError(f"this model has no {head!r} head (it has "
                              f"{', '.join(self.heads())})")
         h = self.encode(ids, segments)                                       # (B, T, M)
+        mlm = self.mlm_head(h if keep is None else h[keep]) if "mlm" in head else None
         if head == "mlm":
-            return self.mlm_head(h if keep is None else h[keep])            # (N, V)
+            return mlm                                                      # (N, V)
         layer = self.classifier if head == "classifier" else self.next_sentence
-        return layer(self.pooler_layer(h[:, 0]))                            # (B, K)
+        pooled = layer(self.pooler_layer(h[:, 0]))                          # (B, K)
+        return pooled if mlm is None else (mlm, pooled)
 
     def heads(self):
         """The names of the heads this model has (of HEADS)."""
@@ -141,12 +144,22 @@ class BERTParts(TransformerParts, nn.Module):
         return F.cross_entropy(logits, targets[selected], reduction="sum",
                                label_smoothing=label_smoothing), len(logits)
 
-    def classifier_loss(self, ids, segments, labels, label_smoothing=0.0, run=None,
-                        head="classifier"):
-        """Cross-entropy of the classifier on [CLS] (or the pair task's): sum, B."""
-        logits = (self if run is None else run)(ids, segments, None, head)  # (B, K)
+    def classifier_loss(self, ids, segments, labels, label_smoothing=0.0, run=None):
+        """Cross-entropy of the classifier on [CLS]: sum, B."""
+        logits = (self if run is None else run)(ids, segments, None, "classifier")  # (B, K)
         return F.cross_entropy(logits, labels, reduction="sum",
                                label_smoothing=label_smoothing), len(labels)
+
+    def pair_task_loss(self, ids, segments, selected, targets, is_next, label_smoothing=0.0,
+                       run=None):
+        """With the next-sentence task: the masked tokens' loss and the pair head's, from one
+        pass; the pair loss of a row weighs as much as a masked token's on average. Returns
+        the sum and the number of masked tokens."""
+        mlm, pair = (self if run is None else run)(ids, segments, selected, "mlm+next")
+        n = len(mlm)
+        total = F.cross_entropy(mlm, targets[selected], reduction="sum",
+                                label_smoothing=label_smoothing)
+        return total + F.cross_entropy(pair, is_next, reduction="sum") * n / len(is_next), n
 
     def unused_parameters(self, task):
         """The parameters a task never reads ("mlm", "classifier"): frozen while it trains

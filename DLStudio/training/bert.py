@@ -9,7 +9,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ..data.bert_text import mask_tokens, pad_rows
+from ..data.bert_text import mask_tokens, masked_once, pad_rows
+from ..evaluation.classify_text import predict_rows
 from .kinds import bucketed_batches
 from .trainer import Trainer
 
@@ -81,19 +82,12 @@ class MaskedLanguageTrainer(Trainer):
         model.requires_grad_(True)
         for p in model.unused_parameters("mlm"):
             p.requires_grad_(False)
-        self.held_out = self.mask_held_out(text.held_out_sentences, dls.seed)
+        self.held_out = (masked_once(self.tok, text.held_out_sentences, text.max_seq_length,
+                                     dls.seed or 0, mask_rate)
+                         if text.held_out_sentences else None)
         self.accuracy_history = []               # (step, epoch, masked-token accuracy)
         super().__init__(model, optimizer, dls, checkpoints_dir, track_score=track_perplexity,
                          **options)
-
-    def mask_held_out(self, sentences, seed):
-        if not sentences:
-            return None
-        ids, segments = self.tok.layout(sentences, max_len=self.text.max_seq_length)
-        corrupted, selected = mask_tokens(ids, self.tok.special_mask(ids),
-                                          torch.Generator().manual_seed(seed or 0),
-                                          self.tok.mask_id, self.tok.size, self.mask_rate)
-        return corrupted, segments, selected, ids
 
     def batches(self, epoch, skip=0):
         """The epoch's batches (ids, segments, selected, targets) [+ is_next], each cut to
@@ -126,13 +120,11 @@ class MaskedLanguageTrainer(Trainer):
         return (*pad_rows(rows, self.tok.pad_id), is_next)
 
     def loss_and_count(self, ids, segments, selected, targets, is_next=None):
-        total, count = self.model.mlm_loss(ids, segments, selected, targets,
-                                           self.label_smoothing, self.net)
-        if is_next is not None:           # the pair task's loss, per row, beside it
-            pair, rows = self.model.classifier_loss(ids, segments, is_next, run=self.net,
-                                                    head="next")
-            total = total + pair * count / rows
-        return total, count
+        if is_next is not None:           # the pair task's loss beside it, one pass
+            return self.model.pair_task_loss(ids, segments, selected, targets, is_next,
+                                             self.label_smoothing, self.net)
+        return self.model.mlm_loss(ids, segments, selected, targets, self.label_smoothing,
+                                   self.net)
 
     def data_fingerprint(self):
         return {"text": _fingerprint(self.text.training_sentences),
@@ -204,6 +196,5 @@ class ClassifierTrainer(Trainer):
     def held_out_score(self):
         if self.test is None:
             return None
-        from ..evaluation.classify_text import predict_rows
         predicted = predict_rows(self.model, self.test[0], self.test[1])
         return 100.0 * (predicted == self.test[2]).float().mean().item()
