@@ -187,7 +187,8 @@ class TransformerBase(Container, EncoderDecoderParts):
             DLStudio.data.vocabulary.
         Other designs than the lecture's, as switches: dropout (Vaswani 5.4), label_smoothing
         (5.4), full_width_heads (heads read all of M, then W^O: 3.2.2), tie_embeddings (the
-        output layer shares the Spanish embeddings: Press and Wolf 2017), learned_positions,
+        output layer shares the Spanish embeddings: Press and Wolf 2017), positions
+        ("sinusoidal", "learned", or today's "rope"; learned_positions=True: "learned"),
         shared_vocab (with BPE: one vocabulary of ``vocab_size`` pieces learnt from both
         languages, and one matrix for the encoder's and decoder's embeddings and the
         output layer: Vaswani 3.4).
@@ -212,8 +213,9 @@ class TransformerBase(Container, EncoderDecoderParts):
             self, vocab_en_size=self.vocab_en_size, vocab_es_size=self.vocab_es_size,
             max_seq_length=self.max_seq_length, embedding_size=self.embedding_size,
             dropout=self.dropout, full_width_heads=self.full_width_heads,
-            learned_positions=self.learned_positions, tie_embeddings=self.tie_embeddings,
-            shared_vocab=self.shared_vocab, norm=self.norm, feed_forward=self.feed_forward)
+            positions=self.positions, tie_embeddings=self.tie_embeddings,
+            shared_vocab=self.shared_vocab, norm=self.norm, feed_forward=self.feed_forward,
+            kv_heads=self.kv_heads)
 
     __init__.__signature__ = TranslationSettings.signature(
         dl_studio=inspect.Parameter.empty, corpus=None, vocab=None, data=None)
@@ -441,8 +443,9 @@ class TransformerGPT(TextModel, GPTParts):
             num_basic_decoders=self.num_basic_decoders, num_atten_heads=self.num_atten_heads,
             norm_first=self.layout == "PreLN", max_seq_length=self.max_seq_length,
             embedding_size=self.embedding_size, dropout=self.dropout,
-            full_width_heads=self.full_width_heads, learned_positions=self.learned_positions,
-            tie_embeddings=self.tie_embeddings, norm=self.norm, feed_forward=self.feed_forward)
+            full_width_heads=self.full_width_heads, positions=self.positions,
+            tie_embeddings=self.tie_embeddings, norm=self.norm, feed_forward=self.feed_forward,
+            kv_heads=self.kv_heads)
 
     __init__.__signature__ = GPTSettings.signature(
         dl_studio=inspect.Parameter.empty, sentences=None, vocab=None)
@@ -520,7 +523,7 @@ class visTransformer(Container, VisionParts):
             num_atten_heads=self.num_atten_heads, norm_first=self.layout == "PreLN",
             embedding_size=self.embedding_size, dropout=self.dropout,
             full_width_heads=self.full_width_heads, norm=self.norm,
-            feed_forward=self.feed_forward)
+            feed_forward=self.feed_forward, kv_heads=self.kv_heads)
         if given.max_seq_length not in (None, self.max_seq_length):
             raise ValueError(f"max_seq_length {given.max_seq_length} does not fit: "
                              f"{self.image_size} images in {self.patch_size} patches give "
@@ -639,9 +642,9 @@ class TransformerBERT(TextModel, BERTParts):
             next_sentence=self.pair_task == "next", norm_first=self.layout == "PreLN",
             max_seq_length=self.max_seq_length, embedding_size=M, dropout=self.dropout,
             full_width_heads=self.full_width_heads,
-            learned_positions=self.positions == "learned", feed_forward=self.feed_forward,
+            positions=self.positions, feed_forward=self.feed_forward,
             feed_forward_size=self.feed_forward_size or 4 * M, norm_eps=self.norm_eps,
-            scale_embeddings=self.scale_embeddings, norm=self.norm)
+            scale_embeddings=self.scale_embeddings, norm=self.norm, kv_heads=self.kv_heads)
 
     __init__.__signature__ = BERTSettings.signature(
         dl_studio=inspect.Parameter.empty, sentences=None, vocab=None, ordered=False)

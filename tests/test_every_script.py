@@ -57,6 +57,17 @@ def work(tmp_path_factory):
         x.run_code_for_training(dls, x.MasterEncoder(dls, x, 1, 2),
                                 x.MasterDecoderWithMasking(dls, x, 1, 2),
                                 checkpoints_dir=str(folder / f"early_{cls.variant}"))
+    dls = DLStudio(use_gpu=False, batch_size=32, epochs=1, seed=0,
+                   path_saved_model=str(folder / "saved_modern.pt"))
+    x = TransformerFG(dl_studio=dls, data_archive=str(archive), embedding_size=16,
+                      num_warmup_steps=20, norm="rmsnorm", positions="rope",
+                      feed_forward="swiglu", kv_heads=1, full_width_heads=True)
+    x.run_code_for_training(dls, x.MasterEncoder(dls, x, 1, 2),
+                            x.MasterDecoderWithMasking(dls, x, 1, 2),
+                            checkpoints_dir=str(folder / "modern_FG"))
+    payload = load_checkpoint(checkpoint_path(str(folder / "modern_FG"), 0))
+    payload["model"]["decoder"]["out.bias"][EOS_INDEX] = -1e4   # long output: every position
+    save_checkpoint(payload, checkpoint_path(str(folder / "modern_FG"), 0))
     payload = load_checkpoint(checkpoint_path(str(folder / "early_FG"), 0))
     payload["model"]["decoder"]["out.bias"][EOS_INDEX] = -1e4
     save_checkpoint(payload, checkpoint_path(str(folder / "long_FG"), 0))
@@ -81,6 +92,16 @@ def work(tmp_path_factory):
                            vocab_size=300, embedding_size=16, num_basic_encoders=1,
                            num_atten_heads=2, archive_text=True, lang="en")
     bert.run_code_for_pretraining(str(folder / "bert"))
+    today = dict(norm="rmsnorm", positions="rope", feed_forward="swiglu", kv_heads=1,
+                 full_width_heads=True)                       # the four switches since 2017
+    TransformerGPT(dl_studio=dls, sentences=archive_side(str(archive), "es")[1],
+                   vocab_size=300, embedding_size=16, num_basic_decoders=1, num_atten_heads=2,
+                   archive_text=True, save_checkpoints=True, **today
+                   ).run_code_for_training(str(folder / "modern_gpt"))
+    TransformerBERT(dl_studio=dls, sentences=archive_side(str(archive), "en")[1],
+                    vocab_size=300, embedding_size=16, num_basic_encoders=1, num_atten_heads=2,
+                    archive_text=True, lang="en", **today
+                    ).run_code_for_pretraining(str(folder / "modern_bert"))
     write_task(load_archive(str(archive)), "question", str(folder / "question"),
                synthetic_seed=5)
     dls = DLStudio(use_gpu=False, batch_size=32, epochs=1, seed=0, learning_rate=1e-3,
@@ -97,6 +118,7 @@ def runs(w):
     """Each script's runs: (arguments, text its output must hold), in the work folder."""
     a = str(w / "tiny.tar.gz")
     early, long_, pre = str(w / "early_FG"), str(w / "long_FG"), str(w / "early_PreLN")
+    modern = str(w / "modern_FG")      # RMSNorm, RoPE, SwiGLU, one key/value head
     homework = ["--archive", a, *TINY_TRAINING]
     gpt, long_gpt = str(w / "gpt"), str(w / "long_gpt")
     bert, bert_ft, q = str(w / "bert"), str(w / "bert_ft"), str(w / "question")
@@ -106,7 +128,9 @@ def runs(w):
               "museum", "--cpu"], "with the bug")],
         "ExamplesTransformers/compare_fg_preln.py": [
             (["--archive", a, "--steps", 4, "--every", 2, *TINY, "--out", "cmp"],
-             "final held-out BLEU")],
+             "final held-out BLEU"),
+            (["--archive", a, "--steps", 2, "--every", 2, *TINY, "--out", "cmp_modern", "--runs",
+              "PreLN,PreLN:positions=rope:full_width_heads:kv_heads=1"], "kv_heads 1")],
         "ExamplesTransformers/demo.py": [
             (["--archive", a, "--epochs", 1, *TINY, "--out", "demo"], "Demo finished")],
         "ExamplesTransformers/homework_my_attention_head.py": [
@@ -117,7 +141,8 @@ def runs(w):
             (homework + ["--out", "hw3"], "numbers of its own")],
         "ExamplesTransformers/image_recog_with_visTransformer.py": [
             (["--num-train", 96, "--num-test", 32, *TINY, "--epochs", 1, "--norm", "rmsnorm",
-              "--feed-forward", "swiglu", "--checkpoints-dir", "vit_run"], "held-out accuracy")],
+              "--feed-forward", "swiglu", "--kv-heads", 1, "--full-width-heads",
+              "--checkpoints-dir", "vit_run"], "held-out accuracy")],
         "ExamplesTransformers/score_checkpoints.py": [([early], "BLEU"), ([long_], "BLEU")],
         "ExamplesTransformers/seq2seq_with_transformerFG.py": [
             (["--archive", a, *TINY_TRAINING, "--checkpoints-dir", "fg"], "held-out BLEU"),
@@ -128,7 +153,8 @@ def runs(w):
             (["--archive", a, *TINY_TRAINING, "--tokenizer", "bpe", "--vocab-size", 300,
               "--checkpoints-dir", "preln_bpe"], "BPE pieces"),
             (["--archive", a, *TINY_TRAINING, "--norm", "rmsnorm", "--feed-forward", "swiglu",
-              "--checkpoints-dir", "preln_2024"], "held-out BLEU"),
+              "--positions", "rope", "--kv-heads", 1, "--full-width-heads", "--checkpoints-dir",
+              "preln_2024"], "held-out BLEU"),
             (["--archive", a, *TINY_TRAINING, "--init-decoder-from", gpt, 0,
               "--num-atten-heads", 2, "--checkpoints-dir", "preln_gpt"],
              "the decoder starts from the GPT")],
@@ -138,7 +164,8 @@ def runs(w):
             (["--text", "text.txt", *TINY, "--epochs", 2, "--tokenizer", "word",
               "--checkpoints-dir", "gpt_text"], "held-out perplexity"),
             (["--archive", a, *TINY, "--epochs", 1, "--vocab-size", 300, "--norm", "rmsnorm",
-              "--feed-forward", "swiglu", "--checkpoints-dir", "gpt_2024"],
+              "--feed-forward", "swiglu", "--positions", "rope", "--kv-heads", 1,
+              "--full-width-heads", "--checkpoints-dir", "gpt_2024"],
              "held-out perplexity")],
         "ExamplesTransformers/pretrain_bert.py": [
             (["--archive", a, *TINY, "--epochs", 1, "--vocab-size", 300, "--checkpoints-dir",
@@ -146,11 +173,13 @@ def runs(w):
             (["--archive", a, "--side", "both", *TINY, "--max-steps", 3, "--tokenizer", "word",
               "--precision", "bf16", "--checkpoints-dir", "bert_both"], "(both)"),
             (["--text", "text.txt", *TINY, "--epochs", 2, "--tokenizer", "word", "--pair-task",
-              "next", "--norm", "rmsnorm", "--feed-forward", "swiglu", "--checkpoints-dir",
+              "next", "--norm", "rmsnorm", "--feed-forward", "swiglu", "--positions", "rope",
+              "--checkpoints-dir",
               "bert_text"], "held-out masked tokens")],
         "ExamplesTransformers/fill_mask.py": [
             ([bert, 0, "She [MASK] the BOOK!"], "'She [MASK] the BOOK!': "),
-            ([bert, 0, "[MASK] [MASK] book", "--top", 2], "[MASK] 2: ")],
+            ([bert, 0, "[MASK] [MASK] book", "--top", 2], "[MASK] 2: "),
+            ([str(w / "modern_bert"), 0, "she [MASK] the book"], "[MASK]")],
         "ExamplesTransformers/finetune_bert.py": [
             (["--pretrained", bert, 0, "--train", q + "/train.tsv", "--test", q + "/test.tsv",
               "--epochs", 1, "--checkpoints-dir", "ft"], "held-out accuracy"),
@@ -162,7 +191,8 @@ def runs(w):
         "ExamplesTransformers/classify_text.py": [
             ([bert_ft, 0, "do you read"], "\tdo you read\n")],
         "ExamplesTransformers/interact_with_prompts.py": [
-            ([gpt, 0, "ellos"], "'ellos' ->"), ([long_gpt, "ellos", "--temperature", 0], "->")],
+            ([gpt, 0, "ellos"], "'ellos' ->"), ([long_gpt, "ellos", "--temperature", 0], "->"),
+            ([str(w / "modern_gpt"), 0, "ellos"], "'ellos' ->")],
         "ExamplesTransformers/pretraining_experiment.py": [
             (["--archive", a, "--pairs", 100, "--steps", 6, "--pretrain-steps", 2, *TINY,
               "--num-atten-heads", 2, "--batch-size", 16, "--runs", "a,b,c",
@@ -173,14 +203,16 @@ def runs(w):
              "| 60 | bpe | b: decoder pre-trained (GPT, Spanish) | 2 + 6 |")],
         "ExamplesTransformers/show_attention.py": [
             ([early, 0, "she is not tired", "--out", "maps_early"], "wrote"),
-            ([long_, 0, "she is not tired", "--out", "maps_long"], "wrote")],
+            ([long_, 0, "she is not tired", "--out", "maps_long"], "wrote"),
+            ([modern, 0, "she is not tired", "--out", "maps_modern"], "wrote")],
         "ExamplesTransformers/show_lr_schedule.py": [
             (["--num-warmup-steps", 10, "--steps", 50, "--out", "lr.png"], "peak learning")],
         "ExamplesTransformers/show_positional_encoding.py": [
             (["--embedding-size", 16, "--out", "pe.png"], "wrote")],
         "ExamplesTransformers/test_checkpointFG.py": [
             ([early, 0, "--show", 2], "held-out BLEU"),
-            ([long_, 0, "--show", 2, "--beam", 3], "held-out BLEU")],
+            ([long_, 0, "--show", 2, "--beam", 3], "held-out BLEU"),
+            ([modern, 0, "--show", 2, "--beam", 3], "held-out BLEU")],
         "ExamplesTransformers/test_checkpointPreLN.py": [
             ([pre, 0, "--show", 2], "held-out BLEU"),
             ([pre, 0, "--show", 2, "--beam", 2, "--precision", "bf16"], "held-out BLEU")],
@@ -189,6 +221,7 @@ def runs(w):
         "ExamplesTransformers/translate_sentence.py": [
             ([early, 0, "She is NOT tired!"], translation(early)),
             ([long_, 0, "she is not tired"], translation(long_)),
+            ([modern, 0, "she is not tired"], translation(modern)),
             ([long_, 0, "she is not tired", "--precision", "bf16"],
              translation(long_, "bf16"))],
         "benchmarks/bench_attention.py": [
@@ -199,6 +232,10 @@ def runs(w):
               "--repeats", 1], "sentences/s"),
             (["--archive", a, "--checkpoint", checkpoint_path(long_, 0), "--batch-size", 8,
               "--batches", 1, "--repeats", 1], "sentences/s"),
+            (["--archive", a, "--checkpoint", checkpoint_path(modern, 0), "--batch-size", 8,
+              "--batches", 1, "--repeats", 1], "sentences/s"),
+            (["--archive", a, *TINY, "--batch-size", 8, "--batches", 1, "--repeats", 1,
+              "--full-width-heads", "--kv-heads", 1], "kv_heads=1 (cache)"),
             (["--archive", a, "--checkpoint", checkpoint_path(early, 0), "--batch-size", 8,
               "--batches", 1, "--repeats", 1, "--precision", "bf16"], "bf16 (native bf16")],
         "benchmarks/bert_pretraining.py": [

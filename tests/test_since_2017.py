@@ -1,17 +1,28 @@
-"""The changes since 2017 as switches of the same classes (model/since_2017.py): RMSNorm and
-SwiGLU against their definitions (and torch's RMSNorm), a model built with them, trained,
-saved and rebuilt, a student's subclass of either used everywhere, and the 2017 model
-unchanged when they are off."""
+"""The changes since 2017 as switches of the same classes (model/since_2017.py): RMSNorm,
+rotary positions, SwiGLU and grouped-query attention against their definitions (and torch's
+RMSNorm), models built with them, trained, saved and rebuilt, decoding with the cache equal to
+decoding without, a student's subclass used everywhere, and the 2017 model unchanged when
+they are off."""
+
+import contextlib
+import math
+import os
 
 import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from DLStudio import DLStudio, TransformerFG, TransformerGPT, TransformerPreLN
+from DLStudio import DLStudio, TransformerBERT, TransformerFG, TransformerGPT, TransformerPreLN
 from DLStudio.checkpoints import checkpoint_path
 from DLStudio.data import generate_corpus
-from DLStudio.model.since_2017 import RMSNorm, SwiGLU
+from DLStudio.evaluation.decode_and_score import beam_search, greedy_decode
+from DLStudio.evaluation.explorer_page import translation_view
+from DLStudio.evaluation.generation import generate
+from DLStudio.model.architecture import scaled_dot_product
+from DLStudio.model.overrides import OverrideError
+from DLStudio.model.since_2017 import RMSNorm, RotaryEmbedding, SwiGLU
+from DLStudio.model.tokens import EOS_INDEX, SOS_INDEX
 
 
 def test_rmsnorm_is_torchs_given_the_same_weight():
@@ -93,3 +104,226 @@ def test_a_gpt_takes_them_too_and_an_unknown_one_is_refused():
     assert isinstance(gpt.master_decoder.final_norm, RMSNorm)
     with pytest.raises(ValueError, match="feed_forward must be one of relu, gelu, swiglu"):
         model(feed_forward="geglu")
+
+
+# ---------------------------------------------------------------------------------------
+# Rotary positions and grouped-query attention.
+def test_rotary_turns_each_pair_by_its_angle_and_keeps_the_length():
+    rope, x = RotaryEmbedding(8, base=100.0), torch.randn(2, 5, 8, dtype=torch.float64)
+    out = rope.double()(x, offset=3)
+    for m in range(5):
+        for i in range(4):
+            a = (m + 3) * 100.0 ** (-2 * i / 8)
+            turn = torch.tensor([[math.cos(a), -math.sin(a)], [math.sin(a), math.cos(a)]],
+                                dtype=torch.float64)
+            assert torch.allclose(out[:, m, 2 * i:2 * i + 2], x[:, m, 2 * i:2 * i + 2] @ turn.T)
+    assert torch.allclose(out.norm(dim=-1), x.norm(dim=-1))       # a rotation: same length
+    with pytest.raises(ValueError, match="must be even"):
+        RotaryEmbedding(7)
+
+
+def test_rotary_scores_depend_only_on_the_offset_between_positions():
+    rope, q, k = RotaryEmbedding(16), torch.randn(6, 16), torch.randn(6, 16)
+
+    def scores(shift):
+        return rope(q, offset=shift) @ rope(k, offset=shift).T                # (T, T)
+    assert torch.allclose(scores(0), scores(7), atol=1e-4)     # every position moved by 7
+    assert torch.allclose(scores(0), scores(250), atol=1e-3)
+    assert not torch.allclose(scores(0), q @ k.T, atol=1e-2)   # positions do change them
+    # one pair of words at positions (m, n) scores as at (m + 5, n + 5), not as at (m, n + 5)
+    s = rope(q[:1], offset=3) @ rope(k[:1], offset=1).T
+    assert torch.allclose(s, rope(q[:1], offset=8) @ rope(k[:1], offset=6).T, atol=1e-4)
+    assert not torch.allclose(s, rope(q[:1], offset=3) @ rope(k[:1], offset=6).T, atol=1e-3)
+
+
+def test_rope_turns_self_attention_only_and_adds_no_code_to_the_words():
+    x, enc, dec = model(positions="rope")
+    ids = x.vocab.encode(["she is tired"], "en")
+    emb = x.embeddings_generator_en
+    assert torch.equal(emb(ids), emb.embedding(ids) * emb.scale)
+    layer = dec.basic_decoder_arr[0]
+    assert isinstance(enc.basic_encoder_arr[0].self_attention.rotary, RotaryEmbedding)
+    assert layer.self_attention.heads[0].rotary is layer.self_attention.rotary
+    assert layer.cross_attention.rotary is None and layer.cross_attention.heads[0].rotary is None
+
+
+def translations(x, enc, dec, beam):
+    model = x.EncoderDecoder(x, enc, dec).eval()
+    src = x.vocab.encode([en for en, _ in x.held_out_corpus[:12]], "en")
+    with torch.no_grad():
+        decode = (lambda: greedy_decode(model, src, 10)) if beam == 1 else \
+            (lambda: beam_search(model, src, 10, beam_width=beam))
+        cached = decode()
+        model.decoding = lambda *a: contextlib.nullcontext([])   # each step re-reads all
+        return cached, decode()
+
+
+SWITCHED = [{"positions": "rope"}, {"full_width_heads": True, "kv_heads": 2},
+            {"full_width_heads": True, "kv_heads": 1, "positions": "rope"}]
+
+
+@pytest.mark.parametrize("switches", SWITCHED)
+@pytest.mark.parametrize("beam", [1, 3])
+def test_decoding_with_the_cache_equals_decoding_without(switches, beam):
+    x, enc, dec = model(TransformerFG, save_checkpoints=False, **switches)
+    x.run_code_for_training(x.dl_studio, enc, dec, None, max_steps=5)
+    torch.manual_seed(1)
+    with torch.no_grad():     # an early model's long, varied output: every position decoded
+        for p in [*enc.parameters(), *dec.parameters()]:
+            p.add_(0.5 * torch.randn_like(p))
+        dec.out.bias[EOS_INDEX] = -1e4
+    cached, uncached = translations(x, enc, dec, beam)
+    assert torch.equal(cached, uncached)
+    assert cached.size(1) >= 9 and len(set(cached.flatten().tolist())) > 1
+    # and each step's logits, from the newest word and the cache, are the whole pass's
+    whole_model = x.EncoderDecoder(x, enc, dec).eval()
+    src = x.vocab.encode([en for en, _ in x.held_out_corpus[:4]], "en")
+    ys = torch.cat([torch.full((4, 1), SOS_INDEX), cached[:4]], dim=1)          # (4, 10)
+    with torch.no_grad(), whole_model.decoding() as caches:
+        assert caches
+        memory, cross_mask = whole_model.encode(src)
+        steps = torch.stack([whole_model.decode_newest(ys[:, :t + 1], memory, cross_mask)
+                             for t in range(ys.size(1))], dim=1)
+    with torch.no_grad():
+        whole = whole_model.decode(ys, memory, cross_mask)
+    assert torch.allclose(steps, whole, atol=1e-4)
+
+
+def test_a_gpt_with_rope_and_one_key_value_head_generates_the_same_with_the_cache():
+    dls = DLStudio(use_gpu=False, seed=0, learning_rate=2e-3, batch_size=16)
+    gpt = TransformerGPT(dl_studio=dls, sentences=["la casa es roja", "el perro come pan",
+                                                   "la niña lee un libro"] * 8,
+                         tokenizer="word", embedding_size=16, num_basic_decoders=2,
+                         num_atten_heads=4, positions="rope", kv_heads=1,
+                         full_width_heads=True, save_checkpoints=False)
+    gpt.run_code_for_training(None, max_steps=20)
+    gpt.eval()
+    ids = torch.tensor([[SOS_INDEX]] * 3)
+    outs = [generate(gpt, ids, temperature=1.0, use_cache=cache,
+                     generator=torch.Generator().manual_seed(2)) for cache in (True, False)]
+    assert torch.equal(*outs) and outs[0].size(1) > 2
+
+
+def test_kv_heads_equal_to_the_heads_is_todays_attention_to_the_bit():
+    for full_width in (False, True):
+        torch.manual_seed(3)
+        a = model(TransformerFG, full_width_heads=full_width)
+        torch.manual_seed(3)
+        b = model(TransformerFG, full_width_heads=full_width, kv_heads=2)   # H = 2
+        src, tgt = torch.randint(3, 20, (4, 7)), torch.randint(3, 20, (4, 6))
+        outs = [x.model_from(enc, dec)(src, tgt) for x, enc, dec in (a, b)]
+        assert torch.equal(*outs)
+
+
+def four_heads(**switches):
+    """A translation model of M = 16 and H = 4 heads (s_qkv = 4), full-width heads."""
+    dls = DLStudio(use_gpu=False, batch_size=32, epochs=1, seed=0)
+    x = TransformerFG(dl_studio=dls, corpus=generate_corpus(200, seed=4), embedding_size=16,
+                      full_width_heads=True, **switches)
+    return x.model_from(x.MasterEncoder(dls, x, 1, 4), x.MasterDecoderWithMasking(dls, x, 1, 4))
+
+
+def cache_sizes(model, src):
+    """The number of numbers each attention's cache holds after the first decoding step."""
+    with torch.no_grad(), model.decoding() as caches:
+        memory, cross_mask = model.encode(src)
+        model.decode_newest(src[:, :1], memory, cross_mask)
+        return [cache.K.numel() + cache.V.numel() for cache in caches]
+
+
+def test_grouped_heads_share_keys_and_values_in_order_and_cache_g_heads():
+    torch.manual_seed(0)
+    grouped, plain = four_heads(kv_heads=2).eval(), four_heads().eval()
+    attention = grouped.decoder.basic_decoder_arr[0].self_attention
+    heads = attention.heads
+    assert heads[1].WK is heads[0].WK and heads[3].WV is heads[2].WV      # 0 0 1 1
+    assert heads[2].WK is not heads[0].WK and heads[1].WQ is not heads[0].WQ
+    x = torch.randn(3, 5, 16)
+    assert torch.allclose(attention.all_heads(x, x, None), attention.per_head(x, x, None),
+                          atol=1e-6)          # the batched path repeats K, V in that order
+    count = [sum(p.numel() for p in m.parameters()) for m in (grouped, plain)]
+    assert count[1] - count[0] == 3 * 2 * 2 * (16 * 4 + 4)   # 3 attentions, 2 WK+WV pairs less
+    src = torch.randint(3, 20, (2, 6))
+    assert [b // a for a, b in zip(cache_sizes(grouped, src), cache_sizes(plain, src))] == [2, 2]
+    one = four_heads(kv_heads=1).eval()
+    assert [b // a for a, b in zip(cache_sizes(one, src), cache_sizes(plain, src))] == [4, 4]
+
+
+def test_kv_heads_that_cannot_be_are_refused_with_the_reason():
+    with pytest.raises(ValueError, match="needs full_width_heads=True"):
+        model(kv_heads=1)
+    with pytest.raises(ValueError, match="must divide num_atten_heads"):
+        four_heads(kv_heads=3)
+    with pytest.raises(ValueError, match="kv_heads is a number"):
+        model(kv_heads=0)
+    with pytest.raises(ValueError, match="positions must be one of"):
+        model(positions="alibi")
+
+
+def test_a_students_rotary_embedding_is_used_and_a_head_that_ignores_it_is_refused():
+    class MyFG(TransformerFG):
+        class RotaryEmbedding(TransformerFG.RotaryEmbedding):
+            pass
+
+    x, enc, dec = model(MyFG, positions="rope")
+    assert type(dec.basic_decoder_arr[0].self_attention.heads[1].rotary) is MyFG.RotaryEmbedding
+
+    class Calls(TransformerFG):              # a head that calls super().forward: accepted
+        class AttentionHead(TransformerFG.AttentionHead):
+            def forward(self, x, mask=None, memory=None):
+                return super().forward(x, mask, memory)
+    model(Calls, positions="rope")
+
+    class Ignores(TransformerFG):            # its own scores, never turned: refused
+        class AttentionHead(TransformerFG.AttentionHead):
+            def forward(self, x, mask=None, memory=None):
+                kv = x if memory is None else memory
+                return scaled_dot_product(self.WQ(x), self.WK(kv), self.WV(kv), mask)[0]
+    with pytest.raises(OverrideError, match="never reads self.rotary"):
+        model(Ignores, positions="rope")
+
+
+def test_an_older_run_with_learned_positions_loads_and_resumes(tmp_path):
+    x, enc, dec = model(learned_positions=True)
+    assert x.positions == "learned" and x.learned_positions
+    folder = str(tmp_path / "ck")
+    x.run_code_for_training(x.dl_studio, enc, dec, folder, max_steps=3)
+    path = os.path.join(folder, sorted(f for f in os.listdir(folder) if f.endswith(".pt"))[0])
+    payload = torch.load(path, weights_only=True)       # as written before `positions` came
+    for part in ("container_args", "training_config"):
+        payload[part]["learned_positions"] = payload[part].pop("positions") == "learned"
+    torch.save(payload, path)
+    again, _, _ = TransformerPreLN.from_checkpoint(path)
+    assert again.positions == "learned"
+    x, enc, dec = model(positions="learned")
+    x.dl_studio.epochs = 4
+    x.run_code_for_training(x.dl_studio, enc, dec, folder, resume=True)
+
+
+def test_bert_and_the_gpt_take_rope_and_grouped_heads():
+    dls = DLStudio(use_gpu=False, seed=0)
+    text = ["la casa es roja", "el perro come pan"] * 6
+    bert = TransformerBERT(dl_studio=dls, sentences=text, tokenizer="word", embedding_size=16,
+                           num_basic_encoders=1, num_atten_heads=4, positions="rope",
+                           full_width_heads=True, kv_heads=2)
+    assert bert.master_encoder.basic_encoder_arr[0].self_attention.group == 2
+    ids = torch.tensor([[bert.vocab.cls_id, 5, 6, bert.vocab.sep_id]])
+    assert bert(ids).shape[-1] == bert.vocab.size
+
+
+def test_the_explorer_reads_a_model_with_every_switch():
+    torch.manual_seed(0)
+    dls = DLStudio(use_gpu=False, batch_size=32, epochs=1, seed=0)
+    x = TransformerPreLN(dl_studio=dls, corpus=generate_corpus(200, seed=4), embedding_size=16,
+                         full_width_heads=True, kv_heads=1, positions="rope", norm="rmsnorm",
+                         feed_forward="swiglu")
+    model = x.model_from(x.MasterEncoder(dls, x, 1, 4), x.MasterDecoderWithMasking(dls, x, 1, 4))
+    src, tgt = x.vocab.encode(["she is tired"], "en"), x.vocab.encode(["ella"], "es")
+    maps = model.eval().attention_maps(src, tgt)
+    for kind, (T_q, T_k) in {"encoder": (src.size(1), src.size(1)),
+                             "cross": (tgt.size(1), src.size(1))}.items():
+        weights = maps[kind][0]                                   # (B, H, T_q, T_k): 4 heads
+        assert weights.shape == (1, 4, T_q, T_k)
+        assert torch.allclose(weights.sum(-1), torch.ones(1, 4, T_q))
+    view = translation_view(model, x.vocab, "she is tired")
+    assert view["tokens"]["source"] and len(view["maps"]["encoder"]["layers"][0]) == 4  # heads

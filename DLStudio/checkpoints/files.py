@@ -191,6 +191,22 @@ def load_checkpoint(path, map_location="cpu"):
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not a checkpoint of this framework "
                               f"(expected format {FORMAT!r})")
+    return upgraded(payload)
+
+
+#: Settings renamed since a checkpoint was written: old name -> (new name, its value).
+RENAMED = {"learned_positions": ("positions", lambda learned: "learned" if learned
+                                 else "sinusoidal")}
+
+
+def upgraded(payload):
+    """A checkpoint's recorded settings under today's names (``RENAMED``), so that an older
+    run loads, fits and resumes as it was trained (its file is not rewritten)."""
+    for part in ("container_args", "training_config"):
+        args = payload.get(part)
+        for old, (new, value) in RENAMED.items():
+            if isinstance(args, dict) and old in args:
+                args.setdefault(new, value(args.pop(old)))
     return payload
 
 

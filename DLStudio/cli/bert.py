@@ -65,7 +65,7 @@ def pretrain_parser():
                         "lines run in order); none: masked tokens only (RoBERTa's finding)")
     add_stack_arguments(p, d, "encoder layers (BasicEncoder)")
     p.set_defaults(layout="FG")
-    add_since_2017_arguments(p, feed_forward="gelu")
+    add_since_2017_arguments(p, feed_forward="gelu", positions="learned")
     p.add_argument("--full-width-heads", action="store_true",
                    help="heads read all of M, then W^O (BERT's; default: the lecture's "
                         "sliced heads)")

@@ -76,7 +76,7 @@ def gpt_parser():
                         "(with --archive: the archive's word list, as the translation models)")
     p.add_argument("--vocab-size", type=positive_int, default=d["vocab_size"])
     add_stack_arguments(p, d, "GPT layers (BasicDecoderWithMasking)")
-    add_since_2017_arguments(p)
+    add_since_2017_arguments(p, full_width=True)
     p.add_argument("--learning-rate", type=positive_float, default=d["learning_rate"])
     p.add_argument("--batch-size", type=positive_int, default=d["batch_size"])
     p.add_argument("--epochs", type=positive_int, default=d["epochs"])
@@ -112,7 +112,7 @@ def gpt_train_main(argv=None):
                              embedding_size=args.embedding_size,
                              num_basic_decoders=args.num_layers,
                              num_atten_heads=args.num_atten_heads, layout=args.layout,
-                             **since_2017(args),
+                             full_width_heads=args.full_width_heads, **since_2017(args),
                              num_warmup_steps=args.num_warmup_steps,
                              schedule=args.schedule, dropout=args.dropout,
                              checkpoint_freq=args.checkpoint_freq, archive_text=archive_text)

@@ -76,7 +76,7 @@ def show_positional_encoding_main(argv=None):
 # ---------------------------------------------------------------------------------------
 # compare_fg_preln.py: FG, FG without its warm-up and PreLN, each for the same budget.
 SWITCHES = ("dropout", "label_smoothing", "full_width_heads", "tie_embeddings",
-            "learned_positions", "norm", "feed_forward")
+            "learned_positions", "norm", "feed_forward", "positions", "kv_heads")
 BASES = ("FG", "FG-no-warmup", "PreLN")
 
 
@@ -95,6 +95,10 @@ def parse_run(name, defaults):
             switches[key] = value.lower() not in ("0", "false", "off", "no") if value else True
         elif isinstance(defaults[key], str):          # norm=rmsnorm, feed_forward=swiglu
             switches[key] = value
+        elif key == "kv_heads":                       # kv_heads=1: a number of heads
+            if not value.isdigit():
+                raise ValueError(f"run {name!r}: kv_heads needs a whole number, as in kv_heads=1")
+            switches[key] = int(value)
         else:
             try:
                 switches[key] = float(value)

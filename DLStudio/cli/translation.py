@@ -99,7 +99,7 @@ def training_parser(variant):
     p.add_argument("--tie-embeddings", action="store_true",
                    help="the output layer shares the Spanish embedding matrix")
     p.add_argument("--learned-positions", action="store_true",
-                   help="trained position vectors instead of sinusoids")
+                   help="the same as --positions learned (its older name)")
     add_since_2017_arguments(p)
     p.add_argument("--init-decoder-from", nargs="+", metavar=("DIR", "N"),
                    help="start the decoder from a GPT checkpoint (train_gpt.py; N: an "

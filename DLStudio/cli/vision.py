@@ -55,7 +55,7 @@ def vit_parser():
                    help="shapes: test images to generate")
     p.add_argument("--patch-size", type=positive_int, default=d["patch_size"])
     add_stack_arguments(p, d, "basic encoders")
-    add_since_2017_arguments(p)
+    add_since_2017_arguments(p, positions="learned", full_width=True)
     p.add_argument("--epochs", type=positive_int, default=d["epochs"])
     p.add_argument("--batch-size", type=positive_int, default=d["batch_size"])
     p.add_argument("--learning-rate", type=positive_float, default=d["learning_rate"])
@@ -87,6 +87,11 @@ def vit_train_main(argv=None):
         elif args.image_size != 32:
             raise UserError("--image-size goes with --image-folder (shapes and CIFAR-10 are 32x32)")
         size = (args.image_size, args.image_size)
+        if args.positions != "learned":
+            raise UserError(f"--positions {args.positions}: a visTransformer's positions are "
+                            "learned vectors, one for each patch of its 2-D grid and one for "
+                            "the class token; sinusoids and rotary positions count along one "
+                            "line, and 2-D (axial) rotary positions are not built here")
         dls = DLStudio(dataroot=args.dataroot, image_size=size, classes=classes,
                        path_saved_model=os.path.join(args.checkpoints_dir, "saved_vit.pt"),
                        learning_rate=args.learning_rate, batch_size=args.batch_size,
@@ -96,7 +101,8 @@ def vit_train_main(argv=None):
         vit = vit_class(dl_studio=dls, patch_size=(args.patch_size, args.patch_size),
                         embedding_size=args.embedding_size, num_basic_encoders=args.num_layers,
                         num_atten_heads=args.num_atten_heads, layout=args.layout,
-                        **since_2017(args),
+                        full_width_heads=args.full_width_heads,
+                        **since_2017(args, positions=False),
                         num_warmup_steps=args.num_warmup_steps,
                         schedule=args.schedule, dropout=args.dropout,
                         label_smoothing=args.label_smoothing, augment=args.augment,

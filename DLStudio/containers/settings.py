@@ -16,7 +16,8 @@ arguments must fit the model, and what ``--resume`` compares.
     >>> TranslationSettings.names()[:3]
     ['dataroot', 'data_archive', 'max_seq_length']
     >>> TranslationSettings.shape_names()
-    ['max_seq_length', 'embedding_size', 'full_width_heads', 'tie_embeddings', 'learned_positions']
+    ['max_seq_length', 'embedding_size', 'full_width_heads', 'tie_embeddings', 'positions',
+     'shared_vocab', 'norm', 'feed_forward', 'kv_heads']
 """
 
 import dataclasses
@@ -24,7 +25,7 @@ import difflib
 import inspect
 from dataclasses import dataclass, field
 
-from ..model.architecture import GPTParts, TransformerParts
+from ..model.architecture import POSITIONS, GPTParts, TransformerParts
 from ..model.bert import BERTParts
 from ..model.vision import VisionParts
 from ..training.schedule import ADAM_DEFAULTS, SCHEDULES
@@ -140,6 +141,20 @@ class Settings:
 
     def __post_init__(self):
         self.optimizer_params = dict(self.optimizer_params or ADAM_DEFAULTS)  # Adam's betas, eps
+        if getattr(self, "learned_positions", None):      # the old name of positions="learned"
+            if self.positions not in ("sinusoidal", "learned"):
+                raise ValueError(f"learned_positions=True is positions='learned'; it cannot "
+                                 f"go with positions={self.positions!r}")
+            self.positions = "learned"
+        if hasattr(self, "positions"):
+            self.learned_positions = self.positions == "learned"    # DLStudio scripts read it
+            if self.positions not in POSITIONS:
+                raise ValueError(f"positions must be one of {', '.join(POSITIONS)}, got "
+                                 f"{self.positions!r}")
+        kv = getattr(self, "kv_heads", None)
+        if kv is not None and (not isinstance(kv, int) or isinstance(kv, bool) or kv < 1):
+            raise ValueError(f"kv_heads is a number of key/value heads (>= 1, dividing "
+                             f"num_atten_heads), or None for one per head; got {kv!r}")
         if getattr(self, "layout", "FG") not in ("FG", "PreLN"):
             raise ValueError(f"layout must be 'FG' or 'PreLN', got {self.layout!r}")
         if self.schedule not in SCHEDULES:
@@ -169,13 +184,15 @@ class TranslationSettings(Settings):
     label_smoothing: float = setting(0.0)
     full_width_heads: bool = setting(MODEL["full_width_heads"], shapes=True)
     tie_embeddings: bool = setting(MODEL["tie_embeddings"], shapes=True)
-    learned_positions: bool = setting(MODEL["learned_positions"], shapes=True)
+    positions: str = setting(MODEL["positions"], shapes=True)         # "learned", "rope"
+    learned_positions: bool = setting(None, recorded=False)   # True: positions="learned"
     tokenizer: str = setting("word")
     vocab_size: int = setting(None)
     vocab_from: str = setting("archive")
     shared_vocab: bool = setting(MODEL["shared_vocab"], shapes=True)  # BPE: one vocab, one matrix
     norm: str = setting(MODEL["norm"], shapes=True)                   # since 2017: "rmsnorm"
     feed_forward: str = setting(MODEL["feed_forward"], shapes=True)   # "gelu", "swiglu"
+    kv_heads: int = setting(MODEL["kv_heads"], shapes=True)           # G key/value heads
 
     def __post_init__(self):
         super().__post_init__()
@@ -202,6 +219,7 @@ class LayoutSettings(Settings):
     checkpoint_freq: int = setting(5, identity=False)
     norm: str = setting(MODEL["norm"], shapes=True)                   # since 2017: "rmsnorm"
     feed_forward: str = setting(MODEL["feed_forward"], shapes=True)   # "gelu", "swiglu"
+    kv_heads: int = setting(MODEL["kv_heads"], shapes=True)           # G key/value heads
 
 
 @dataclass
@@ -215,7 +233,8 @@ class GPTSettings(LayoutSettings):
     embedding_size: int = setting(256, shapes=True)
     num_basic_decoders: int = setting(GPT["num_basic_decoders"], shapes=True)
     num_atten_heads: int = setting(GPT["num_atten_heads"], shapes=True)
-    learned_positions: bool = setting(MODEL["learned_positions"], shapes=True)
+    positions: str = setting(MODEL["positions"], shapes=True)         # "learned", "rope"
+    learned_positions: bool = setting(None, recorded=False)   # True: positions="learned"
     tie_embeddings: bool = setting(MODEL["tie_embeddings"], shapes=True)
     held_out_fraction: float = setting(0.05)
     split_seed: int = setting(0)
@@ -252,7 +271,7 @@ class BERTSettings(LayoutSettings):
     embedding_size: int = setting(256, shapes=True)
     num_basic_encoders: int = setting(BERT["num_basic_encoders"], shapes=True)
     num_atten_heads: int = setting(BERT["num_atten_heads"], shapes=True)
-    positions: str = setting("learned", shapes=True)   # or "sinusoidal", the 2017 code
+    positions: str = setting("learned", shapes=True)   # or "sinusoidal" (2017), "rope"
     feed_forward: str = setting("gelu", shapes=True)
     feed_forward_size: int = setting(None, shapes=True)   # None: 4 M
     norm_eps: float = setting(1e-12)
@@ -269,7 +288,7 @@ class BERTSettings(LayoutSettings):
 
     def __post_init__(self):
         super().__post_init__()
-        choices = {"positions": ("learned", "sinusoidal"), "pair_task": ("none", "next"),
+        choices = {"pair_task": ("none", "next"),
                    "tokenizer": ("bpe", "word", "wordpiece")}
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:

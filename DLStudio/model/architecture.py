@@ -10,8 +10,8 @@ everywhere. Here models are built from their sizes alone; DLStudio's containers
                          (Vaswani et al. 2017, Fig. 1)
     GPTParts             a decoder-only language model of the same classes (Radford et al. 2018)
 The encoder-only families, beside this file: vision.py (VisionParts, Dosovitskiy et al. 2020)
-and bert.py (BERTParts, Devlin et al. 2019); what changed since 2017 (RMSNorm, SwiGLU), the
-classes a setting switches on: since_2017.py.
+and bert.py (BERTParts, Devlin et al. 2019); what changed since 2017 (RMSNorm, rotary
+positions, SwiGLU, grouped-query attention), the classes a setting switches on: since_2017.py.
 
         token ids ──> EmbeddingsGenerator ──> MasterEncoder (N x BasicEncoder) ──┐
         (English)     word + position code     SelfAttention, FeedForward        │ memory
@@ -53,15 +53,16 @@ import torch.nn.functional as F
 
 from .batched_heads import BatchedHeads
 from .kv_cache import NO_CACHE, KeyValueCache, attached_to_decoder
-from .overrides import check_forwards
+from .overrides import check_forwards, runs_base
 from .recorder import record_attention
-from .since_2017 import RMSNorm, SwiGLU
+from .since_2017 import RMSNorm, RotaryEmbedding, SwiGLU, grouped_heads, repeat_kv, rotary_heads
 from .tokens import causal_mask, padding_mask
 
 __all__ = ["TransformerParts", "EncoderDecoderParts", "GPTParts", "scaled_dot_product",
-           "residual", "FEED_FORWARDS"]
+           "residual", "FEED_FORWARDS", "POSITIONS"]
 
 FEED_FORWARDS = ("relu", "gelu", "swiglu")     # the feed_forward settings
+POSITIONS = ("sinusoidal", "learned", "rope")  # the positions settings
 
 
 def scaled_dot_product(Q, K, V, mask=None):
@@ -97,12 +98,14 @@ class TransformerParts:
         SOS and EOS included), vocab_sizes ({"en": V_en, "es": V_es}), norm_first (False:
         post-LN, True: pre-LN; None keeps the class's); other designs than the lecture's, as
         switches: dropout (Vaswani 5.4), full_width_heads (heads read all of M, then W^O:
-        3.2.2), learned_positions, tie_embeddings (output layer = target word vectors),
+        3.2.2), positions ("sinusoidal" | "learned"; learned_positions=True: the same as
+        "learned"), tie_embeddings (output layer = target word vectors),
         shared_vocab (V_en = V_es: both embeddings and the output layer one matrix, 3.4);
         and BERT's (Devlin et al. 2019): feed_forward ("relu" | "gelu": its activation),
         feed_forward_size (F; None: 2 M), norm_eps (LayerNorm's epsilon), scale_embeddings
         (False: word vectors not scaled by sqrt(M)); and today's (since_2017.py): norm
-        ("layernorm" | "rmsnorm"), feed_forward="swiglu".
+        ("layernorm" | "rmsnorm"), positions="rope", feed_forward="swiglu", kv_heads (G key/
+        value heads shared by groups of query heads; None: one per head).
     """
 
     norm_first = False    # where LayerNorm sits: see `residual`
@@ -111,7 +114,7 @@ class TransformerParts:
                  dropout=0.0, full_width_heads=False, learned_positions=False,
                  tie_embeddings=False, shared_vocab=False, feed_forward="relu",
                  feed_forward_size=None, norm_eps=1e-5, scale_embeddings=True,
-                 norm="layernorm"):
+                 norm="layernorm", positions="sinusoidal", kv_heads=None):
         if embedding_size % 2:
             raise ValueError(f"embedding_size must be even (sin/cos pairs), got {embedding_size}")
         self.embedding_size, self.max_seq_length = embedding_size, max_seq_length
@@ -119,19 +122,25 @@ class TransformerParts:
         if norm_first is not None:
             self.norm_first = norm_first
         self.dropout, self.full_width_heads = dropout, full_width_heads
-        self.learned_positions, self.tie_embeddings = learned_positions, tie_embeddings
+        if learned_positions and positions not in ("sinusoidal", "learned"):
+            raise ValueError(f"learned_positions=True is positions='learned', not {positions!r}")
+        positions = "learned" if learned_positions else positions
+        self.positions, self.learned_positions = positions, positions == "learned"
+        self.tie_embeddings, self.kv_heads = tie_embeddings, kv_heads
         self.shared_vocab = shared_vocab
         if shared_vocab and len(set(self.vocab_sizes.values())) > 1:
             raise ValueError(f"shared_vocab: one vocabulary for both, not {self.vocab_sizes}")
         for name, value, allowed in (("feed_forward", feed_forward, FEED_FORWARDS),
-                                     ("norm", norm, ("layernorm", "rmsnorm"))):
+                                     ("norm", norm, ("layernorm", "rmsnorm")),
+                                     ("positions", positions, POSITIONS)):
             if value not in allowed:
                 raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
         self.feed_forward, self.feed_forward_size = feed_forward, feed_forward_size
         self.norm_eps, self.scale_embeddings, self.norm = norm_eps, scale_embeddings, norm
 
     ACTIVATIONS = {"relu": torch.relu, "gelu": F.gelu}     # of the feed-forward network
-    RMSNorm, SwiGLU = RMSNorm, SwiGLU       # today's (since_2017.py), switched on by setting
+    # today's (since_2017.py), switched on by a setting
+    RMSNorm, SwiGLU, RotaryEmbedding = RMSNorm, SwiGLU, RotaryEmbedding
 
     def norm_layer(self, size):
         """Every normalisation of the model: LayerNorm (Ba et al. 2016) with the model's
@@ -151,7 +160,8 @@ class TransformerParts:
         return self.vocab_sizes[lang]
 
     class EmbeddingsGenerator(nn.Module):
-        """Word embeddings plus the sinusoidal position code (Vaswani et al. 2017, sec. 3.5).
+        """Word embeddings plus the sinusoidal position code (Vaswani et al. 2017, sec. 3.5);
+        with ``positions="rope"`` the words alone (positions enter in self-attention).
 
         Args: xformer (vocabulary sizes, max_seq_length), lang ("en" | "es"), embedding_size.
         Shape: ids (B, T) -> (B, T, M); position t may depend on ids[:, :t + 1] only."""
@@ -162,6 +172,7 @@ class TransformerParts:
             super().__init__()
             vocab_size = xformer.num_tokens(lang)
             self.lang, self.embedding_size = lang, embedding_size
+            self.rotary = getattr(xformer, "positions", None) == "rope"
             self.scale = math.sqrt(embedding_size) if xformer.scale_embeddings else 1.0
             self.embedding = nn.Embedding(vocab_size, embedding_size)
             # std M^-0.5: after the sqrt(M) scaling, words are of the position code's size.
@@ -187,6 +198,8 @@ class TransformerParts:
         def forward(self, ids):
             T = ids.size(1)
             x = self.embedding(ids) * self.scale                                  # (B, T, M)
+            if self.rotary:            # RoPE: the queries and keys are turned instead
+                return self.dropout(x)
             positions = (self.positional_encoding if self.learned_positions is None
                          else self.learned_positions)
             return self.dropout(x + positions[:T])                                # (B, T, M)
@@ -202,6 +215,8 @@ class TransformerParts:
             None -> (B, T_q, s_qkv): queries from x, keys and values from memory
             (cross-attention) or x. A head's own forward shows its attention maps by
             handing its weights (B, T_q, T_k) to ``self.keep_weights``.
+        ``rotary``: with ``positions="rope"``, self-attention's RotaryEmbedding, which turns
+        the queries and keys by position (since_2017.py); None otherwise.
         """
 
         record_attention = False
@@ -214,10 +229,14 @@ class TransformerParts:
             self.WQ = nn.Linear(input_size, qkv_size)
             self.WK = nn.Linear(input_size, qkv_size)
             self.WV = nn.Linear(input_size, qkv_size)
+            self.rotary = None               # self-attention's RotaryEmbedding, with RoPE
 
         def forward(self, x, mask=None, memory=None):
             kv = x if memory is None else memory
-            out, weights = scaled_dot_product(self.WQ(x), self.WK(kv), self.WV(kv), mask)
+            Q, K = self.WQ(x), self.WK(kv)                                 # (B, T, s_qkv)
+            if self.rotary is not None:          # RoPE: position m turns by m theta
+                Q, K = self.rotary(Q), self.rotary(K)
+            out, weights = scaled_dot_product(Q, K, self.WV(kv), mask)
             self.keep_weights(weights)
             return out                                                     # (B, T_q, s_qkv)
 
@@ -237,6 +256,8 @@ class TransformerParts:
                 same arithmetic as `per_head`), or head by head (a student's).
             record_attention: keep ``attention_weights`` (B, H, T_q, T_k) of the last pass.
             kv_cache: `NO_CACHE`, or a KeyValueCache while decoding word by word.
+            group: query heads per key/value head (``kv_heads``: since_2017.grouped_heads).
+            rotary: the heads' RotaryEmbedding (``positions="rope"``; never cross-attention).
         """
 
         kv_cache = NO_CACHE
@@ -255,7 +276,20 @@ class TransformerParts:
                 head_class(dls, xformer.max_seq_length, self.qkv_size, num_atten_heads, **size)
                 for _ in range(num_atten_heads)])
             self.W_O = nn.Linear(M, M) if self.full_width else nn.Identity()
+            # today's switches (an xformer of before them, e.g. a namespace, has neither)
+            self.group, G = 1, getattr(xformer, "kv_heads", None) or num_atten_heads
+            if G != num_atten_heads and not self.full_width:
+                raise ValueError(f"kv_heads={G} needs full_width_heads=True: a sliced head's "
+                                 "keys are numbers of its own slice (grouped_heads says why)")
+            if G != num_atten_heads:
+                self.group = grouped_heads(self.heads, G)
+            self.rotary = None
+            if getattr(xformer, "positions", None) == "rope" and not self.reads_memory:
+                self.rotary = xformer.RotaryEmbedding(self.qkv_size)
+                rotary_heads(self.heads, self.rotary)
             self.batched = self.can_batch(TransformerParts.AttentionHead)
+            if not runs_base(self, TransformerParts.SelfAttention, "weighted"):
+                self.fused = False              # a student's attention runs as written
             self.record_attention, self.attention_weights = False, None
 
         @staticmethod
@@ -290,8 +324,11 @@ class TransformerParts:
         def call_head(self, head, x_q, x_kv, mask):
             return head(x_q, mask=mask)
 
-        def weighted(self, Q, K, V, mask):      # the batched path's readable attention
-            return scaled_dot_product(Q, K, V, mask)
+        def weighted(self, Q, K, V, mask):
+            """The batched path's readable attention. Q (B, H, T_q, s_qkv), K and V
+            (B, G, T_k, s_qkv): query head h reads key/value head h // (H / G)."""
+            return scaled_dot_product(Q, repeat_kv(K, self.group), repeat_kv(V, self.group),
+                                      mask)
 
     class FeedForward(nn.Module):
         """Position-wise feed-forward network: W2 ReLU(W1 x)  (Vaswani et al. 2017, eq. 2);

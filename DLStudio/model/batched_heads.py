@@ -13,6 +13,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .overrides import runs_base, say_once
+from .since_2017 import repeat_kv
 
 __all__ = ["BatchedHeads"]
 
@@ -20,7 +21,8 @@ __all__ = ["BatchedHeads"]
 class BatchedHeads:
     """The batched arithmetic of `SelfAttention` (which provides ``heads``, ``qkv_size``,
     ``num_atten_heads``, ``full_width``, ``kv_cache``, ``record_attention`` and
-    ``weighted``, the readable attention). Line (A) is in `all_heads`."""
+    ``weighted``, the readable attention, ``group`` and ``rotary``). Line (A) is in
+    `all_heads`."""
 
     fused = True       # F.scaled_dot_product_attention in the batched path (measured)
 
@@ -35,6 +37,7 @@ class BatchedHeads:
         Q, K, V = self.queries_keys_values(x_q, x_kv)                  # (B, H, T, s_qkv)
         cpu_bf16 = Q.dtype == torch.bfloat16 and Q.device.type == "cpu"
         if self.fused and not self.record_attention and not cpu_bf16:       ## (A)
+            K, V = repeat_kv(K, self.group), repeat_kv(V, self.group)  # (B, H, T_k, s_qkv)
             out = F.scaled_dot_product_attention(
                 Q, K, V, attn_mask=None if mask is None else ~mask)    # (B, H, T_q, s_qkv)
         else:
@@ -47,21 +50,37 @@ class BatchedHeads:
 
     def queries_keys_values(self, x_q, x_kv):
         """Self-attention: the earlier words' K, V (the cache), then these; cross-attention:
-        the memory's K, V, computed at the first step of decoding and kept."""
+        the memory's K, V, computed at the first step of decoding and kept. With
+        ``kv_heads`` (``group`` > 1) K and V are computed, and cached, for the G key/value
+        heads only (`all_heads` repeats them for their groups' query heads); with RoPE, Q
+        and K of self-attention are turned, counting from the words already in the cache.
+        Shape: -> Q (B, H, T_q, s_qkv), K and V (B, G, T_k, s_qkv)"""
+        kv_heads = self.heads[::self.group]                   # every head's, or one a group
         if self.reads_memory:
             Q, = self.project(x_q, ("WQ",))
-            return (Q, *self.kv_cache.once(lambda: self.project(x_kv, ("WK", "WV"))))
-        Q, K, V = self.project(x_q, ("WQ", "WK", "WV"))
-        return (Q, *self.kv_cache.extend(K, V))
+            K, V = self.kv_cache.once(lambda: self.project(x_kv, ("WK", "WV"), kv_heads))
+        else:
+            if self.group == 1:                                # one product for all three
+                Q, K, V = self.project(x_q, ("WQ", "WK", "WV"))
+            else:
+                (Q,), (K, V) = self.project(x_q, ("WQ",)), self.project(x_q, ("WK", "WV"),
+                                                                         kv_heads)
+            if self.rotary is not None:
+                offset = self.kv_cache.length                 # the newest word's position
+                Q, K = self.rotary(Q, offset), self.rotary(K, offset)
+            K, V = self.kv_cache.extend(K, V)
+        return Q, K, V
 
-    def project(self, x, names):
-        """Every head's W_<name> for each name, applied to its slice of every word.
+    def project(self, x, names, heads=None):
+        """Each of ``heads``' (all by default) W_<name> for each name, applied to its slice of
+        every word (all of it with full-width heads).
 
-        Shape: x (B, T, M) -> one (B, H, T, s_qkv) per name
+        Shape: x (B, T, M) -> one (B, H, T, s_qkv) per name (H: len(heads))
         """
         B, T, M = x.shape
-        H, s = self.num_atten_heads, self.qkv_size
-        b, W = self.kv_cache.weights(names, self.stacked)        # (H, 1, k s), (H, ., k s)
+        heads = self.heads if heads is None else heads
+        H, s = len(heads), self.qkv_size
+        b, W = self.kv_cache.weights(names, lambda n: self.stacked(n, heads))
         if self.full_width:      # every head reads all of x: one (M, H k s) product
             out = torch.addmm(b.reshape(1, -1), x.reshape(B * T, M),
                               W.transpose(1, 2).reshape(-1, M).t())     # (B T, H k s)
@@ -72,9 +91,9 @@ class BatchedHeads:
         return [t.view(H, B, T, s).transpose(0, 1)                      # (B, H, T, s_qkv)
                 for t in out.chunk(len(names), dim=-1)]
 
-    def stacked(self, names):
+    def stacked(self, names, heads):
         """The heads' weights and biases side by side (one cat): (H, 1, k s), (H, s_in, k s)."""
-        H, layers = self.num_atten_heads, [getattr(h, n) for h in self.heads for n in names]
+        H, layers = len(heads), [getattr(h, n) for h in heads for n in names]
         W = torch.cat([layer.weight for layer in layers])             # (H k s, s_in)
         b = torch.cat([layer.bias for layer in layers])               # (H k s)
         return b.view(H, 1, -1), W.view(H, -1, W.size(-1)).transpose(1, 2)

@@ -33,6 +33,11 @@ class KeyValueCache:
         self.stacked = {}
         self.of_memory = False
 
+    @property
+    def length(self):
+        """How many words' keys and values it holds: the newest word's position (RoPE)."""
+        return 0 if self.K is None else self.K.size(2)
+
     def extend(self, K, V):
         if self.K is not None:
             K = torch.cat([self.K, K], dim=2)                             # (B, H, T_k, s_qkv)
@@ -58,6 +63,8 @@ class KeyValueCache:
 
 class _NoCache:
     """Training and whole-sentence passes: nothing is kept."""
+
+    length = 0
 
     def extend(self, K, V):
         return K, V

@@ -2,20 +2,27 @@
 switches on (architecture.py is the 2017 model; this file is read after it). Each class
 stands beside its paper's equation; torch only, built from sizes.
 
-    norm="rmsnorm"          RMSNorm    Zhang and Sennrich 2019       (Llama, Qwen, Gemma)
-    feed_forward="swiglu"   SwiGLU     Shazeer 2020                  (Llama, Qwen, Gemma)
+    norm="rmsnorm"          RMSNorm           Zhang and Sennrich 2019   (Llama, Qwen, Gemma)
+    positions="rope"        RotaryEmbedding   Su et al. 2021            (Llama, Qwen, Gemma)
+    feed_forward="swiglu"   SwiGLU            Shazeer 2020              (Llama, Qwen, Gemma)
+    kv_heads=G              grouped_heads     Ainslie et al. 2023       (Llama 2 70B, Llama 3,
+                                              (G = 1: Shazeer 2019)      Qwen, Gemma)
 
 A subclass overrides them as it overrides AttentionHead: ``class MyFG(TransformerFG):
 class RMSNorm(TransformerFG.RMSNorm): ...`` is used wherever the model normalises.
 
-Shapes: M embedding_size, F the ReLU block's hidden width (2 M, or feed_forward_size).
+Shapes: M embedding_size, F the ReLU block's hidden width (2 M, or feed_forward_size),
+H query heads, G key/value heads, s_qkv a head's width, T positions.
 """
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-__all__ = ["RMSNorm", "SwiGLU"]
+from .overrides import OverrideError
+
+__all__ = ["RMSNorm", "SwiGLU", "RotaryEmbedding", "grouped_heads", "repeat_kv",
+           "rotary_heads"]
 
 
 class RMSNorm(nn.Module):
@@ -61,3 +68,86 @@ class SwiGLU(nn.Module):
 
     def forward(self, x):
         return self.W2(self.activation(self.W1(x)) * self.V(x))
+
+
+class RotaryEmbedding(nn.Module):
+    """Rotary position embedding, RoPE (Su et al. 2021, eq. 34): no position code is added
+    to the words; instead, in self-attention, each pair (x_2i, x_2i+1) of a query or key at
+    position m is turned by the angle m theta_i, theta_i = base^(-2i/d):
+
+        x'_2i   = x_2i cos(m theta_i) - x_2i+1 sin(m theta_i)
+        x'_2i+1 = x_2i sin(m theta_i) + x_2i+1 cos(m theta_i)
+
+    A rotation by m theta, dotted with one by n theta, is a rotation by (m - n) theta: the
+    score q_m . k_n depends on the words and on their offset m - n only, never on where
+    the pair sits in the sentence. The values are not turned (they carry content, not
+    positions to compare). Cross-attention is not turned either: a Spanish word's position
+    and an English word's have no offset that means anything (the encoder's
+    self-attention has put the English order into the memory already).
+    Args: size (d: a head's s_qkv, even), base. Shape: x (..., T, d), offset (the position
+        of x's first row: while decoding with a cache, the number of words before it)
+        -> (..., T, d)
+    """
+
+    def __init__(self, size, base=10000.0):
+        super().__init__()
+        if size % 2:
+            raise ValueError(f"rotary positions turn pairs of numbers: a head's width "
+                             f"(s_qkv = M / H) must be even, got {size}")
+        self.size, self.base = size, base
+        theta = base ** (-torch.arange(0, size, 2, dtype=torch.float32) / size)  # (d/2,)
+        self.register_buffer("theta", theta, persistent=False)
+
+    def angles(self, T, offset, device):
+        """m theta_i for the positions offset .. offset + T - 1. Shape: (T, d/2)"""
+        m = torch.arange(offset, offset + T, device=device, dtype=torch.float32)
+        return m[:, None] * self.theta[None, :]
+
+    def forward(self, x, offset=0):
+        angle = self.angles(x.size(-2), offset, x.device)                  # (T, d/2)
+        cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
+        even, odd = x[..., 0::2], x[..., 1::2]                             # (..., T, d/2)
+        turned = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)
+        return turned.flatten(-2)                                          # (..., T, d)
+
+
+def rotary_heads(heads, rotary):
+    """Hand self-attention's RotaryEmbedding to its heads (``head.rotary``). A student's head
+    with a forward of its own must turn its queries and keys itself (as AttentionHead.forward
+    does) or call ``super().forward``: one that does neither is refused, not run without
+    positions."""
+    for head in heads:
+        forward = type(head).forward
+        if not {"rotary", "super"} & set(getattr(forward, "__code__", forward).co_names):
+            raise OverrideError(
+                f"{type(head).__qualname__}.forward never reads self.rotary, so with "
+                "positions='rope' its words would have no positions at all: turn Q and K "
+                "with Q, K = self.rotary(Q), self.rotary(K) before the scores (see "
+                "AttentionHead.forward), or use positions='sinusoidal' or 'learned'.")
+        head.rotary = rotary
+
+
+def grouped_heads(heads, kv_heads):
+    """Grouped-query attention (Ainslie et al. 2023; G = 1: multi-query, Shazeer 2019): the
+    H query heads fall into G groups of H / G neighbours, and every head of group
+    g = h // (H / G) uses the keys and values of the group's first head (its W_K and W_V,
+    the same modules). Queries stay one per head; the key/value cache of decoding holds G
+    heads instead of H, and the model H - G fewer W_K, W_V pairs. kv_heads = H changes
+    nothing. Needs full-width heads: a sliced head's keys come from its own slice of each
+    word, so a shared key head would have to read another head's slice, and the query of
+    head h would be compared with keys of numbers it never sees.
+    Args: heads (H modules with WK, WV), kv_heads (G, dividing H)."""
+    H = len(heads)
+    if kv_heads < 1 or H % kv_heads:
+        raise ValueError(f"kv_heads must divide num_atten_heads ({H}), got {kv_heads}")
+    group = H // kv_heads
+    for h, head in enumerate(heads):
+        first = heads[h - h % group]
+        head.WK, head.WV = first.WK, first.WV
+    return group
+
+
+def repeat_kv(K, group):
+    """The G key (or value) heads, each repeated for the H / G query heads of its group, in
+    order: 0 0 1 1 ... Shape: (B, G, T, s_qkv) -> (B, H, T, s_qkv)"""
+    return K if group == 1 else K.repeat_interleave(group, dim=1)

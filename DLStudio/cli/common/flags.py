@@ -7,10 +7,11 @@ import os
 
 from ...checkpoints import WEIGHTS
 from ...containers.settings import TranslationSettings
-from ...model.architecture import FEED_FORWARDS
+from ...model.architecture import FEED_FORWARDS, POSITIONS
 from ...runtime.precision import PRECISIONS
 from ...runtime.studio import DLStudio
 from ...training.schedule import SCHEDULES
+from .jobs import UserError
 
 __all__ = ["LECTURE", "RECIPES", "Parser", "positive_int", "nonnegative_int", "positive_float",
            "nonnegative_float", "positive_ints", "existing_file", "add_run_arguments",
@@ -187,19 +188,45 @@ def add_stack_arguments(parser, defaults, layers):
 
 
 
-def add_since_2017_arguments(parser, feed_forward="relu"):
+def add_since_2017_arguments(parser, feed_forward="relu", positions="sinusoidal",
+                             full_width=False):
     """The changes since 2017 as switches of the same classes (model/since_2017.py):
-    ``--norm`` and ``--feed-forward`` (``feed_forward``: the model's default)."""
-    parser.add_argument("--norm", choices=("layernorm", "rmsnorm"), default="layernorm",
-                        help="rmsnorm: RMSNorm for every LayerNorm (Zhang and Sennrich 2019)")
-    parser.add_argument("--feed-forward", choices=FEED_FORWARDS, default=feed_forward,
-                        help="the feed-forward network: relu (2017), gelu (BERT, GPT) or "
-                             "swiglu (gated, Shazeer 2020; the same number of weights)")
+    ``--norm``, ``--positions``, ``--feed-forward`` and ``--kv-heads`` (``feed_forward``,
+    ``positions``: the model's defaults; ``full_width``: add ``--full-width-heads``, which
+    ``--kv-heads`` needs, where the script has none)."""
+    p = parser
+    p.add_argument("--norm", choices=("layernorm", "rmsnorm"), default="layernorm",
+                   help="rmsnorm: RMSNorm for every LayerNorm (Zhang and Sennrich 2019)")
+    p.add_argument("--positions", choices=POSITIONS, default=positions,
+                   help="the position code: sinusoidal (2017), learned, or rope (rotary: "
+                        "queries and keys turned by position, Su et al. 2021)")
+    p.add_argument("--feed-forward", choices=FEED_FORWARDS, default=feed_forward,
+                   help="the feed-forward network: relu (2017), gelu (BERT, GPT) or "
+                        "swiglu (gated, Shazeer 2020; the same number of weights)")
+    p.add_argument("--kv-heads", type=positive_int, default=None, metavar="G",
+                   help="grouped-query attention: G key/value heads shared by the query "
+                        "heads in groups (1: multi-query; default: one per head); needs "
+                        "--full-width-heads")
+    if full_width:
+        p.add_argument("--full-width-heads", action="store_true",
+                       help="heads read all of M, then W^O (default: the lecture's slices)")
 
 
-def since_2017(args):
-    """The container keywords of `add_since_2017_arguments`' flags."""
-    return {"norm": args.norm, "feed_forward": args.feed_forward}
+def since_2017(args, positions=True):
+    """The container keywords of `add_since_2017_arguments`' flags, after checking that they
+    fit the model's heads (``positions``: False where the model has no such setting)."""
+    H, kv = args.num_atten_heads, args.kv_heads
+    if kv is not None and (H % kv or (kv != H and not args.full_width_heads)):
+        raise UserError(f"--kv-heads {kv} does not fit --num-atten-heads {H}: G must divide "
+                        "H" if H % kv else f"--kv-heads {kv} needs --full-width-heads: a "
+                        "sliced head computes its keys from its own slice of each word, so "
+                        "heads cannot share them (model/since_2017.py, grouped_heads)")
+    if args.positions == "rope" and (args.embedding_size // H) % 2:
+        raise UserError(f"--positions rope turns pairs of numbers: a head's width "
+                        f"(--embedding-size / --num-atten-heads = {args.embedding_size // H})"
+                        " must be even")
+    chosen = {"norm": args.norm, "feed_forward": args.feed_forward, "kv_heads": kv}
+    return {**chosen, "positions": args.positions} if positions else chosen
 
 
 def add_checkpoint_arguments(parser, sentence=False):
