@@ -70,6 +70,9 @@ OWN = {
     "warmup_schedule": "del MySchedule.lr_at\n",
     "rmsnorm": "del MyRMSNorm.forward\n",
     "swiglu": "del MySwiGLU.forward\n",
+    "rope": "del MyRotary.forward\ndel MyHead.forward\n",
+    "grouped_query": ("from DLStudio.model.architecture import TransformerParts\n"
+                      "MyGroupedAttention.weighted = TransformerParts.SelfAttention.weighted\n"),
     "masking": ("import torch.nn.functional as F\nfrom DLStudio.data.bert_text import mask_tokens\n"
                 "def masked_loss(logits, targets, selected):\n"
                 "    return (F.cross_entropy(logits[selected], targets[selected], "
@@ -214,6 +217,23 @@ MUTANTS = [
      "gate_branch", "wrong branch"),
     ("swiglu", "sigmoid for SiLU", "gate * torch.sigmoid(gate)", "torch.sigmoid(gate)",
      "silu", "GLU"),
+    ("rope", "the values turned too", "out, weights = scaled_dot_product(Q, K, self.WV(kv), "
+     "mask)", "V = self.WV(kv) if self.rotary is None else self.rotary(self.WV(kv))\n"
+     "        out, weights = scaled_dot_product(Q, K, V, mask)", "queries_and_keys",
+     "values are turned"),
+    ("rope", "pairs turned inconsistently", "out[..., 1::2] = even * sin + odd * cos",
+     "out[..., 1::2] = odd * cos - even * sin", "relative", "rotation"),
+    ("rope", "the wrong base", "theta = self.base ** (", "theta = 10000.0 ** (", "base",
+     "self.base"),
+    ("rope", "positions from the wrong end in the cache",
+     "torch.arange(offset, offset + T, dtype=torch.float64)",
+     "torch.arange(offset + T - 1, offset - 1, -1, dtype=torch.float64)", "offset",
+     "wrong end"),
+    ("rope", "the cache's offset ignored", "torch.arange(offset, offset + T,",
+     "torch.arange(0, T,", "offset", "ignored"),
+    ("grouped_query", "key/value heads repeated in the wrong order",
+     "K = K.repeat_interleave(self.group, dim=1)", "K = K.repeat(1, self.group, 1, 1)",
+     "groups_in_order", "wrong order"),
     ("warmup_schedule", "no d_model^-0.5", "self.lr_mul * self.d_model ** -0.5 * ",
      "self.lr_mul * ", "formula", "d_model^-0.5"),
     ("warmup_schedule", "steps counted from 0", "rise = step * self.n_warmup_steps ** -1.5\n"
@@ -386,10 +406,11 @@ def test_train_trains_the_patch_embedding_beside_the_standard_one(tmp_path, caps
     assert status == 0 and "--model-class patch_embedding:MyViT" in out
 
 
-@pytest.mark.parametrize("name", ["rmsnorm", "swiglu"])
+@pytest.mark.parametrize("name", ["rmsnorm", "swiglu", "rope", "grouped_query"])
 def test_train_trains_a_switch_beside_the_model_with_it_switched_on(tmp_path, capsys, name):
-    """--train builds both containers with the switch on (RMSNorm, SwiGLU), so the
-    student's class is the one trained: the same figures as the reference's."""
+    """--train builds both containers with the switch on (RMSNorm, SwiGLU, RoPE, grouped
+    heads), so the student's class is the one trained: the same figures as the reference's
+    (their heads or attention run unbatched: the same to rounding)."""
     path = tmp_path / f"{name}.py"
     path.write_text(solution(name))
     status, out, _ = command(capsys, "check", name, str(path), "--train", "--steps", "3",
@@ -401,7 +422,9 @@ def test_train_trains_a_switch_beside_the_model_with_it_switched_on(tmp_path, ca
     assert table[0].split()[-1] == table[1].split()[-1]          # the same arithmetic
     from DLStudio.checkpoints import checkpoint_files, load_checkpoint
     ck = load_checkpoint(checkpoint_files(str(tmp_path / "run" / "MyTransformer"))[-1])
-    assert ck["container_args"][{"rmsnorm": "norm", "swiglu": "feed_forward"}[name]] == name
+    setting, value = {"rmsnorm": ("norm", "rmsnorm"), "swiglu": ("feed_forward", "swiglu"),
+                      "rope": ("positions", "rope"), "grouped_query": ("kv_heads", 2)}[name]
+    assert ck["container_args"][setting] == value
 
 
 def test_train_pre_trains_the_masking_beside_the_standard_one(tmp_path, capsys, monkeypatch):

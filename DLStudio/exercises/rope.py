@@ -1,0 +1,174 @@
+"""Checks of the exercise `rope`: MyRotary.forward(x, offset) and MyHead.forward, which
+turns the queries and keys (never the values) with it."""
+
+import torch
+
+from ..model.architecture import TransformerParts, scaled_dot_product
+from ..model.since_2017 import RotaryEmbedding
+from ..Transformers import TransformerPreLN
+from .checking import (
+    Exercise,
+    Mistake,
+    ask,
+    check,
+    close,
+    fresh,
+    question,
+    same,
+    student_code,
+    tensor,
+)
+
+CHECKS = []
+B, T, D = 2, 7, 8           # a head's width d = s_qkv
+TOL = 1e-6                  # the angles may be computed in float32, as the model's are
+
+
+def inputs(seed=0, shape=(B, T, D)):
+    g = torch.Generator().manual_seed(fresh(seed))
+    return torch.randn(*shape, generator=g, dtype=torch.float64)
+
+
+def reference(x, offset=0, base=10000.0):
+    return RotaryEmbedding(D, base).double()(x, offset)
+
+
+def turned_by(x, angle_of):
+    """x with pair i (2i, 2i+1) of position m turned by angle_of(m, i): the reference's
+    arithmetic written out, for the mistakes to be recognised by."""
+    out = x.clone()
+    for m in range(x.size(-2)):
+        for i in range(D // 2):
+            a = torch.tensor(angle_of(m, i), dtype=x.dtype)
+            even, odd = x[..., m, 2 * i], x[..., m, 2 * i + 1]
+            out[..., m, 2 * i] = even * a.cos() - odd * a.sin()
+            out[..., m, 2 * i + 1] = even * a.sin() + odd * a.cos()
+    return out
+
+
+@question
+def turned(module, x, offset=0, base=10000.0):
+    rotary = module.MyRotary(D, base).double()
+    with student_code():
+        return rotary(x, offset) if offset else rotary(x)
+
+
+def run(x, offset=0, base=10000.0):
+    return tensor(ask(turned, x, offset, base), "the output", x.shape)
+
+
+@check(CHECKS, "shape", "(..., T, d) -> (..., T, d), for a batch of heads too")
+def shape():
+    x = inputs(0, (B, 3, T, D))                   # (B, H, T, d), as the batched path calls it
+    close(run(x)[:, 1], run(x[:, 1]), "head 1 turned with the others", TOL,
+          "turn each row of the last two axes (positions, numbers) alike for every head")
+
+
+@check(CHECKS, "relative", "scores of turned queries and keys depend only on the offset")
+def relative():
+    q, k = inputs(1), inputs(2)
+    scores = [run(q, shift) @ run(k, shift).transpose(-2, -1) for shift in (0, 5)]
+    if not same(scores[0], scores[1], TOL):
+        raise Mistake("moving every word 5 positions on changed the scores q . k: each pair "
+                      "must be turned as a rotation, (x_2i cos - x_2i+1 sin, x_2i sin + "
+                      "x_2i+1 cos), the same angle for both numbers of the pair")
+    if same(scores[0], q @ k.transpose(-2, -1), TOL):
+        raise Mistake("nothing was turned: position m turns pair i by m theta_i")
+
+
+@check(CHECKS, "pairs", "pair i is numbers 2i and 2i+1, turned by m theta_i, in their place")
+def pairs():
+    x = inputs(3)
+    out = run(x)
+    half = torch.cat([x[..., 0::2], x[..., 1::2]], dim=-1)       # the pairs (i, i + d/2)
+    halves = reference(half)
+    if same(out, torch.cat([halves[..., :D // 2], halves[..., D // 2:]], dim=-1)
+            [..., torch.arange(D).view(2, -1).t().reshape(-1)], TOL):
+        raise Mistake("the pairs are (i, i + d/2), the halves: here a pair is two "
+                      "neighbours, (2i, 2i+1), as in Su et al. eq. 34")
+    if same(out, turned_by(x, lambda m, i: -m * 10000.0 ** (-2 * i / D)), TOL):
+        raise Mistake("turned the wrong way: x'_2i = x_2i cos(m theta) - x_2i+1 sin(m theta)")
+    close(out, reference(x), "the output", TOL,
+          "pair i of position m: (x_2i cos(m theta_i) - x_2i+1 sin(m theta_i), x_2i "
+          "sin(m theta_i) + x_2i+1 cos(m theta_i)), theta_i = base^(-2i/d)")
+
+
+@check(CHECKS, "base", "theta_i = base^(-2i/d), with the base it was built with")
+def base():
+    x = inputs(4)
+    out = run(x, base=500.0)
+    if same(out, reference(x, base=10000.0), TOL):
+        raise Mistake("the base is always 10000: use self.base (this one was built with 500)")
+    close(out, reference(x, base=500.0), "the output with base 500", TOL,
+          "theta_i = self.base ** (-2 i / d)")
+
+
+@check(CHECKS, "offset", "offset: the first row's position (the words in the cache)")
+def offset():
+    x = inputs(5)
+    out = run(x[:, 3:], 3)
+    if same(out, run(x[:, 3:]), TOL):
+        raise Mistake("offset is ignored: while decoding with the cache, the newest word is "
+                      "at position offset (the words before it), not at 0")
+    if same(out, turned_by(x[:, 3:], lambda m, i: (3 + (T - 4 - m)) * 10000.0 ** (-2 * i / D)),
+             TOL):
+        raise Mistake("positions are counted from the wrong end: row m is at offset + m")
+    close(out, reference(x)[:, 3:], "rows 3.. turned with offset 3", TOL,
+          "row m of x is at position offset + m")
+
+
+@question
+def head_output(module, weights, x, rotary):
+    """MyHead with these weights on x, given a reference RotaryEmbedding (or None: a
+    cross-attention head, which has none)."""
+    h = module.MyHead(None, 10, D, 2).double()
+    h.load_state_dict(weights)
+    h.rotary = RotaryEmbedding(D).double() if rotary else None
+    with student_code():
+        return h(x, mask=torch.ones(T, T, dtype=torch.bool).triu(1))
+
+
+def head_weights(seed):
+    torch.manual_seed(fresh(seed))
+    return TransformerParts.AttentionHead(None, 10, D, 2).double()
+
+
+def attention(h, x, turn_q, turn_k, turn_v):
+    rope = RotaryEmbedding(D).double()
+    Q, K, V = h.WQ(x), h.WK(x), h.WV(x)
+    Q, K, V = (rope(t) if on else t for t, on in ((Q, turn_q), (K, turn_k), (V, turn_v)))
+    return scaled_dot_product(Q, K, V, torch.ones(T, T, dtype=torch.bool).triu(1))[0]
+
+
+@check(CHECKS, "queries_and_keys", "the head turns Q and K with self.rotary, never V")
+def queries_and_keys():
+    h, x = head_weights(6), inputs(7)
+    out = tensor(ask(head_output, h.state_dict(), x, True), "the head's output", (B, T, D))
+    with torch.no_grad():
+        if same(out, attention(h, x, True, True, True), TOL):
+            raise Mistake("the values are turned too: rotary positions go into the scores "
+                          "(Q and K) only; V carries the words' content, as it is")
+        for q, k, what in ((False, True, "the queries are"), (True, False, "the keys are"),
+                           (False, False, "nothing is")):
+            if same(out, attention(h, x, q, k, False), TOL):
+                raise Mistake(f"{what} not turned: Q, K = self.rotary(Q), self.rotary(K)")
+        close(out, attention(h, x, True, True, False), "the head's output")
+
+
+@check(CHECKS, "no_rotary", "with self.rotary None (cross-attention) the head is unchanged")
+def no_rotary():
+    h, x = head_weights(8), inputs(9)
+    out = tensor(ask(head_output, h.state_dict(), x, False), "the head's output", (B, T, D))
+    with torch.no_grad():
+        close(out, attention(h, x, False, False, False), "the output without rotary", TOL,
+              "cross-attention heads have rotary None: then turn nothing")
+
+
+EXERCISE = Exercise(
+    name="rope",
+    summary="rotary positions: queries and keys turned by m theta_i (Su et al. 2021)",
+    defines=("MyRotary", "MyHead", "MyTransformer"),
+    forbids=lambda: [(RotaryEmbedding, "forward", "the model's RotaryEmbedding.forward"),
+                     (TransformerParts.AttentionHead, "forward", "AttentionHead.forward")],
+    checks=CHECKS, container="MyTransformer", base=TransformerPreLN,
+    settings={"positions": "rope"})
