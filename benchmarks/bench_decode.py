@@ -17,6 +17,12 @@ the same batches of held-out sentences.
       and the baseline, untrained, is run for exactly as many steps on each batch as ours
       needed for that batch (a naive loop stops when the whole batch is done).
     - Without: every model is untrained and runs every step to max_seq_length.
+      --kv-heads G adds our model with G key/value heads (grouped-query attention, beside
+      the same model with one per head: give --full-width-heads, which it needs), and the
+      numbers each model's caches hold per sentence.
+
+    python benchmarks/bench_decode.py --archive ../shared/data/en_es_xformer_8_90000.tar.gz \
+        --full-width-heads --kv-heads 1
 """
 
 import contextlib
@@ -103,6 +109,19 @@ class KeepsFinished(NoCache):
         return self.m.decode_newest(ys, memory, cross_mask)
 
 
+def cache_numbers(model, src, steps):
+    """How many numbers the key/value caches of ``model`` hold for one sentence after
+    ``steps`` decoding steps (self-attention's grow by a word a step, cross-attention's
+    hold the memory's keys and values)."""
+    with torch.no_grad(), model.decoding() as caches:
+        memory, cross_mask = model.encode(src)
+        ys = torch.zeros(1, 1, dtype=torch.long)
+        for _ in range(steps - 1):
+            model.decode_newest(ys, memory, cross_mask)
+            ys = torch.cat([ys, ys[:, -1:]], dim=1)
+        return sum(c.K.numel() + c.V.numel() for c in caches if c.K is not None)
+
+
 def main():
     p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("--archive", default=BUNDLED_ARCHIVE, type=existing_file)
@@ -118,7 +137,16 @@ def main():
                         "bfloat16, softmax and LayerNorm in fp32)")
     p.add_argument("--checkpoint", type=existing_file,
                    help="a trained TransformerFG checkpoint of --archive")
+    p.add_argument("--full-width-heads", action="store_true",
+                   help="untrained models: heads that read all of M, then W^O")
+    p.add_argument("--kv-heads", type=positive_int, metavar="G",
+                   help="untrained models: add ours with G key/value heads (needs "
+                        "--full-width-heads)")
     args = p.parse_args()
+    if args.kv_heads and (args.checkpoint or not args.full_width_heads
+                          or args.num_atten_heads % args.kv_heads):
+        p.error("--kv-heads G goes with --full-width-heads, untrained models (no "
+                "--checkpoint), and a G that divides --num-atten-heads")
     torch.manual_seed(0)
     corpus = archive_or_usage(p, args.archive)
     dls = DLStudio(use_gpu=False, seed=0)
@@ -132,10 +160,14 @@ def main():
         H = ours.encoder.num_atten_heads
     else:
         M, H, L = args.embedding_size, args.num_atten_heads, args.num_layers
-        x = TransformerFG(dl_studio=dls, corpus=corpus, embedding_size=M)
-        enc = x.MasterEncoder(dls, x, L, H)
-        dec = x.MasterDecoderWithMasking(dls, x, L, H)
-        ours = x.EncoderDecoder(x, enc, dec).eval()
+
+        def untrained(**switches):
+            x = TransformerFG(dl_studio=dls, corpus=corpus, embedding_size=M,
+                              full_width_heads=args.full_width_heads, **switches)
+            enc = x.MasterEncoder(dls, x, L, H)
+            dec = x.MasterDecoderWithMasking(dls, x, L, H)
+            return x, x.EncoderDecoder(x, enc, dec).eval()
+        x, ours = untrained()
     baseline = NaiveBaseline(Baseline(x.vocab_en_size, x.vocab_es_size, M, H, L,
                                       x.FeedForward.expansion * M, x.max_seq_length,
                                       norm_first=False)).eval()
@@ -150,6 +182,8 @@ def main():
     keeping = KeepsFinished(ours)             # what dropping finished sentences gains
     if trained:
         models["ours (cache), keeps all"] = keeping
+    if args.kv_heads:
+        models[f"ours kv_heads={args.kv_heads} (cache)"] = untrained(kv_heads=args.kv_heads)[1]
     print(f"machine: {machine()}")
     print(f"archive {args.archive}; embedding {M}, {L}+{L} layers, {H} heads; {n} held-out "
           f"sentences in batches of {args.batch_size}; {torch.get_num_threads()} threads; "
@@ -157,6 +191,11 @@ def main():
           + (f"ours trained ({args.checkpoint}), stopping at EOS" if trained else
              "untrained models, every step run"))
 
+    for label, model in models.items():
+        if label.endswith("(cache)"):
+            print(f"{label}: {sum(p.numel() for p in model.parameters()):,} parameters; its "
+                  f"caches hold {cache_numbers(model, src[:1], x.max_seq_length):,} numbers "
+                  "per sentence at the last step")
     precision = Precision(args.precision, dls.device)
     if precision.name != "fp32":         # nn.Transformer's inference fast path is fp32 only
         torch.backends.mha.set_fastpath_enabled(False)

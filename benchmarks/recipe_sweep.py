@@ -20,6 +20,12 @@ length penalty alpha 0.6 and 1.0) with the raw and the averaged weights. The cho
 weights and decoding is made there, never on the held-out split. Held-out BLEU is then given
 for greedy raw weights (the old recipe's measure) and for the choice.
 
+The "modern" rows are today's parts together in place of the 2017 model's: pre-LN (Adam at
+5e-4, no warm-up), RMSNorm, rotary positions and SwiGLU (model/since_2017.py), two seeds;
+"modern-gqa" is the same with one key/value head for the four query heads (full-width
+heads, which grouped-query attention needs). "best" never combines them (they are another
+model, not one lever); they are compared with the baseline and seed1 rows.
+
 Runs one at a time on an otherwise idle machine. Each finished row is one file, OUT/ROW.json;
 a row stopped midway (Ctrl-C, a closed laptop) resumes from its last checkpoint, its
 training time counted across the stops.
@@ -33,7 +39,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from DLStudio import DLStudio, TransformerFG  # noqa: E402
+from DLStudio import DLStudio, TransformerFG, TransformerPreLN  # noqa: E402
 from DLStudio.checkpoints import checkpoint_files, load_checkpoint  # noqa: E402
 from DLStudio.cli import (  # noqa: E402
     archive_or_usage,
@@ -48,6 +54,7 @@ from DLStudio.data.vocabulary import TranslationData, Vocabulary  # noqa: E402
 from DLStudio.evaluation.decode_and_score import evaluate_bleu  # noqa: E402
 from DLStudio.training.trainer import TrainingInterrupted  # noqa: E402
 
+MODERN = {"variant": "PreLN", "norm": "rmsnorm", "positions": "rope", "feed_forward": "swiglu"}
 #: Each row: what it changes from today's recipe (training flags by argparse name).
 LEVERS = {
     "baseline": {},
@@ -55,8 +62,15 @@ LEVERS = {
     "shared": {"shared_vocab": True},
     "deep-encoder": {"num_encoder_layers": 6, "num_decoder_layers": 2},
     "seed1": {"seed": 1},
+    # today's parts together (since 2017): pre-LN (Adam at 5e-4, no warm-up), RMSNorm, rotary
+    # positions, SwiGLU; then the same with one key/value head for the four query heads
+    "modern": MODERN,
+    "modern-seed1": {**MODERN, "seed": 1},
+    "modern-gqa": {**MODERN, "full_width_heads": True, "kv_heads": 1},
+    "modern-gqa-seed1": {**MODERN, "full_width_heads": True, "kv_heads": 1, "seed": 1},
 }
 COMBINED = ("best", "best-10")
+VARIANTS = {"FG": TransformerFG, "PreLN": TransformerPreLN}
 DECODINGS = [(1, 0.6), (4, 0.6), (4, 1.0), (8, 0.6)]     # (beam width, length penalty alpha)
 
 
@@ -65,7 +79,9 @@ def settings_of(row, minutes, short_minutes, sizes, best=None):
     recipe = {k: v for k, v in RECIPES["today30"].items() if k != "archive"}
     s = {**recipe, **sizes, "seed": 0, "schedule": "warmup", "shared_vocab": False,
          "num_encoder_layers": sizes["num_layers"], "num_decoder_layers": sizes["num_layers"],
-         "max_minutes": minutes}
+         "max_minutes": minutes, "variant": "FG", "norm": "layernorm",
+         "positions": "sinusoidal", "feed_forward": "relu", "full_width_heads": False,
+         "kv_heads": None}
     if row in COMBINED:
         for lever in best:
             s.update(LEVERS[lever])
@@ -82,16 +98,19 @@ def train_row(folder, s, corpus, split, ema):
     payload = load_checkpoint(done[-1]) if done else None
     if payload and payload.get("train_seconds", 0) >= 60 * s["max_minutes"] - 1:
         return done[-1]                                       # trained: score it
-    dls = DLStudio(use_gpu=True, batch_size=s["batch_size"], epochs=s["epochs"], seed=s["seed"])
+    rate = {"learning_rate": s["learning_rate"]} if s["variant"] == "PreLN" else {}
+    dls = DLStudio(use_gpu=True, batch_size=s["batch_size"], epochs=s["epochs"], seed=s["seed"],
+                   **rate)                     # (FG's rate is its warm-up schedule's)
     vocab = Vocabulary.from_payload(payload) if payload else None   # a resumed row's own
     data = TranslationData(corpus, vocab, split=split, tokenizer=s["tokenizer"],
                            vocab_size=s["vocab_size"], shared_vocab=s["shared_vocab"])
-    x = TransformerFG(dl_studio=dls, data=data, embedding_size=s["embedding_size"],
-                      num_warmup_steps=s["num_warmup_steps"], lr_mul=s["lr_mul"],
-                      schedule=s["schedule"], dropout=s["dropout"],
-                      label_smoothing=s["label_smoothing"], tokenizer=s["tokenizer"],
-                      vocab_size=s["vocab_size"], shared_vocab=s["shared_vocab"],
-                      checkpoint_freq=1)
+    since = {k: s[k] for k in ("norm", "positions", "feed_forward", "kv_heads")}
+    x = VARIANTS[s["variant"]](
+        dl_studio=dls, data=data, embedding_size=s["embedding_size"],
+        num_warmup_steps=s["num_warmup_steps"], lr_mul=s["lr_mul"], schedule=s["schedule"],
+        dropout=s["dropout"], label_smoothing=s["label_smoothing"], tokenizer=s["tokenizer"],
+        vocab_size=s["vocab_size"], shared_vocab=s["shared_vocab"], checkpoint_freq=1,
+        full_width_heads=s["full_width_heads"], **since)
     enc = x.MasterEncoder(dls, x, s["num_encoder_layers"], s["num_atten_heads"])
     dec = x.MasterDecoderWithMasking(dls, x, s["num_decoder_layers"], s["num_atten_heads"])
     trainer = x.run_code_for_training(dls, enc, dec, checkpoints_dir=folder,
@@ -104,8 +123,9 @@ def score_row(path, dev, held_out):
     """BLEU of every decoding on the development split, raw and averaged weights; held-out
     BLEU of greedy raw weights and of the development split's choice."""
     scores, models = {}, {}
+    variant = VARIANTS[load_checkpoint(path).get("variant", "FG")]
     for weights in ("raw", "average"):
-        xformer, models[weights], _ = TransformerFG.from_checkpoint(path, weights=weights)
+        xformer, models[weights], _ = variant.from_checkpoint(path, weights=weights)
         for beam, alpha in DECODINGS:
             t0 = time.monotonic()
             r = evaluate_bleu(models[weights], xformer.vocab, dev, beam, show=0,
@@ -130,6 +150,7 @@ def best_levers(results):
         return max(v["bleu"] for v in results[row]["dev"].values())
     noise = abs(dev("baseline") - dev("seed1"))
     return [lever for lever in LEVERS if lever not in ("baseline", "seed1")
+            and not lever.startswith("modern") and lever in results
             and dev(lever) - dev("baseline") > noise], noise
 
 
@@ -216,7 +237,7 @@ def main():
             continue
         best = None
         if row in COMBINED:
-            missing = [r for r in LEVERS if r not in results]
+            missing = [r for r in LEVERS if r not in results and not r.startswith("modern")]
             if missing:
                 print(f"{row}: needs the rows {', '.join(missing)} first", file=sys.stderr)
                 return 1

@@ -250,7 +250,10 @@ def runs(w):
             (["--base", "HEAD", "--steps", 2, "--sentences", 3], "identical")],
         "benchmarks/recipe_sweep.py": [
             (["--archive", a, "--out", "sweep", "--minutes", 0.005, "--dev-sentences", 10,
-              *TINY, "--num-atten-heads", 2, "--rows", "baseline,seed1"], "| seed1 | seed=1")],
+              *TINY, "--num-atten-heads", 2, "--rows", "baseline,seed1"], "| seed1 | seed=1"),
+            (["--archive", a, "--out", "sweep_modern", "--minutes", 0.005, "--dev-sentences",
+              10, *TINY, "--num-atten-heads", 2, "--rows", "modern-gqa"],
+             "| modern-gqa | variant=PreLN, norm=rmsnorm, positions=rope")],
         "benchmarks/bleu_vs_time.py": [
             (["--archive", a, "--minutes", 0.02, "--every", 0.01, *TINY, "--batch-size", 32,
               "--num-warmup-steps", 20, "--out", "bvt"], "BLEU")],

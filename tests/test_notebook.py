@@ -40,6 +40,7 @@ def test_the_notebook_runs_top_to_bottom(tmp_path, monkeypatch):
     text = "".join(out.get("text", "") for cell in nb.cells for out in cell.get("outputs", []))
     assert "same as the model's scaled_dot_product: True" in text
     assert "held-out BLEU of FG" in text and "PreLN" in text
+    assert "2017 (pre-LN): " in text and "today's parts: " in text       # side by side
     assert "test accuracy" in text and "without the mask" in text
     assert "0 of 6 checks pass" in text and "not implemented" in text     # the skeleton
     assert "FAIL  projections      the scores are not divided by sqrt(s_qkv)" in text
