@@ -13,7 +13,7 @@ student's ``AttentionHead`` or ``SelfAttention`` reaches this model as it reache
       └─> Pooler at [CLS]: tanh(W h_0) ─> classifier                              (B, K)
 
 BERT's differences from the 2017 encoder are settings of the same classes (TransformerParts):
-``feed_forward="gelu"``, ``feed_forward_size`` (4 M), ``learned_positions``,
+``feed_forward="gelu"``, ``feed_forward_size`` (4 M), ``positions="learned"``,
 ``scale_embeddings=False`` (word vectors not scaled by sqrt(M)), ``norm_eps`` (1e-12), and
 these of BERTParts: ``embedding_norm`` (LayerNorm after the embeddings), ``mlm_transform``
 (the head's dense + GELU + LayerNorm), ``pooler``, ``next_sentence`` (the pair task's head).
