@@ -42,6 +42,32 @@ def test_a_recipe_scores_its_other_decodings(tmp_path, monkeypatch, capsys):
     assert f": {r['bleu']:.2f} (sacreBLEU" in line
 
 
+def test_modern30_is_todays_parts_and_only_the_preln_script_runs_it(tmp_path, capsys):
+    """The recipe sets each switch since 2017; the post-LN script refuses it with the script
+    that runs it; through that script the checkpoint records the parts and the decoding."""
+    from DLStudio.checkpoints import load_checkpoint
+    args = parse_training_args("PreLN", ["--recipe", "modern30"])
+    assert (args.norm, args.positions, args.feed_forward, args.kv_heads, args.full_width_heads,
+            args.ema, args.learning_rate, args.tokenizer) == \
+        ("rmsnorm", "rope", "swiglu", 1, True, 0.998, 5e-4, "bpe")
+    assert train_main("FG", ["--recipe", "modern30"]) == 1
+    said = capsys.readouterr().err
+    assert "run seq2seq_with_transformerPreLN.py --recipe modern30" in said
+    folder = str(tmp_path / "ck")
+    assert train_main("PreLN", ["--recipe", "modern30", "--archive", "bundled",
+                                "--embedding-size", "16", "--num-layers", "1",
+                                "--num-atten-heads", "2", "--vocab-size", "300",
+                                "--max-steps", "4", "--max-seq-length", "12",
+                                "--checkpoints-dir", folder]) == 0
+    beam, alpha = common.RECIPES["modern30"]["also_score"][-1][1:]
+    assert f"held-out BLEU, average weights, beam {beam}, length penalty {alpha}:" in \
+        capsys.readouterr().out
+    payload = load_checkpoint(checkpoint_files(folder)[-1])
+    made = payload["container_args"]
+    assert (made["norm"], made["positions"], made["feed_forward"], made["kv_heads"],
+            made["full_width_heads"]) == ("rmsnorm", "rope", "swiglu", 1, True)
+
+
 def test_the_sweep_combines_only_what_beats_the_noise():
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
     from recipe_sweep import best_levers, needless, settings_of

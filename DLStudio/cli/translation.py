@@ -111,7 +111,9 @@ def training_parser(variant):
     p.add_argument("--recipe", choices=sorted(RECIPES),
                    help="a measured recipe: defaults for the flags above, which flags given "
                         "beside it still override (today30: docs/results.md's 30-minute "
-                        "recipe); the held-out evaluation then also gives its other decodings")
+                        "recipe; fast30: with averaged weights and a beam; modern30: today's "
+                        "parts, the PreLN script's); the held-out evaluation then also gives "
+                        "its other decodings")
     model_class_flag(p, f"train this subclass of Transformer{variant} (homework)")
     return p
 
@@ -121,7 +123,13 @@ def parse_training_args(variant, argv):
     p = training_parser(variant)
     args = p.parse_args(argv)
     if args.recipe:
-        p.set_defaults(**{k: v for k, v in RECIPES[args.recipe].items() if k != "also_score"})
+        recipe = RECIPES[args.recipe]
+        if recipe.get("variant", variant) != variant:
+            raise UserError(
+                f"--recipe {args.recipe} trains Transformer{recipe['variant']}, and this script "
+                f"trains Transformer{variant}: run seq2seq_with_transformer{recipe['variant']}.py "
+                f"--recipe {args.recipe}")
+        p.set_defaults(**{k: v for k, v in recipe.items() if k not in ("also_score", "variant")})
         args = p.parse_args(argv)
     return args
 
