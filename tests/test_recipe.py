@@ -143,3 +143,16 @@ def test_the_sweep_refuses_a_development_split_as_large_as_the_training_one(
     said = capsys.readouterr().err
     assert stopped.value.code == 2 and "--dev-sentences 19000" in said
     assert "distinct English sentences" in said and "Traceback" not in said
+
+
+def test_make_recipe_runs_the_script_the_recipe_names(tmp_path):
+    """``make recipe RECIPE=modern30`` runs the PreLN script (the FG script would refuse it
+    by name); fast30 the FG script. A missing archive stops each after the recipe is read."""
+    import subprocess
+    for name in ("modern30", "fast30"):
+        r = subprocess.run(["make", "-s", "recipe", f"ARCHIVE={tmp_path}/missing.tar.gz",
+                            f"RECIPE={name}", f"PY={sys.executable}", "STAMP="], cwd=ROOT,
+                           capture_output=True, text=True, timeout=300)
+        said = r.stdout + r.stderr
+        assert r.returncode != 0 and "missing.tar.gz" in said, said
+        assert "this script trains" not in said and "Traceback" not in said, said
