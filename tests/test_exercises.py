@@ -234,6 +234,24 @@ MUTANTS = [
     ("grouped_query", "key/value heads repeated in the wrong order",
      "K = K.repeat_interleave(self.group, dim=1)", "K = K.repeat(1, self.group, 1, 1)",
      "groups_in_order", "wrong order"),
+    # NaN earns nothing: every comparison is written so that NaN fails it (issue 49, item 1)
+    ("loss", "a NaN loss with the right count", "return per_position[real].sum(), "
+     "int(real.sum())", "return per_position[real].sum() * float('nan'), int(real.sum())",
+     "no_smoothing", "nan"),
+    ("loss", "a NaN loss, padding test", "return per_position[real].sum(), int(real.sum())",
+     "return per_position[real].sum() * float('nan'), int(real.sum())", "padding_ignored",
+     "padding"),
+    ("attention", "NaN weights of the right shape", "weights = torch.softmax(scores, dim=-1)",
+     "weights = torch.softmax(scores, dim=-1) * float('nan')", "softmax_rows", "nan"),
+    ("attention", "NaN weights in a model", "weights = torch.softmax(scores, dim=-1)",
+     "weights = torch.softmax(scores, dim=-1) * float('nan')", "in_a_model", "-inf"),
+    ("masks", "a causal mask that forbids everything", "return cols > rows",
+     "return cols >= 0", "decoder_causal", "-inf"),
+    ("masks", "a padding mask that forbids everything", "mask[b, t] = seen_eos",
+     "mask[b, t] = True", "encoder_padding", "-inf"),
+    ("masking", "a NaN loss", "return per_token[selected].sum(), int(selected.sum())",
+     "return per_token[selected].sum() * float('nan'), int(selected.sum())",
+     "loss_selected_only", "changed"),
     ("warmup_schedule", "no d_model^-0.5", "self.lr_mul * self.d_model ** -0.5 * ",
      "self.lr_mul * ", "formula", "d_model^-0.5"),
     ("warmup_schedule", "steps counted from 0", "rise = step * self.n_warmup_steps ** -1.5\n"
@@ -251,6 +269,18 @@ def test_each_mistake_fails_its_named_check(tmp_path, name, mistake, line, wrong
     results = checked(tmp_path, name, source.replace(line, wrong))
     assert not results[check].passed, mistake
     assert word in results[check].message and "Traceback" not in results[check].message
+
+
+def test_no_check_compares_so_that_nan_passes():
+    """STYLE.md rule 19: ``abs(a - b) > tol`` is False for NaN, so a NaN answer would pass a
+    check written that way; the checks use checking.near / differs / close instead."""
+    import glob
+    import re
+    wrong = re.compile(r"(abs\(|\.abs\(\)|diff).*[^=-]> |> *(1e-|tol|margin)")
+    found = [f"{os.path.basename(path)}:{n}: {line.strip()}"
+             for path in glob.glob(os.path.join(ROOT, "DLStudio", "exercises", "*.py"))
+             for n, line in enumerate(open(path), 1) if wrong.search(line)]
+    assert not found
 
 
 def test_the_issue_named_mistakes_are_all_mutants():

@@ -24,6 +24,7 @@ import importlib
 import importlib.util
 import linecache
 import logging
+import math
 import os
 import sys
 import threading
@@ -36,7 +37,7 @@ import torch
 
 __all__ = ["Mistake", "UsedReference", "Answered", "Check", "Result", "Exercise", "check",
            "question", "ask", "fresh", "plain", "load_student", "run_checks", "forbidden",
-           "close", "student_code"]
+           "close", "same", "differs", "near", "finite", "student_code"]
 
 
 class Mistake(AssertionError):
@@ -408,9 +409,36 @@ def tensor(value, what, shape=None):
     return value
 
 
+def differs(got, want, tol=1e-9):
+    """Elementwise, True where ``got`` is not within ``tol`` of ``want`` (a tensor or a
+    number). Written as ``not (diff <= tol)``: NaN and inf differ from everything, so no
+    check that asks "where does it differ?" passes an answer of NaN."""
+    got = got.double()
+    want = want.double() if isinstance(want, torch.Tensor) else torch.tensor(
+        float(want), dtype=torch.float64)
+    return ~((got - want).abs() <= tol)
+
+
+def near(got, want, tol=1e-9):
+    """Whether the numbers (or one-element tensors) ``got`` and ``want`` are within ``tol``;
+    never when either is NaN or inf."""
+    got, want = float(got), float(want)
+    return math.isfinite(got) and math.isfinite(want) and abs(got - want) <= tol
+
+
+def finite(value, what, hint=""):
+    """``value`` (a tensor) holds no NaN or inf; else a Mistake naming where the first is."""
+    bad = ~torch.isfinite(value) if value.is_floating_point() else None
+    if bad is not None and bad.any():
+        at = tuple(int(i) for i in bad.nonzero()[0])
+        raise Mistake(f"{what} at {at} is {value[at].item()}: a number was expected"
+                      + (f" ({hint})" if hint else ""))
+    return value
+
+
 def close(got, want, what, tol=1e-9, hint=""):
     """``got`` equals ``want`` to ``tol`` (absolute, after rounding); else a Mistake that
-    says where it differs first, by how much, and the tolerance."""
+    says where it differs first, by how much, and the tolerance. NaN and inf never pass."""
     got = tensor(got, what, want.shape)
     if got.dtype == torch.bool or want.dtype == torch.bool:
         bad = (got != want).nonzero()
@@ -419,15 +447,14 @@ def close(got, want, what, tol=1e-9, hint=""):
             raise Mistake(f"{what} at {at} is {bool(got[at])}, expected {bool(want[at])}"
                           + (f": {hint}" if hint else ""))
         return
-    diff = (got.double() - want.double()).abs()
-    diff = torch.where(torch.isnan(diff), torch.full_like(diff, float("inf")), diff)
-    if (diff > tol).any():
-        at = tuple(int(i) for i in (diff > tol).nonzero()[0])
+    bad = differs(got, want, tol)
+    if bad.any():
+        at = tuple(int(i) for i in bad.nonzero()[0])
         raise Mistake(f"{what} at {at} is {got[at].item():.6g}, expected {want[at].item():.6g} "
                       f"(tolerance {tol:g})" + (f": {hint}" if hint else ""))
 
 
 def same(got, want, tol=1e-9):
-    """Whether ``got`` is a tensor equal to ``want`` to ``tol`` (no message)."""
+    """Whether ``got`` is a tensor equal to ``want`` to ``tol`` (no message; NaN never is)."""
     return isinstance(got, torch.Tensor) and got.shape == want.shape and \
-        bool(((got.double() - want.double()).abs() <= tol).all())
+        not differs(got, want, tol).any()

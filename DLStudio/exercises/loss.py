@@ -11,6 +11,7 @@ from .checking import (
     ask,
     check,
     fresh,
+    near,
     question,
     student_code,
     tensor,
@@ -72,7 +73,7 @@ def theirs(logits, tgt, eps):
 
 
 def compare(got, expected, what):
-    if abs(got.item() - expected.item()) > 1e-9:
+    if not near(got, expected):
         raise Mistake(f"{what} is {got.item():.6f}, expected {expected.item():.6f} "
                       "(tolerance 1e-9)")
 
@@ -128,7 +129,7 @@ def padding_ignored():
     for eps in (0.0, EPS):
         a, _ = theirs(logits, tgt, eps)
         b, _ = theirs(noisy, tgt, eps)
-        if abs(a.item() - b.item()) > 1e-9:
+        if not near(a, b):
             raise Mistake("changing the logits at the padding changed the loss" + (
                 f" with label_smoothing {eps}: the smoothing's mass is counted at the padding "
                 "too; mask the whole per-position loss" if eps else ": leave the positions "
@@ -147,7 +148,7 @@ def gradient():
     ref = logits.clone().requires_grad_()
     want(ref, tgt, EPS)[0].backward()
     diff = (tensor(grad, "the gradient of the logits", ref.shape) - ref.grad).abs().max().item()
-    if diff > 1e-9:
+    if not diff <= 1e-9:
         raise Mistake(f"the gradient differs from the reference's by up to {diff:.3g} "
                       "(tolerance 1e-9)")
 

@@ -19,6 +19,7 @@ from .checking import (
     check,
     close,
     fresh,
+    near,
     question,
     student_code,
     tensor,
@@ -94,7 +95,7 @@ def rate_near(count, n, p, what, hint):
     """``count`` of ``n`` is within five standard deviations of the rate ``p``."""
     margin = 5 * math.sqrt(p * (1 - p) / max(n, 1))
     got = count / max(n, 1)
-    if abs(got - p) > margin:
+    if not near(got, p, margin):
         raise Mistake(f"{what}: {100 * got:.1f}% of {n}, expected {100 * p:.0f}% "
                       f"(within {100 * margin:.1f}%){': ' + hint if hint else ''}")
 
@@ -185,7 +186,7 @@ def loss_selected_only():
     noisy = logits.clone()
     noisy[~selected] = torch.randn(int((~selected).sum()), 13, dtype=torch.float64) * 5
     b, _ = loss_answer(noisy, targets, selected)
-    if abs(a.item() - b.item()) > 1e-9 or int(n) != int(selected.sum()):
+    if not near(a, b) or int(n) != int(selected.sum()):
         raise Mistake("the loss changed with the logits at positions that were not selected "
                       f"(or N is {int(n)}, not the {int(selected.sum())} selected): the model "
                       "saw those tokens; count the selected positions only")

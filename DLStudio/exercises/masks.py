@@ -11,13 +11,15 @@ from .checking import (
     ask,
     check,
     close,
+    differs,
+    finite,
     fresh,
     question,
     same,
     student_code,
     tensor,
 )
-from .rigs import T_MAX, V_EN, sees_future, translator, words
+from .rigs import NOT_A_NUMBER, T_MAX, V_EN, sees_future, translator, words
 
 CHECKS = []
 
@@ -115,10 +117,11 @@ def encoder_padding():
     src = words(2, T_MAX - 2, V_EN, seed=fresh(4), eos_at=[4, 6])
     other = src.clone()
     other[0, 5:], other[1, 7:] = 7, 9                # the padding changed, nothing else
-    before, after = (tensor(e, "the encoder's output", (2, T_MAX - 2, 16)) for e in ask(
+    before, after = (finite(tensor(e, "the encoder's output", (2, T_MAX - 2, 16)),
+                            "the encoder's output", NOT_A_NUMBER) for e in ask(
         encodings_with_their_masks, [src, other]))                    # (B, T_src, M)
     for row, real in enumerate((5, 7)):
-        moved = ((before[row, :real] - after[row, :real]).abs() > 1e-9).any(-1).nonzero()
+        moved = differs(before[row, :real], after[row, :real]).any(-1).nonzero()
         if len(moved):
             raise Mistake(f"changing the padding of sentence {row} changed the encoder's "
                           f"output at word {int(moved[0])}: the words read the padding",

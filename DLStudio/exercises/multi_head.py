@@ -12,6 +12,7 @@ from .checking import (
     ask,
     check,
     close,
+    differs,
     fresh,
     question,
     same,
@@ -63,7 +64,7 @@ def causal():
 
 
 def which_heads_differ(got, expected, s):
-    bad = ((got - expected).abs() > 1e-9).any(dim=(0, 1)).nonzero().squeeze(1)
+    bad = differs(got, expected).any(dim=(0, 1)).nonzero().squeeze(1)
     return sorted({int(j) // s for j in bad})
 
 

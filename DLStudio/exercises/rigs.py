@@ -4,7 +4,7 @@ import torch
 
 from ..model.architecture import EncoderDecoderParts
 from ..model.tokens import EOS_INDEX, SOS_INDEX
-from .checking import Mistake, ask, fresh, question, student_code, tensor
+from .checking import Mistake, ask, differs, finite, fresh, question, student_code, tensor
 
 __all__ = ["NESTED", "translator", "words", "sees_future", "decoder_outputs"]
 
@@ -14,6 +14,9 @@ NESTED = ("EmbeddingsGenerator", "AttentionHead", "SelfAttention", "CrossAttenti
           "BasicDecoderWithMasking", "MasterDecoderWithMasking", "EncoderDecoder")
 
 V_EN, V_ES, T_MAX = 17, 19, 10
+#: Why a model's output is NaN, most often: a row of attention weights with every key masked.
+NOT_A_NUMBER = ("a softmax over a row where every score is -inf gives NaN: does the mask "
+                "forbid every key of some query?")
 
 
 def translator(container=None, seed=0, layers=2, heads=2, embedding_size=16, **switches):
@@ -65,8 +68,9 @@ def sees_future(outputs=None, what="the decoder", container="MyTransformer", **s
         before, after = ask(decoder_outputs, container, src, [tgt, changed], **sizes)
     else:
         before, after = outputs(src, [tgt, changed])               # (B, T_tgt, V_es)
-    before, after = (tensor(out, "the model's output", (2, 8, V_ES)) for out in (before, after))
-    moved = ((before[:, :5] - after[:, :5]).abs() > 1e-9).nonzero()
+    before, after = (finite(tensor(out, "the model's output", (2, 8, V_ES)), "the model's "
+                            "output", NOT_A_NUMBER) for out in (before, after))
+    moved = differs(before[:, :5], after[:, :5]).nonzero()
     if len(moved):
         raise Mistake(f"changing target word 5 changed the output at position "
                       f"{int(moved[0, 1])}: {what} sees the future (the causal mask is "
