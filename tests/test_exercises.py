@@ -294,6 +294,110 @@ def test_the_issue_named_mistakes_are_all_mutants():
 
 
 # ---------------------------------------------------------------------------------------
+# Inputs a file cannot know (issue 49, item 2): a table of the answers to the inputs a
+# student checks with (a KeyError elsewhere) passes every check there, and earns 0 when
+# graded with a seed; the honest solution passes with the same seeds.
+RECORDER = {
+    "bpe": ("_orig = learn_bpe\n"
+            "def learn_bpe(word_counts, num_merges):\n"
+            "    out = _orig(word_counts, num_merges)\n"
+            "    _keep(repr((sorted(word_counts.items()), num_merges)), out)\n"
+            "    return out\n"),
+    "positional_encoding": ("_orig = MyEmbeddings.sinusoids\n"
+                            "def _recorded(T, M, base):\n"
+                            "    out = _orig(T, M, base)\n"
+                            "    _keep(repr((T, M, float(base))), out.tolist())\n"
+                            "    return out\n"
+                            "MyEmbeddings.sinusoids = staticmethod(_recorded)\n"),
+    "warmup_schedule": ("_orig = MySchedule.lr_at\n"
+                        "def _recorded(self, step):\n"
+                        "    out = _orig(self, step)\n"
+                        "    _keep(repr((self.lr_mul, self.d_model, self.n_warmup_steps, "
+                        "step)), out)\n"
+                        "    return out\n"
+                        "MySchedule.lr_at = _recorded\n"),
+}
+TABLE = {
+    "bpe": ("def learn_bpe(word_counts, num_merges):\n"
+            "    return TABLE[repr((sorted(word_counts.items()), num_merges))]\n"),
+    "positional_encoding": (
+        "import torch\nfrom DLStudio.Transformers import TransformerFG\n"
+        "class MyEmbeddings(TransformerFG.EmbeddingsGenerator):\n"
+        "    @staticmethod\n"
+        "    def sinusoids(T, M, base):\n"
+        "        key = repr((T, M, float(base)))\n"
+        "        return torch.tensor(TABLE[key])\n"
+        "class MyTransformer(TransformerFG):\n    EmbeddingsGenerator = MyEmbeddings\n"),
+    "warmup_schedule": (
+        "from DLStudio.Transformers import TransformerFG\n"
+        "class MySchedule(TransformerFG.ScheduledOptim):\n"
+        "    def lr_at(self, step):\n"
+        "        return TABLE[repr((self.lr_mul, self.d_model, self.n_warmup_steps, "
+        "step))]\n"
+        "class MyTransformer(TransformerFG):\n    ScheduledOptim = MySchedule\n"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TABLE))
+def test_a_table_of_the_answers_earns_nothing_when_graded(tmp_path, name):
+    record = tmp_path / "record.txt"
+    keep = (f"_RECORD = {{}}\ndef _keep(key, value):\n    _RECORD[key] = value\n"
+            f"    open({str(record)!r}, 'w').write(repr(_RECORD))\n")
+    checked(tmp_path, name, solution(name) + "\n" + keep + RECORDER[name])
+    table = f"TABLE = {record.read_text()}\n" + TABLE[name]
+    own_inputs = checked(tmp_path, name, table, file_name="table.py")
+    assert all(r.passed for r in own_inputs.values())      # the table is complete there
+    for seed in (1, 2024):
+        path = tmp_path / "table.py"
+        graded = run_checks(exercise(name), str(path), seed=seed)
+        assert not [r.name for r in graded if r.passed], seed
+        honest = run_checks(exercise(name), str(tmp_path / f"{name}.py"), seed=seed)
+        assert all(r.passed for r in honest)
+
+
+def inputs_asked(name, path, seed):
+    """{check: a digest of every input its questions were asked with}, graded with ``seed``
+    (the answers computed here, from the file at ``path``)."""
+    import hashlib
+
+    import torch
+
+    from DLStudio.exercises.checking import from_plain, load_checked, plain
+    module = load_checked(exercise(name), path)
+    digests = []
+
+    def digest(value, h):
+        if isinstance(value, torch.Tensor):
+            h.update(repr((value.shape, value.dtype)).encode())
+            h.update(value.contiguous().view(-1).to(torch.float64).numpy().tobytes())
+        elif isinstance(value, dict):
+            for k in sorted(value, key=repr):
+                h.update(repr(k).encode())
+                digest(value[k], h)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                digest(v, h)
+        else:
+            h.update(repr(value).encode())
+
+    def answerer(fn, args, kwargs):
+        digest((fn.__qualname__, args, kwargs), digests[-1])
+        return from_plain(plain(fn(module, *args, **kwargs)))
+    answerer.begin = lambda: digests.append(hashlib.sha256())
+    results = run_checks(exercise(name), path, seed=seed, answerer=answerer)
+    assert all(r.passed for r in results)
+    return {r.name: d.hexdigest() for r, d in zip(results, digests)}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_check_asks_about_inputs_drawn_from_the_grading_seed(tmp_path, name):
+    path = tmp_path / f"{name}.py"
+    path.write_text(solution(name))
+    one, other = (inputs_asked(name, str(path), seed) for seed in (11, 12))
+    assert [check for check in one if one[check] == other[check]] == []
+
+
+# ---------------------------------------------------------------------------------------
 # The student's own code must do the work.
 def test_a_head_that_only_inherits_the_reference_fails(tmp_path):
     source = solution("attention_head") + "\ndel MyHead.forward\n"

@@ -12,6 +12,7 @@ from .checking import (
     close,
     fresh,
     question,
+    same,
     student_code,
     tensor,
 )
@@ -42,16 +43,16 @@ def normalised(module, scores, lengths, alpha):
         return module.length_normalised(scores, lengths, alpha)
 
 
-def search_inputs():
-    model = translator(seed=1)
+def search_inputs(seed):
+    model = translator(seed=seed)
     model.decoder.out.bias.data[EOS_INDEX] += 0.5
-    return model, words(4, 7, V_EN, seed=1, eos_at=[7, 5, 3, 6])
+    return model, words(4, 7, V_EN, seed=seed, eos_at=[7, 5, 3, 6])
 
 
 @question
-def searched(module):
+def searched(module, seed):
     """The model's beam search (width 3) on our small model, with the student's functions."""
-    model, src = search_inputs()
+    model, src = search_inputs(seed)
     with student_code():
         return decode_and_score.beam_search(model, src, T_MAX, beam_width=3,
                                             step=module.beam_step, rank=module.length_normalised)
@@ -114,10 +115,12 @@ def finished():
 
 @check(CHECKS, "length_penalty", "log-probability / length^alpha")
 def length_penalty():
-    scores = torch.tensor([[-2.0, -2.5], [-4.0, -1.0]], dtype=torch.float64)
-    lengths = torch.tensor([[2.0, 6.0], [0.0, 3.0]], dtype=torch.float64)
+    g = torch.Generator().manual_seed(fresh(4))
+    scores = -torch.rand(2, 2, generator=g, dtype=torch.float64) * 5
+    lengths = torch.randint(2, 9, (2, 2), generator=g).double()
+    lengths[1, 0] = 0.0                                   # max(length, 1): never 0^alpha
     got = tensor(ask(normalised, scores, lengths, 0.6), "length_normalised", (2, 2))
-    if (got - scores).abs().max() < 1e-12:
+    if same(got, scores, 1e-12):
         raise Mistake("the scores come back unchanged: beam scores without the length "
                       "penalty let a 2-word hypothesis at -2.0 beat a 6-word one at -2.5 "
                       "(divide by length^alpha)")
@@ -129,9 +132,9 @@ def length_penalty():
 
 @check(CHECKS, "whole_search", "the model's beam search with your functions translates alike")
 def whole_search():
-    model, src = search_inputs()
+    model, src = search_inputs(fresh(1))
     want = decode_and_score.beam_search(model, src, T_MAX, beam_width=3)
-    got = tensor(ask(searched), "beam search's result")
+    got = tensor(ask(searched, fresh(1)), "beam search's result")
     if got.shape != want.shape or (got != want).any():
         row = int((got != want).any(1).nonzero()[0]) if got.shape == want.shape else 0
         raise Mistake(f"beam search (width 3) with your functions translates sentence {row} "

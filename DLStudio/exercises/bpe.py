@@ -5,7 +5,9 @@ The expected merges are worked out by hand (the lecture's example, after Sennric
 function to compare a student's with.
 """
 
-from .checking import Exercise, Mistake, ask, check, question, student_code
+import string
+
+from .checking import Exercise, Mistake, ask, check, drawn, grading, question, student_code
 
 CHECKS = []
 END = "</w>"
@@ -17,6 +19,33 @@ END = "</w>"
 HAND_WORKED = [("e", "s"), ("es", "t"), ("est", END), ("l", "o"), ("lo", "w"), ("n", "e"),
                ("ne", "w"), ("new", "est" + END), ("low", END), ("w", "i")]
 CORPUS = {"low": 5, "lower": 2, "newest": 6, "widest": 3}
+
+
+class Renamed:
+    """A corpus with its letters renamed and its counts multiplied, both drawn from the
+    grading seed (a student checking their own file gets the corpus as written). Neither
+    changes which pair wins a round, nor a tie (the words and their letters keep their
+    order), so the merges worked out by hand, renamed, are still the answer, and no table of
+    answers is."""
+
+    def __init__(self, n):
+        letters = list(string.ascii_lowercase)
+        shuffled, self.times = letters[:], 1
+        if grading():
+            rng = drawn(n)
+            rng.shuffle(shuffled)
+            self.times = rng.randrange(1, 6)
+        self.letter = dict(zip(letters, shuffled))
+
+    def symbol(self, s):
+        return s if s == END else "".join(self.letter[c] for c in s.replace(END, "")) + (
+            END if s.endswith(END) else "")
+
+    def corpus(self, word_counts):
+        return {self.symbol(w): c * self.times for w, c in word_counts.items()}
+
+    def merges(self, merges):
+        return [(self.symbol(a), self.symbol(b)) for a, b in merges]
 
 
 @question
@@ -37,55 +66,70 @@ def crossing(merges):
     return next((m for m in merges if m[0].endswith(END)), None)
 
 
+def asked(n, word_counts, num_merges, hand):
+    """The student's merges of ``word_counts`` renamed by seed ``n``, and the hand-worked
+    ``hand`` renamed alike; the corpus asked about, for messages."""
+    renamed = Renamed(n)
+    corpus = renamed.corpus(word_counts)
+    return theirs(corpus, num_merges), renamed.merges(hand), corpus
+
+
 @check(CHECKS, "first_merge", "the most frequent pair first: ('e', 's'), 9 times")
 def first_merge():
-    merges = theirs(CORPUS, 1)
-    if merges != HAND_WORKED[:1]:
-        raise Mistake(f"the first merge is {merges[:1]}, expected [('e', 's')]: e-s occurs 9 "
-                      "times (6 in newest, 3 in widest) and is met before s-t and t-</w>")
+    merges, want, corpus = asked(0, CORPUS, 1, HAND_WORKED[:1])
+    if merges != want:
+        (a, b), = want
+        raise Mistake(f"the first merge of {corpus} is {merges[:1]}, expected {want}: {a}-{b} "
+                      f"occurs most often (weighted by the words' counts) and is met before "
+                      "the pairs that occur as often")
 
 
 @check(CHECKS, "hand_worked", "the ten merges of the hand-worked example, in order")
 def hand_worked():
-    merges = theirs(CORPUS, 10)
+    merges, want, corpus = asked(1, CORPUS, 10, HAND_WORKED)
     wrong = crossing(merges)
     if wrong:
         raise Mistake(f"merge {merges.index(wrong) + 1} is {wrong}: it joins the end of one "
                       "word to the start of the next; count pairs inside each word only")
-    for i, (got, want) in enumerate(zip(merges, HAND_WORKED), start=1):
-        if got != want:
-            raise Mistake(f"merge {i} is {got}, expected {want} (merges so far: "
-                          f"{HAND_WORKED[:i - 1]})")
-    if len(merges) != len(HAND_WORKED):
-        raise Mistake(f"{len(merges)} merges, expected {len(HAND_WORKED)}")
+    for i, (got, right) in enumerate(zip(merges, want), start=1):
+        if got != right:
+            raise Mistake(f"merge {i} of {corpus} is {got}, expected {right} (merges so far: "
+                          f"{want[:i - 1]})")
+    if len(merges) != len(want):
+        raise Mistake(f"{len(merges)} merges, expected {len(want)}")
 
 
 @check(CHECKS, "within_words", "no pair is counted across two words")
 def within_words():
-    merges = theirs({"a": 10, "b": 1}, 3)
+    rng = drawn(2)
+    merges, want, corpus = asked(3, {"a": rng.randrange(4, 12), "b": 1}, 3,
+                                 [("a", END), ("b", END)])
     wrong = crossing(merges)
     if wrong:
         raise Mistake(f"the merge {wrong} joins the end of one word to the start of the next: "
                       "a merge counted across word boundaries; count pairs inside each word")
-    if merges != [("a", END), ("b", END)]:
-        raise Mistake(f"the merges of {{'a': 10, 'b': 1}} are {merges}, expected "
-                      f"[('a', '{END}'), ('b', '{END}')] and then nothing left to merge")
+    if merges != want:
+        raise Mistake(f"the merges of {corpus} are {merges}, expected {want} and then "
+                      "nothing left to merge")
 
 
 @check(CHECKS, "counts", "each word's pairs count as often as the word occurs")
 def counts():
-    merges = theirs({"xy": 1, "zw": 1, "uv": 5}, 1)
-    if merges != [("u", "v")]:
-        raise Mistake(f"the first merge of {{'xy': 1, 'zw': 1, 'uv': 5}} is {merges}, "
-                      "expected [('u', 'v')]: weight each pair by the word's count")
+    heavy = drawn(4).randrange(3, 9)
+    merges, want, corpus = asked(5, {"xy": 1, "zw": 1, "uv": heavy}, 1, [("u", "v")])
+    if merges != want:
+        raise Mistake(f"the first merge of {corpus} is {merges}, expected {want}: weight each "
+                      "pair by the word's count")
 
 
 @check(CHECKS, "repeated_pair", "a pair repeated in a word is merged left to right")
 def repeated_pair():
-    merges = theirs({"aaa": 4}, 2)
-    if merges != [("a", "a"), ("aa", "a")]:
-        raise Mistake(f"the merges of {{'aaa': 4}} are {merges}, expected [('a', 'a'), "
-                      "('aa', 'a')]: a a a becomes aa a (left to right), then aaa")
+    merges, want, corpus = asked(6, {"aaa": drawn(7).randrange(1, 9)}, 2,
+                                 [("a", "a"), ("aa", "a")])
+    if merges != want:
+        (a, _), _ = want
+        raise Mistake(f"the merges of {corpus} are {merges}, expected {want}: {a} {a} {a} "
+                      f"becomes {a}{a} {a} (left to right), then {a}{a}{a}")
 
 
 EXERCISE = Exercise(

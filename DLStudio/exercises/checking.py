@@ -26,6 +26,7 @@ import linecache
 import logging
 import math
 import os
+import random
 import sys
 import threading
 import traceback
@@ -36,8 +37,8 @@ from dataclasses import dataclass
 import torch
 
 __all__ = ["Mistake", "UsedReference", "Answered", "Check", "Result", "Exercise", "check",
-           "question", "ask", "fresh", "plain", "load_student", "run_checks", "forbidden",
-           "close", "same", "differs", "near", "finite", "student_code"]
+           "question", "ask", "fresh", "drawn", "grading", "plain", "load_student", "run_checks",
+           "forbidden", "close", "same", "differs", "near", "finite", "student_code"]
 
 
 class Mistake(AssertionError):
@@ -308,6 +309,17 @@ def from_plain(value):
     if isinstance(value, (tuple, list)):
         return type(value)(from_plain(v) for v in value)
     return value
+
+
+def drawn(n):
+    """A random.Random of seed ``fresh(n)``: a check's sizes and numbers, fixed when a
+    student checks their own file, drawn from the grading seed when an instructor grades."""
+    return random.Random(fresh(n))
+
+
+def grading():
+    """Whether the checks in progress are an instructor's grading (a grading seed is set)."""
+    return _current.seed is not None
 
 
 def fresh(n):

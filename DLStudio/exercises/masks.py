@@ -12,6 +12,7 @@ from .checking import (
     check,
     close,
     differs,
+    drawn,
     finite,
     fresh,
     question,
@@ -80,16 +81,17 @@ def encodings_with_their_masks(module, sources, seed=0):
 
 @check(CHECKS, "causal_values", "True above the diagonal only (position t sees 0..t)")
 def causal_values():
-    mask, want = causal(6), tokens.causal_mask(6)
+    T = drawn(20).randrange(4, 13)
+    mask, want = causal(T), tokens.causal_mask(T)
     if same(mask.double(), (~want).double()):
         raise Mistake("causal_mask is inverted: True must mark the positions a word may NOT "
                       "see (those after it)", exhibit="no_causal_mask")
-    if same(mask.double(), want.double() + torch.eye(6, dtype=torch.float64)):
+    if same(mask.double(), want.double() + torch.eye(T, dtype=torch.float64)):
         raise Mistake("causal_mask masks the diagonal too: a position may see itself")
-    if same(mask.double(), torch.zeros(6, 6).double()):
+    if same(mask.double(), torch.zeros(T, T).double()):
         raise Mistake("causal_mask allows everything: the decoder would see the word it must "
                       "predict", exhibit="no_causal_mask")
-    close(mask, want, "causal_mask(6)", hint="True where column > row")
+    close(mask, want, f"causal_mask({T})", hint="True where column > row")
 
 
 @check(CHECKS, "padding_values", "True after each row's first EOS; that EOS is not padding")

@@ -10,6 +10,8 @@ from .checking import (
     ask,
     check,
     close,
+    drawn,
+    grading,
     question,
     same,
     student_code,
@@ -29,10 +31,11 @@ def code_of(module, T, M, base):
 
 
 @question
-def code_in_the_model(module):
+def code_in_the_model(module, embedding_size):
     """The position code the embeddings of a small MyTransformer carry."""
     with student_code():
-        return translator(module.MyTransformer).embeddings_generator_en.positional_encoding
+        model = translator(module.MyTransformer, embedding_size=embedding_size)
+        return model.embeddings_generator_en.positional_encoding
 
 
 def theirs(T, M, base):
@@ -44,21 +47,28 @@ def want(T, M, base):
     return BASE.sinusoids(T, M, base).double()
 
 
+def sizes(n):
+    """(T, M) of seed ``n``: drawn when grading, so that no table of codes passes."""
+    rng = drawn(n)
+    return rng.randrange(5, 40), 2 * rng.randrange(3, 24)
+
+
 @check(CHECKS, "shape", "(num_positions, embedding_size)")
 def shape():
-    theirs(7, 10, 10000.0)
+    theirs(*sizes(0), 10000.0)
 
 
 @check(CHECKS, "position_0", "position 0 is sin 0, cos 0, ... = 0, 1, 0, 1, ...")
 def position_0():
-    pe = theirs(3, 8, 10000.0)
-    close(pe[0], want(3, 8, 10000.0)[0], "row 0", TOL, hint="at position 0 every even "
+    T, M = sizes(1)
+    pe = theirs(T, M, 10000.0)
+    close(pe[0], want(T, M, 10000.0)[0], "row 0", TOL, hint="at position 0 every even "
           "column is sin 0 = 0 and every odd column is cos 0 = 1")
 
 
 @check(CHECKS, "values", "equal to the formula for every position and column")
 def values():
-    T, M, base = 20, 16, 10000.0
+    (T, M), base = sizes(2), 10000.0
     pe, expected = theirs(T, M, base), want(T, M, base)
     if same(pe, expected, TOL):
         return
@@ -77,17 +87,20 @@ def values():
           "PE[pos, 2i+1] = cos(pos / base^(2i/M))")
 
 
-@check(CHECKS, "base", "uses the base it is given (the lecture's 100)")
+@check(CHECKS, "base", "uses the base it is given (the lecture's 100, or another)")
 def base():
-    pe = theirs(12, 8, 100.0)
-    if same(pe, want(12, 8, 10000.0), TOL):
-        raise Mistake("with base=100 the code is the one of base 10000: use the argument")
-    close(pe, want(12, 8, 100.0), "the code of base 100", TOL)
+    (T, M), base = sizes(3), 100.0 if not grading() else round(drawn(4).uniform(20, 5000), 2)
+    pe = theirs(T, M, base)
+    if same(pe, want(T, M, 10000.0), TOL):
+        raise Mistake(f"with base={base:g} the code is the one of base 10000: use the "
+                      "argument")
+    close(pe, want(T, M, base), f"the code of base {base:g}", TOL)
 
 
 @check(CHECKS, "in_the_model", "the embeddings of MyTransformer carry this code")
 def in_the_model():
-    close(ask(code_in_the_model), want(10, 16, BASE.positional_base),
+    M = 4 * drawn(5).randrange(2, 9)                  # two heads: a multiple of 4
+    close(ask(code_in_the_model, M), want(10, M, BASE.positional_base),
           "the model's position code", TOL)
 
 

@@ -1,4 +1,9 @@
-"""Checks of the exercise `warmup_schedule`: MySchedule.lr_at(step)."""
+"""Checks of the exercise `warmup_schedule`: MySchedule.lr_at(step).
+
+Every check's sizes and steps are drawn from the grading seed (`drawn`), so that no table of
+rates can stand in for the formula; a student checking their own file gets the same ones
+every time.
+"""
 
 import math
 
@@ -6,10 +11,10 @@ import torch
 
 from ..training.schedule import ScheduledOptim
 from ..Transformers import TransformerFG
-from .checking import Exercise, Mistake, ask, check, question, student_code
+from .checking import Exercise, Mistake, ask, check, drawn, question, student_code
 
 CHECKS = []
-LR_MUL, D_MODEL, WARMUP = 2.0, 256, 400
+LR_MUL, D_MODEL, WARMUP = 2.0, 256, 400          # the lecture's sizes
 
 
 def schedule(module, lr_mul, d_model, warmup):
@@ -26,9 +31,9 @@ def rates_of(module, steps, lr_mul=LR_MUL, d_model=D_MODEL, warmup=WARMUP):
 
 
 @question
-def rate_after_steps(module, n):
-    """The optimiser's rate after ``n`` steps of MySchedule (the lecture's sizes)."""
-    s = schedule(module, LR_MUL, D_MODEL, WARMUP)
+def rate_after_steps(module, n, lr_mul=LR_MUL, d_model=D_MODEL, warmup=WARMUP):
+    """The optimiser's rate after ``n`` steps of MySchedule."""
+    s = schedule(module, lr_mul, d_model, warmup)
     with student_code():
         for _ in range(n):
             s.step()
@@ -37,6 +42,13 @@ def rate_after_steps(module, n):
 
 def eq3(step, lr_mul=LR_MUL, d_model=D_MODEL, warmup=WARMUP):
     return lr_mul * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+
+
+def sizes(n):
+    """lr_mul, d_model and n_warmup_steps of seed ``n``: near the lecture's, never equal."""
+    rng = drawn(n)
+    return dict(lr_mul=round(rng.uniform(0.5, 3.0), 3), d_model=rng.choice((64, 128, 192, 384)),
+                warmup=rng.randrange(150, 900))
 
 
 def rates(steps, **sizes):
@@ -50,57 +62,73 @@ def rates(steps, **sizes):
     return found
 
 
-def diagnose(got, step):
+def diagnose(got, step, lr_mul, d_model, warmup):
     """The usual mistakes, by what they give at ``step``."""
-    want = eq3(step)
+    want = eq3(step, lr_mul, d_model, warmup)
     guesses = {
-        "d_model^-0.5 is missing": want * D_MODEL ** 0.5,
-        "lr_mul is missing": want / LR_MUL,
-        "the warm-up uses n_warmup_steps^-0.5 (eq. 3 has ^-1.5)": LR_MUL * D_MODEL ** -0.5 * min(
-            step ** -0.5, step * WARMUP ** -0.5),
-        "the steps are off by one (step 1 is the first)": eq3(step + 1),
-        "it is max(...), not min(...)": LR_MUL * D_MODEL ** -0.5 * max(
-            step ** -0.5, step * WARMUP ** -1.5),
+        "d_model^-0.5 is missing": want * d_model ** 0.5,
+        "lr_mul is missing": want / lr_mul,
+        "the warm-up uses n_warmup_steps^-0.5 (eq. 3 has ^-1.5)": lr_mul * d_model ** -0.5 * min(
+            step ** -0.5, step * warmup ** -0.5),
+        "the steps are off by one (step 1 is the first)": eq3(step + 1, lr_mul, d_model,
+                                                              warmup),
+        "it is max(...), not min(...)": lr_mul * d_model ** -0.5 * max(
+            step ** -0.5, step * warmup ** -1.5),
     }
     return next((why for why, value in guesses.items() if math.isclose(got, value,
                                                                       rel_tol=1e-9)), None)
 
 
+def steps_of(n, warmup):
+    """Step 1, the peak and its neighbours, and eight steps drawn up to 3 n_warmup_steps."""
+    rng = drawn(n)
+    return sorted({1, warmup - 1, warmup, warmup + 1,
+                   *(rng.randrange(2, 3 * warmup) for _ in range(8))})
+
+
 @check(CHECKS, "formula", "equal to eq. 3 at steps 1 .. 3 n_warmup_steps")
 def formula():
-    for step, got in rates((1, 2, 10, 100, 399, 400, 401, 800, 1200)).items():
-        if not math.isclose(got, eq3(step), rel_tol=1e-9):
-            why = diagnose(got, step)
-            raise Mistake(f"lr_at({step}) is {got:.6g}, expected {eq3(step):.6g} (relative "
-                          "tolerance 1e-9)" + (f": {why}" if why else ""))
+    size = dict(lr_mul=LR_MUL, d_model=D_MODEL, warmup=drawn(0).randrange(200, 4000))
+    for step, got in rates(steps_of(1, size["warmup"]), **size).items():
+        want = eq3(step, **size)
+        if not math.isclose(got, want, rel_tol=1e-9):
+            why = diagnose(got, step, **size)
+            raise Mistake(f"with n_warmup_steps {size['warmup']}: lr_at({step}) is {got:.6g}, "
+                          f"expected {want:.6g} (relative tolerance 1e-9)"
+                          + (f": {why}" if why else ""))
 
 
 @check(CHECKS, "peak", "the rate rises until n_warmup_steps, then falls")
 def peak():
-    found = rates(range(1, 201), warmup=50)
+    warmup = drawn(2).randrange(20, 100)
+    found = rates(range(1, 3 * warmup + 1), warmup=warmup)
     top = max(found, key=found.__getitem__)
-    if top != 50:
-        raise Mistake(f"with n_warmup_steps 50 the rate peaks at step {top}: it must rise "
-                      "for 50 steps, then decay as 1/sqrt(step)", exhibit="no_warmup")
+    if top != warmup:
+        raise Mistake(f"with n_warmup_steps {warmup} the rate peaks at step {top}: it must "
+                      f"rise for {warmup} steps, then decay as 1/sqrt(step)",
+                      exhibit="no_warmup")
 
 
 @check(CHECKS, "other_sizes", "uses its own lr_mul, d_model and n_warmup_steps")
 def other_sizes():
-    for step, got in rates((3, 10, 30), lr_mul=0.5, d_model=64, warmup=10).items():
-        want = eq3(step, 0.5, 64, 10)
+    size = sizes(3)
+    for step, got in rates(steps_of(4, size["warmup"]), **size).items():
+        want = eq3(step, **size)
         if not math.isclose(got, want, rel_tol=1e-9):
-            raise Mistake(f"with lr_mul 0.5, d_model 64, n_warmup_steps 10: lr_at({step}) is "
-                          f"{got:.6g}, expected {want:.6g}: read self.lr_mul, "
-                          "self.d_model and self.n_warmup_steps, not fixed numbers")
+            raise Mistake(f"with lr_mul {size['lr_mul']}, d_model {size['d_model']}, "
+                          f"n_warmup_steps {size['warmup']}: lr_at({step}) is {got:.6g}, "
+                          f"expected {want:.6g}: read self.lr_mul, self.d_model and "
+                          "self.n_warmup_steps, not fixed numbers")
 
 
 @check(CHECKS, "drives_the_optimizer", "after k steps the optimiser's rate is lr_at(k)")
 def drives_the_optimizer():
-    lr = ask(rate_after_steps, 3)
-    if not isinstance(lr, (int, float)) or not math.isclose(lr, eq3(3), rel_tol=1e-9):
-        raise Mistake(f"after 3 steps the optimiser's rate is {lr:.6g}, expected "
-                      f"{eq3(3):.6g}" if isinstance(lr, (int, float)) else
-                      f"after 3 steps the optimiser's rate is {lr!r}, not a number")
+    size, k = sizes(5), drawn(6).randrange(2, 30)
+    lr, want = ask(rate_after_steps, k, **size), eq3(k, **size)
+    if not isinstance(lr, (int, float)) or not math.isclose(lr, want, rel_tol=1e-9):
+        raise Mistake(f"after {k} steps the optimiser's rate is {lr:.6g}, expected "
+                      f"{want:.6g}" if isinstance(lr, (int, float)) else
+                      f"after {k} steps the optimiser's rate is {lr!r}, not a number")
 
 
 EXERCISE = Exercise(
