@@ -190,6 +190,91 @@ def test_a_hang_is_stopped_and_memory_filled_is_a_failed_check(hostile):
 
 
 # ---------------------------------------------------------------------------------------
+# No answer or child stalls the grader (issue 49, item 3).
+#: A file that swaps what its process answers for ``VALUE`` (an expression), on the wire.
+SENDS = ("import torch\nimport DLStudio.exercises.answering as _a\n_write = _a.write_message\n"
+         "def _sends(fd, message, *args):\n"
+         "    if 'value' in message:\n"
+         "        message = {{'value': {value}}}\n"
+         "    _write(fd, message, *args)\n"
+         "_a.write_message = _sends\n")
+#: A file whose process answers the grader's first message, shrinks its request pipe to one
+#: page and never reads again: the grader's next write (a question's inputs) cannot finish.
+STOPS_READING = ("import fcntl, time\nimport DLStudio.exercises.answering as _a\n"
+                 "_read, _calls = _a.read_message, []\n"
+                 "def _reads(fd, *args):\n"
+                 "    _calls.append(1)\n"
+                 "    if len(_calls) > 1:\n"
+                 "        time.sleep(3600)\n"
+                 "    fcntl.fcntl(fd, 1031, 4096)\n"          # F_SETPIPE_SZ
+                 "    return _read(fd, *args)\n"
+                 "_a.read_message = _reads\n")
+
+
+def in_a_thread(fn, limit=120):
+    """``fn()``'s result, or a failed test when it has not returned within ``limit`` s (the
+    grader stalled: without the fix this test would hang for good)."""
+    import threading
+    found = []
+    thread = threading.Thread(target=lambda: found.append(fn()), daemon=True)
+    thread.start()
+    thread.join(limit)
+    assert found, f"the grader did not return within {limit} s"
+    return found[0]
+
+
+def graded_one(tmp_path, source, name="hostile.py", timeout=8, **options):
+    path = tmp_path / name
+    path.write_text(source)
+    return grade_file(exercise("attention"), str(path), seed=3, timeout=timeout,
+                      sandbox=SANDBOX, **options)
+
+
+def test_a_child_that_stops_reading_is_stopped_at_its_time(tmp_path):
+    g = in_a_thread(lambda: graded_one(tmp_path, before(STOPS_READING), timeout=5))
+    assert g.status == "stopped after 5 s" and earned(g) == 0
+
+
+def test_a_view_larger_than_its_storage_is_refused_before_any_arithmetic(tmp_path):
+    import time
+    huge = "torch.zeros(1, dtype=torch.float64).expand(2, 2, 4, 10 ** 14)"
+    start = time.monotonic()
+    g = graded_one(tmp_path, before(SENDS.format(value=f"({huge}, {huge})")))
+    assert time.monotonic() - start < 60 and earned(g) == 0
+    assert "a view that repeats its storage" in g.results[0].message
+
+
+def test_nested_answers_that_share_references_are_read_within_a_budget(tmp_path):
+    import time
+    nested = "(lambda x: [x.__setitem__(0, [x[0], x[0]]) for _ in range(23)] and x[0])([[]])"
+    start = time.monotonic()
+    g = graded_one(tmp_path, before(SENDS.format(value=nested)))
+    assert time.monotonic() - start < 60 and earned(g) == 0
+    assert "more than 200,000 values" in g.results[0].message
+
+
+def test_long_strings_in_answers_are_cut(tmp_path):
+    g = graded_one(tmp_path, before(SENDS.format(value="'x' * 10 ** 6")))
+    assert earned(g) == 0 and max(len(r.message) for r in g.results) < 5_000
+
+
+def test_a_files_time_does_not_run_while_it_waits_for_its_turn(tmp_path):
+    """Another file's check holds the turn (here: the test, for longer than this file's
+    whole time); the honest file's time runs only while it is asked, so it earns 7 of 7."""
+    import threading
+    import time
+
+    from DLStudio.exercises import checking
+    checking._TURNS.acquire()
+    released = threading.Timer(8, checking._TURNS.release)
+    released.start()
+    start = time.monotonic()
+    g = in_a_thread(lambda: graded_one(tmp_path, ATTENTION, name="honest.py", timeout=6))
+    assert time.monotonic() - start >= 8
+    assert g.status == "checked" and earned(g) == 7
+
+
+# ---------------------------------------------------------------------------------------
 # Where the grades go.
 def dlstudio(*args):
     """``dlstudio ARGS`` in a process of its own: (exit status, stdout, stderr)."""

@@ -23,19 +23,79 @@ import time
 
 import torch
 
-__all__ = ["write_message", "read_message", "main", "MESSAGE_LIMIT"]
+__all__ = ["write_message", "read_message", "inspected", "main", "MESSAGE_LIMIT"]
 
 HEADER = struct.Struct(">Q")
 #: The largest message either side reads (a question's inputs or an answer).
 MESSAGE_LIMIT = 256 * 2 ** 20
 
 
-def write_message(fd, message):
+def write_message(fd, message, deadline=None):
+    """Send ``message`` on ``fd``; TimeoutError at ``deadline`` (time.monotonic()) when the
+    other side stops reading (a child may shrink its pipe and never read: the grader's
+    writes have a deadline, as its reads do)."""
     buffer = io.BytesIO()
     torch.save(message, buffer)
-    data = HEADER.pack(len(buffer.getbuffer())) + buffer.getvalue()
-    while data:
-        data = data[os.write(fd, data):]
+    data = memoryview(HEADER.pack(len(buffer.getbuffer())) + buffer.getvalue())
+    if deadline is None:
+        while data:
+            data = data[os.write(fd, data):]
+        return
+    blocking = os.get_blocking(fd)
+    os.set_blocking(fd, False)
+    try:
+        while data:
+            wait = deadline - time.monotonic()
+            if wait <= 0 or not select.select([], [fd], [], wait)[1]:
+                raise TimeoutError
+            try:
+                data = data[os.write(fd, data):]
+            except BlockingIOError:          # room for less than a whole write: wait again
+                continue
+    finally:
+        os.set_blocking(fd, blocking)
+
+
+#: What the grader reads of an answer: at most this many values (an answer whose lists share
+#: references is small on the wire and exponential as a tree), strings cut to this length,
+#: tensors of these dtypes only.
+NODE_BUDGET = 200_000
+STRING_LIMIT = 4_000
+DTYPES = {torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+          torch.float16, torch.bfloat16, torch.float32, torch.float64}
+
+
+def inspected(value, budget=NODE_BUDGET, string_limit=STRING_LIMIT):
+    """A copy of the answer ``value`` as the grader may compute with it, read node by node
+    within ``budget``: strings cut to ``string_limit``; each tensor dense, of a real or bool
+    dtype, and no larger than its storage (a stride-0 view of 10^15 elements held in a few
+    bytes is refused before any arithmetic). ValueError says what was refused."""
+    left = [budget]
+
+    def walk(v, depth):
+        left[0] -= 1
+        if left[0] < 0 or depth > 60:
+            raise ValueError(f"an answer of more than {budget:,} values, or nested more than "
+                             "60 deep")
+        if isinstance(v, torch.Tensor):
+            if v.layout != torch.strided or v.dtype not in DTYPES:
+                raise ValueError(f"a tensor of {v.dtype} ({v.layout}): answers are dense "
+                                 "tensors of numbers")
+            if v.numel() * v.element_size() > v.untyped_storage().nbytes():
+                raise ValueError(f"a tensor of {v.numel():,} numbers held in "
+                                 f"{v.untyped_storage().nbytes():,} bytes (a view that repeats "
+                                 "its storage): answers are tensors of their own")
+            return v
+        if isinstance(v, str):
+            return v if len(v) <= string_limit else v[:string_limit] + "..."
+        if v is None or isinstance(v, (bool, int, float)):
+            return v
+        if isinstance(v, (list, tuple)):
+            return (list if isinstance(v, list) else tuple)(walk(x, depth + 1) for x in v)
+        if isinstance(v, dict):
+            return {walk(k, depth + 1): walk(x, depth + 1) for k, x in v.items()}
+        raise ValueError(f"a {type(v).__name__} in the answer")
+    return walk(value, 0)
 
 
 def _read_exactly(fd, n, deadline):

@@ -29,6 +29,7 @@ import os
 import random
 import sys
 import threading
+import time
 import traceback
 import types
 import zlib
@@ -197,7 +198,7 @@ class _Current(threading.local):
 
     def __init__(self):
         self.module, self.forbids, self.answerer, self.seed = None, (), None, None
-        self.turns = False
+        self.turns, self.since = False, 0.0
 
     def update(self, **values):
         self.__dict__.update(values)
@@ -246,11 +247,15 @@ def _waiting(call, *args):
     if not _current.turns:
         return call(*args)
     state = torch.get_rng_state()
+    charge = getattr(_current.answerer, "charge", None)
+    if charge is not None:                      # the check's own time with the turn
+        charge(time.monotonic() - _current.since)
     _TURNS.release()
     try:
         return call(*args)
     finally:
         _TURNS.acquire()
+        _current.since = time.monotonic()
         torch.set_rng_state(state)
 
 
@@ -365,6 +370,7 @@ def run_checks(exercise, path=None, only=None, seed=None, answerer=None):
         quiet.setLevel(logging.ERROR)
     try:
         with _TURNS if turns else contextlib.nullcontext():
+            _current.since = time.monotonic()
             return [_run_one(c, path) for c in checks]
     finally:
         _current.update(module=None, forbids=(), answerer=None, seed=None, turns=False)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .answering import read_message, write_message
+from .answering import inspected, read_message, write_message
 from .checking import Answered, Mistake, from_plain, run_checks
 from .sandbox import Sandbox
 
@@ -89,9 +89,9 @@ class Child:
     A child that ended is started again for the next check, unless it ended before it
     answered anything (then every question gets why)."""
 
-    def __init__(self, exercise, path, work, deadline, memory_mb, sandbox):
+    def __init__(self, exercise, path, work, timeout, memory_mb, sandbox):
         self.exercise, self.path, self.work = exercise, path, work
-        self.deadline, self.memory_mb, self.sandbox = deadline, memory_mb, sandbox
+        self.left, self.memory_mb, self.sandbox = timeout, memory_mb, sandbox
         self.process, self.ended, self.crashes, self.timed_out = None, None, [], False
 
     def start(self):
@@ -136,10 +136,19 @@ class Child:
         self.answered += 1
         return from_plain(answer.get("value"))
 
+    def charge(self, seconds):
+        """The grader spent ``seconds`` on this file's check while it held the turn: they
+        count against the file's time, as its child's do (see checking._waiting)."""
+        self.left -= seconds
+
     def _exchange(self, message):
+        """Send ``message``, and the child's answer, read within what is left of the file's
+        time (which runs only while its child is asked, or its checks hold the turn)."""
+        start = time.monotonic()
+        deadline = start + self.left
         try:
-            write_message(self.requests, message)
-            return read_message(self.answers, self.deadline)
+            write_message(self.requests, message, deadline)
+            return inspected(read_message(self.answers, deadline))
         except TimeoutError:
             self.timed_out = True
             self.ended = "no answer within the time limit"
@@ -147,6 +156,8 @@ class Child:
         except (EOFError, BrokenPipeError, ValueError) as e:
             self.ended = self._why_it_ended(e)
             self.crashes.append(self.ended)
+        finally:
+            self.left -= time.monotonic() - start
         raise Answered(self.ended)
 
     def _why_it_ended(self, error):
@@ -194,7 +205,7 @@ def grade_file(exercise, path, seed=None, timeout=60, memory_mb=3072, sandbox=No
     with tempfile.TemporaryDirectory(prefix="dlstudio-grade-") as work:
         copy = os.path.join(work, os.path.basename(path))
         shutil.copyfile(path, copy)
-        child = Child(exercise, copy, work, start + timeout, memory_mb, sandbox)
+        child = Child(exercise, copy, work, timeout, memory_mb, sandbox)
         try:
             results = run_checks(exercise, copy, only=only, seed=seed, answerer=child)
         finally:
