@@ -379,6 +379,62 @@ def test_the_autograder_carries_a_wheel_built_from_the_clone(tmp_path):
         assert "DLStudio/exercises/grading.py" in w.namelist()
 
 
+def test_a_folder_of_submissions_is_read_as_entries_not_trusted_paths(tmp_path, command):
+    """Issue 49, item 4: only regular files are read; a link, a folder, a FIFO or a device
+    named *.py is a row saying what it is; odd names are rows, escaped."""
+    private = tmp_path / "private.txt"
+    private.write_text("THE-PRIVATE-FIRST-LINE\n")
+    answer = tmp_path / "instructors_solution.py"
+    answer.write_text(ATTENTION)
+    folder = tmp_path / "submitted"
+    folder.mkdir()
+    (folder / "honest.py").write_text(NO_SCALING)
+    (folder / "solution_link.py").symlink_to(answer)
+    (folder / "private_link.py").symlink_to(private)
+    (folder / "dangling.py").symlink_to(tmp_path / "nothing")
+    (folder / "zero.py").symlink_to("/dev/zero")
+    (folder / "a_folder.py").mkdir()
+    os.mkfifo(folder / "fifo.py")
+    os.close(os.open(folder / "=HYPERLINK(1).py", os.O_CREAT | os.O_WRONLY))
+    (folder / "two\nlines.py").write_text(NO_SCALING)
+    with open(os.path.join(os.fsencode(folder), b"caf\xe9.py"), "w") as f:   # not UTF-8
+        f.write(NO_SCALING)
+    status, out, err = in_a_thread(lambda: command(
+        "check", "attention", "--submissions", str(folder), "--csv", str(tmp_path / "g.csv"),
+        "--seed", "4", "--timeout", "20"), limit=300)
+    assert status == 0, err
+    text = (tmp_path / "g.csv").read_text(encoding="utf-8")
+    rows = {r["file"]: r for r in csv.DictReader(text.splitlines())}
+    assert len(rows) == 10 and "THE-PRIVATE-FIRST-LINE" not in text + out
+    assert float(rows["honest.py"]["total"]) == 3
+    for name, what in (("solution_link.py", "a symbolic link"),
+                       ("private_link.py", "a symbolic link"), ("dangling.py", "a symbolic link"),
+                       ("zero.py", "a symbolic link"), ("a_folder.py", "a folder"),
+                       ("fifo.py", "a FIFO")):
+        assert rows[name]["status"].startswith(f"not graded: {what}"), name
+        assert float(rows[name]["total"]) == 0
+    assert float(rows["caf\\xe9.py"]["total"]) == 3                 # its name escaped
+    assert "'=HYPERLINK(1).py" in rows                   # no formula in a spreadsheet
+    assert "two\\nlines.py" in out and float(rows["two\\nlines.py"]["total"]) == 3
+
+
+def test_gradescope_reads_no_link_in_the_submission(tmp_path, command):
+    private = tmp_path / "private.txt"
+    private.write_text("THE-PRIVATE-FIRST-LINE\n")
+    for target in (private, tmp_path / "instructors_solution.py"):
+        (tmp_path / "instructors_solution.py").write_text(ATTENTION)
+        submission = tmp_path / f"submission_{target.stem}"
+        submission.mkdir()
+        (submission / "attention.py").symlink_to(target)
+        status, _, err = command("check", "attention", str(submission), "--gradescope",
+                                 str(tmp_path / "r.json"))
+        assert status == 0, err
+        text = (tmp_path / "r.json").read_text()
+        results = json.loads(text)
+        assert results["score"] == 0 and "not graded: a symbolic link" in results["output"]
+        assert "THE-PRIVATE-FIRST-LINE" not in text
+
+
 def test_without_bubblewrap_the_grader_says_what_it_does_instead(tmp_path, monkeypatch):
     from DLStudio.exercises.sandbox import SandboxError
     monkeypatch.setattr(shutil, "which", lambda name: None)

@@ -312,22 +312,38 @@ def grade(ex, folder, csv_path, points, args):
     from ..exercises.grading import grade_folder
     if not os.path.isdir(folder):
         raise UserError(f"--submissions {folder}: no such folder")
+    # every entry named *.py is a row: one that is no regular file (a link, a folder, a
+    # FIFO, a device) is not read, and its row says what it is
     files = sorted(os.path.join(folder, n) for n in os.listdir(folder) if n.endswith(".py"))
     if not files:
         raise UserError(f"--submissions {folder}: no .py files in it")
     start = time.monotonic()
     grades = grade_folder(ex, files, args.seed, args.jobs, **_options(args))
     names, out_of = list(points), sum(points.values())
-    with open(csv_path, "w", newline="") as f:
+    with open(csv_path, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
         writer.writerow(["file", "status", *names, "total", "out_of", "seed"])
         for g in grades:
             passed = {r.name: r.passed for r in g.results}
             earned = [points[n] if passed.get(n) else 0 for n in names]
-            writer.writerow([g.file, g.status, *earned, sum(earned), out_of, g.seed])
-            print(f"{g.file:<30} {sum(earned):>6g} / {out_of:g}  {g.status}")
+            writer.writerow([spreadsheet_cell(shown(g.file)), spreadsheet_cell(g.status),
+                             *earned, sum(earned), out_of, g.seed])
+            print(f"{shown(g.file):<30} {sum(earned):>6g} / {out_of:g}  {shown(g.status)}")
     print(f"graded {len(files)} files in {time.monotonic() - start:.0f} s: {csv_path}")
     return 0
+
+
+def shown(text):
+    """``text`` (a file name, perhaps not UTF-8, perhaps with a newline) as one printable
+    line: undecodable bytes as \\xNN, control characters escaped."""
+    text = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+
+
+def spreadsheet_cell(text):
+    """A CSV cell a spreadsheet shows as text: one starting with =, +, - or @ (a formula
+    there) is prefixed with an apostrophe."""
+    return "'" + text if text[:1] in ("=", "+", "-", "@") else text
 
 
 def submitted_file(ex, where):

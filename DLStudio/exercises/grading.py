@@ -15,8 +15,8 @@ one-line reason) and the rest are graded.
 
 import os
 import secrets
-import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -28,10 +28,11 @@ from dataclasses import dataclass
 import torch
 
 from .answering import inspected, read_message, write_message
-from .checking import Answered, Mistake, from_plain, run_checks
+from .checking import Answered, Mistake, Result, from_plain, run_checks
 from .sandbox import Sandbox
 
-__all__ = ["Grade", "grade_file", "grade_folder", "new_seed", "OUTPUT_LIMIT"]
+__all__ = ["Grade", "grade_file", "grade_folder", "new_seed", "read_submission", "NotGraded",
+           "OUTPUT_LIMIT", "SUBMISSION_LIMIT"]
 
 #: How much of a child's output the grader keeps (its last bytes).
 OUTPUT_LIMIT = 64 * 1024
@@ -39,6 +40,60 @@ OUTPUT_LIMIT = 64 * 1024
 #: so a file named like a standard module (random.py) is graded like any other.
 CHILD = ("import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; "
          "from DLStudio.exercises.answering import main; sys.exit(main())")
+
+
+#: The largest submission read (its size is read first, from the file it opened).
+SUBMISSION_LIMIT = 1 << 20
+
+
+class NotGraded(Exception):
+    """A submission that is no regular file of ours to read: what it is, in words."""
+
+
+def what_it_is(mode):
+    for test, words in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a folder"),
+                        (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+                        (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device")):
+        if test(mode):
+            return words
+    return "not a regular file"
+
+
+def read_submission(path, limit=SUBMISSION_LIMIT):
+    """The bytes of the regular file at ``path``, opened without following a link and
+    without waiting on a FIFO, its size read before its content. NotGraded says what else
+    it is (a link, a folder, a FIFO, a device, too large)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError as e:
+        raise NotGraded(f"unreadable ({e.strerror})") from None
+    if not stat.S_ISREG(mode):
+        raise NotGraded(what_it_is(mode))
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as e:                        # replaced by a link meanwhile: ELOOP
+        raise NotGraded(f"unreadable ({e.strerror})") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise NotGraded(what_it_is(info.st_mode))
+        if info.st_size > limit:
+            raise NotGraded(f"a file of {info.st_size:,} bytes (a submission has at most "
+                            f"{limit:,})")
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > limit:
+            raise NotGraded(f"a file of over {limit:,} bytes (a submission has at most "
+                            f"{limit:,})")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def new_seed():
@@ -202,9 +257,18 @@ def grade_file(exercise, path, seed=None, timeout=60, memory_mb=3072, sandbox=No
     sandbox = sandbox or Sandbox.find()
     seed = new_seed() if seed is None else seed
     start = time.monotonic()
+    try:
+        source = read_submission(path)
+    except NotGraded as e:
+        why = f"not graded: {e}"
+        return Grade(os.path.basename(path), why, [
+            Result(c.name, False, why) for c in exercise.checks
+            if only is None or c.name in only], seed)
     with tempfile.TemporaryDirectory(prefix="dlstudio-grade-") as work:
-        copy = os.path.join(work, os.path.basename(path))
-        shutil.copyfile(path, copy)
+        copy = os.path.join(work, "submission.py" if not safe_name(path) else
+                            os.path.basename(path))
+        with open(copy, "wb") as f:
+            f.write(source)
         child = Child(exercise, copy, work, timeout, memory_mb, sandbox)
         try:
             results = run_checks(exercise, copy, only=only, seed=seed, answerer=child)
@@ -219,6 +283,16 @@ def grade_file(exercise, path, seed=None, timeout=60, memory_mb=3072, sandbox=No
         status = "checked"
     return Grade(os.path.basename(path), status, results, seed, time.monotonic() - start,
                  output)
+
+
+def safe_name(path):
+    """Whether the file's name can be the child's file name as it is (printable UTF-8)."""
+    name = os.path.basename(path)
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return name.isprintable()
 
 
 def grade_folder(exercise, files, seed=None, jobs=1, **options):
