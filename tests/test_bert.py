@@ -343,6 +343,72 @@ def test_a_hugging_face_weight_we_cannot_place_is_refused_by_name(tmp_path):
         TransformerBERT.from_huggingface(str(tmp_path / "old"))
 
 
+def pre_training_folder(folder, cased):
+    """A BertForPreTraining (the masked-LM, pooler and next-sentence heads) saved with its
+    tokenizer as Hugging Face saves them: do_lower_case in tokenizer_config.json."""
+    transformers = pytest.importorskip(
+        "transformers", reason="the parity test needs transformers (pip install -e '.[parity]')")
+    torch.manual_seed(1)
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "The", "Café", "café",
+             "cafe", "runs", "Runs", "dog", "Dog", "##s", "."] + [f"w{i}" for i in range(30)]
+    config = transformers.BertConfig(vocab_size=len(words), hidden_size=32, num_hidden_layers=2,
+                                     num_attention_heads=4, intermediate_size=64,
+                                     max_position_embeddings=24)
+    model = transformers.BertForPreTraining(config).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "LayerNorm" in name or name.endswith("bias"):
+                p.normal_(0, 0.3)
+    model.save_pretrained(str(folder))
+    (folder / "vocab.txt").write_text("\n".join(words) + "\n", encoding="utf-8")
+    tokenizer = transformers.BertTokenizerFast(str(folder / "vocab.txt"), do_lower_case=not cased)
+    tokenizer.save_pretrained(str(folder))
+    return model, transformers.AutoTokenizer.from_pretrained(str(folder))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cased", [True, False])
+def test_a_cased_bert_keeps_case_and_accents_as_hugging_face_does(tmp_path, cased):
+    _, theirs = pre_training_folder(tmp_path, cased)
+    assert "do_lower_case" not in (tmp_path / "config.json").read_text()
+    bert = TransformerBERT.from_huggingface(str(tmp_path))
+    for text in ("The Café runs.", "the cafe Dogs", "THE CAFÉ"):
+        assert bert.vocab.layout([text])[0][0].tolist() == theirs(text)["input_ids"], text
+
+
+@pytest.mark.slow
+def test_every_head_of_a_pre_training_bert_means_what_ours_says(tmp_path):
+    """The masked LM, the pooler (the classifier's input) and the next-sentence head of
+    BertForPreTraining; its next-sentence label 0 ("B follows A") is our 1 (is_next)."""
+    model, tok = pre_training_folder(tmp_path, cased=False)
+    bert = TransformerBERT.from_huggingface(str(tmp_path))
+    pair = tok(["the dog runs", "the cafe"], ["the cafe .", "dogs run"], padding=True,
+               return_tensors="pt")
+    ids, segments = pair["input_ids"], pair["token_type_ids"]
+    keep = pair["attention_mask"].bool()
+    with torch.no_grad():
+        out = model(**pair)
+        pooled = model.bert(**pair).pooler_output
+        mlm, is_next = bert(ids, segments, head="mlm+next")
+        ours_pooled = bert.pooler_layer(bert.encode(ids, segments)[:, 0])
+    assert (mlm[keep] - out.prediction_logits[keep]).abs().max() < 1e-5
+    assert (ours_pooled - pooled).abs().max() < 1e-5
+    assert (is_next[:, 1] - out.seq_relationship_logits[:, 0]).abs().max() < 1e-5
+    assert (is_next[:, 0] - out.seq_relationship_logits[:, 1]).abs().max() < 1e-5
+
+
+@pytest.mark.slow
+def test_an_untied_output_matrix_is_refused_not_dropped(tmp_path):
+    pre_training_folder(tmp_path, cased=False)
+    from safetensors.torch import load_file, save_file
+    state = load_file(tmp_path / "model.safetensors")
+    state["cls.predictions.decoder.weight"] = state["bert.embeddings.word_embeddings.weight"] + 1
+    save_file(state, tmp_path / "model.safetensors")
+    from DLStudio.checkpoints import CheckpointError
+    with pytest.raises(CheckpointError, match="untied"):
+        TransformerBERT.from_huggingface(str(tmp_path))
+
+
 def test_bert_parts_build_from_sizes_alone():
     bert = BERTParts(vocab_size=50, pad_id=7, embedding_size=16, max_seq_length=12,
                      num_basic_encoders=1, num_atten_heads=2, num_classes=3,

@@ -186,6 +186,25 @@ def _our_name(name, H):
     return None
 
 
+def _casing(path):
+    """Whether the folder's tokenizer lowercases and strips accents: Hugging Face keeps
+    ``do_lower_case`` and ``strip_accents`` in tokenizer_config.json (never in
+    config.json); without that file, BertTokenizer's defaults (lowercase, accents as case)."""
+    settings = {}
+    name = os.path.join(path, "tokenizer_config.json")
+    if os.path.isfile(name):
+        with open(name, encoding="utf-8") as f:
+            settings = json.load(f)
+    return {"lowercase": bool(settings.get("do_lower_case", True)),
+            "strip_accents": settings.get("strip_accents")}
+
+
+def _next_sentence_rows(tensor):
+    """Hugging Face's next-sentence head says 0 for "B follows A" and 1 for "B is random";
+    ours says 1 for "B follows A" (is_next): its two rows are swapped when read."""
+    return tensor.flip(0)
+
+
 def read_huggingface(cls, path, dls):
     """A TransformerBERT (``cls``) of a Hugging Face BERT folder. A setting we do not have
     (an activation other than GELU, relative positions) or a weight we cannot place is
@@ -198,8 +217,15 @@ def read_huggingface(cls, path, dls):
                               f"{config.get('position_embedding_type')!r}: ours are 'gelu' "
                               "and 'absolute'")
     weights = _hf_weights(path)
+    decoder = weights.get("cls.predictions.decoder.weight")
+    words = weights.get("bert.embeddings.word_embeddings.weight",
+                        weights.get("embeddings.word_embeddings.weight"))
+    if decoder is not None and words is not None and not torch.equal(decoder, words):
+        raise CheckpointError(f"{path}: cls.predictions.decoder.weight is not the word "
+                              "embeddings' matrix (an untied output layer): ours ties the two, "
+                              "so this model cannot be read into TransformerBERT")
     tok = SpecialTokenizer.from_vocab_txt(os.path.join(path, "vocab.txt"),
-                                          config.get("do_lower_case", True))
+                                          **_casing(path))
     M, H = config["hidden_size"], config["num_attention_heads"]
     has = {".".join(k.removeprefix("bert.").split(".")[:2]) for k in weights}
     bert = cls(dl_studio=dls, vocab=tok, tokenizer="wordpiece",
@@ -217,6 +243,8 @@ def read_huggingface(cls, path, dls):
                                   f"{tuple(tensor.shape)}")
         for ours, head in targets:
             part = tensor if head is None else tensor[head * s:(head + 1) * s]
+            if ours.startswith("next_sentence."):
+                part = _next_sentence_rows(part)
             if ours not in mine or mine[ours].shape != part.shape:
                 raise CheckpointError(f"{path}: {name} {tuple(tensor.shape)} does not fit "
                                       f"{ours} {tuple(mine[ours].shape) if ours in mine else ''}")

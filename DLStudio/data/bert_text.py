@@ -82,16 +82,19 @@ class SpecialTokenizer:
         return cls(hf, kind)
 
     @classmethod
-    def from_vocab_txt(cls, path, lowercase=True):
+    def from_vocab_txt(cls, path, lowercase=True, strip_accents=None):
         """BERT's WordPiece vocabulary (``vocab.txt``, a token a line) with BERT's
-        normalising and splitting (Hugging Face ``tokenizers``' BERT components)."""
+        normalising and splitting (Hugging Face ``tokenizers``' BERT components). A cased
+        model (bert-base-cased) keeps case and accents: ``lowercase`` False;
+        ``strip_accents`` None follows ``lowercase``, as in Hugging Face's BertTokenizer."""
         from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers
         with open(path, encoding="utf-8") as f:
             vocab = {line.rstrip("\n"): i for i, line in enumerate(f)}
         hf = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]",
                                         max_input_chars_per_word=100))
-        hf.normalizer = normalizers.BertNormalizer(lowercase=lowercase,
-                                                   strip_accents=lowercase or None)
+        hf.normalizer = normalizers.BertNormalizer(
+            lowercase=lowercase, strip_accents=lowercase if strip_accents is None else
+            strip_accents)
         hf.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
         hf.decoder = decoders.WordPiece()
         hf.add_special_tokens(list(SPECIAL_TOKENS))     # "[MASK]" in a text: the token
