@@ -37,10 +37,13 @@ from .checkpoints import (
 from .containers import bert as bert_wiring
 from .containers.settings import BERTSettings, GPTSettings, TranslationSettings, VisionSettings
 from .containers.wiring import (
+    check_patch_count,
     evaluate_container,
     evaluate_images,
+    image_classes,
     image_trainer,
     language_model_trainer,
+    load_dataset_of,
     train_images,
     train_language_model,
     train_translation,
@@ -48,7 +51,6 @@ from .containers.wiring import (
     use_datasets,
 )
 from .data import load_corpus
-from .data.images import dataset_of
 from .data.vocabulary import (
     DataView,
     TranslationData,
@@ -511,11 +513,7 @@ class visTransformer(Container, VisionParts):
 
     def __init__(self, *, dl_studio, **settings):
         given = self.take_settings(dl_studio, settings)
-        classes = given.classes if given.classes is not None else dl_studio.classes
-        if not classes:
-            raise ValueError("visTransformer needs the class names: classes=(...) here or in "
-                             "DLStudio(classes=...), e.g. SHAPE_CLASSES or CIFAR10_CLASSES")
-        self.classes = tuple(classes)
+        self.classes = image_classes(given, dl_studio)
         VisionParts.__init__(
             self, num_classes=len(self.classes), patch_size=self.patch_size,
             image_size=tuple(self.image_size or dl_studio.image_size or (32, 32)),
@@ -524,11 +522,7 @@ class visTransformer(Container, VisionParts):
             embedding_size=self.embedding_size, dropout=self.dropout,
             full_width_heads=self.full_width_heads, norm=self.norm,
             feed_forward=self.feed_forward, kv_heads=self.kv_heads)
-        if given.max_seq_length not in (None, self.max_seq_length):
-            raise ValueError(f"max_seq_length {given.max_seq_length} does not fit: "
-                             f"{self.image_size} images in {self.patch_size} patches give "
-                             f"{self.max_seq_length} tokens with the class token; leave "
-                             "max_seq_length out")
+        check_patch_count(self, given.max_seq_length)
         self.data = None                            # an ImageData, once images are given
 
     __init__.__signature__ = VisionSettings.signature(dl_studio=inspect.Parameter.empty)
@@ -565,8 +559,7 @@ class visTransformer(Container, VisionParts):
 
     def load_dataset_of(self, spec, download=False):
         """Load the data set that a spec, or a checkpoint's ``dataset`` entry, names."""
-        spec = spec.get("dataset", spec)
-        self.use_datasets(*dataset_of(spec, self.image_size, download), spec)
+        load_dataset_of(self, spec, download)
 
     def run_code_for_training_visTransformer(self, dls=None, model=None, checkpoint_dir=None,
                                              **options):
@@ -595,9 +588,7 @@ class visTransformer(Container, VisionParts):
 
     def run_code_for_evaluating_visTransformer(self, checkpoint=None, **options):
         """Test accuracy and confusion matrix (see containers.wiring.evaluate_images)."""
-        if checkpoint is not None:
-            self.load_weights(checkpoint)
-        return evaluate_images(self, **options)
+        return evaluate_images(self, checkpoint=checkpoint, **options)
 
 
 class TransformerBERT(TextModel, BERTParts):
@@ -677,8 +668,7 @@ class TransformerBERT(TextModel, BERTParts):
         """The corruption pre-training applies to every batch (data.bert_text.mask_tokens
         with this model's [MASK], vocabulary and mask_rate); a subclass's is used instead.
         Shape: ids, special (B, T) -> corrupted ids (B, T), selected (B, T) bool"""
-        return bert_wiring.mask_tokens(ids, special, generator, self.vocab.mask_id,
-                                       self.vocab.size, self.mask_rate)
+        return bert_wiring.masking(self, ids, special, generator)
 
     def fill_mask(self, text, top=5):
         """The ``top`` likeliest tokens at each [MASK] of ``text``, with probabilities."""

@@ -50,6 +50,44 @@ def test_the_masking_rule_selects_15_percent_and_corrupts_80_10_10_never_a_speci
     assert torch.equal(again[0], corrupted) and torch.equal(again[1], selected)
 
 
+def test_a_random_replacement_is_never_a_special_token():
+    """Issue 49, item 13: the 10% random tokens are drawn from the ordinary ids only, in
+    the container's masking and the held-out rows' alike (a random [PAD] would hide a
+    position the model must predict)."""
+    bert = small()
+    specials = torch.tensor(bert.vocab.special_ids)
+    ids, _ = bert.vocab.layout(SENTENCES * 40)
+    special = bert.vocab.special_mask(ids)
+    corrupted, selected = bert.mask_tokens(ids, special, torch.Generator().manual_seed(3))
+    swapped = corrupted[selected & (corrupted != bert.vocab.mask_id) & (corrupted != ids)]
+    assert len(swapped) > 100 and not torch.isin(swapped, specials).any()
+    ordinary = set(range(bert.vocab.size)) - set(bert.vocab.special_ids)
+    assert set(swapped.tolist()) <= ordinary and len(set(swapped.tolist())) > 0.8 * len(ordinary)
+    from DLStudio.data.bert_text import masked_once
+    held, _, chosen, original = masked_once(bert.vocab, SENTENCES * 40, 12, seed=5)
+    changed = held[chosen & (held != bert.vocab.mask_id) & (held != original)]
+    assert len(changed) and not torch.isin(changed, specials).any()
+
+
+def test_the_padding_is_the_uncorrupted_rows():
+    """A [PAD] written into a row by a corruption (a student's masking may) hides nothing:
+    the loss reads where the padding is from the targets, the uncorrupted row."""
+    bert = small()
+    bert.eval()
+    ids, segments = bert.vocab.layout(SENTENCES[:4])
+    selected = torch.zeros_like(ids, dtype=torch.bool)
+    selected[:, 2] = True
+    corrupted = ids.clone()
+    corrupted[:, 2] = bert.vocab.pad_id
+    with torch.no_grad():
+        total, _ = bert.mlm_loss(corrupted, segments, selected, ids)
+        as_real = bert(corrupted, segments, selected, pad=ids == bert.pad_id)
+        as_padding = bert(corrupted, segments, selected)
+    by_hand = torch.nn.functional.cross_entropy(as_real, ids[selected], reduction="sum")
+    assert torch.allclose(total, by_hand)
+    assert not torch.allclose(as_real, as_padding)        # the mask would have hidden it
+
+
 def test_the_loss_counts_the_selected_tokens_only():
     bert = small()
     ids, segments = bert.vocab.layout(SENTENCES[:4])

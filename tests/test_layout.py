@@ -3,6 +3,7 @@ and every module imports only modules on its own floor or below, counting every 
 (inside functions too), the way a reader of the code would count them."""
 
 import ast
+import glob
 import importlib.util
 import os
 import sys
@@ -213,6 +214,15 @@ def test_every_module_can_be_the_first_one_imported():
     out = subprocess.run([sys.executable, "-c", code, *modules], cwd=ROOT, text=True,
                          capture_output=True, env={**os.environ, "PYTHONPATH": ROOT})
     assert out.returncode == 0 and out.stdout.strip() == "", out.stdout + out.stderr
+
+
+def test_every_module_keeps_to_700_lines():
+    """A cap is a design limit: a module that outgrows it gives code away to a room of its
+    own (DLStudio/Transformers.py moved visTransformer's checks and BERT's masking out)."""
+    long = [f"{os.path.relpath(path, ROOT)} ({len(read(path).splitlines())} lines)"
+            for path in glob.glob(os.path.join(ROOT, "DLStudio", "**", "*.py"), recursive=True)
+            if len(read(path).splitlines()) > 700]
+    assert not long
 
 
 def test_the_architecture_reads_in_one_sitting_and_needs_only_torch():

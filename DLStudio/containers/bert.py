@@ -23,9 +23,17 @@ from ..evaluation.classify_text import class_probabilities, fill_mask
 from ..training.bert import ClassifierTrainer, MaskedLanguageTrainer, encode_rows, masked_scores
 from .wiring import own_model, trainer_settings
 
-__all__ = ["SpecialTokenizer", "mask_tokens", "text_of", "masked_trainer", "train_masked",
-           "finetune", "with_labels", "fill", "probabilities", "scores", "read_huggingface",
-           "prepared"]
+__all__ = ["SpecialTokenizer", "mask_tokens", "masking", "text_of", "masked_trainer",
+           "train_masked", "finetune", "with_labels", "fill", "probabilities", "scores",
+           "read_huggingface", "prepared"]
+
+
+def masking(bert, ids, special, generator):
+    """TransformerBERT.mask_tokens: the rule with this BERT's [MASK], vocabulary, special
+    ids and mask_rate."""
+    vocab = bert.vocab
+    return mask_tokens(ids, special, generator, vocab.mask_id, vocab.size, bert.mask_rate,
+                       vocab.special_ids)
 
 
 def text_of(bert, sentences, vocab, ordered):

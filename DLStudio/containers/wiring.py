@@ -12,7 +12,7 @@ from ..checkpoints import (
     save_final,
     saved_model_paths,
 )
-from ..data.images import image_data
+from ..data.images import dataset_of, image_data
 from ..evaluation.decode_and_score import (
     LENGTH_PENALTY,
     classify,
@@ -108,6 +108,31 @@ def train_language_model(gpt, checkpoints_dir="checkpoints_GPT", callback=None, 
     return language_model_trainer(gpt, checkpoints_dir, **options).run_and_save(callback)
 
 
+def image_classes(given, dl_studio):
+    """The class names a visTransformer is built for: its ``classes=`` setting, or
+    DLStudio's. ValueError when neither names any."""
+    classes = given.classes if given.classes is not None else dl_studio.classes
+    if not classes:
+        raise ValueError("visTransformer needs the class names: classes=(...) here or in "
+                         "DLStudio(classes=...), e.g. SHAPE_CLASSES or CIFAR10_CLASSES")
+    return tuple(classes)
+
+
+def check_patch_count(vit, max_seq_length):
+    """DLStudio scripts give max_seq_length: it must be the patches' count plus one."""
+    if max_seq_length not in (None, vit.max_seq_length):
+        raise ValueError(f"max_seq_length {max_seq_length} does not fit: {vit.image_size} "
+                         f"images in {vit.patch_size} patches give {vit.max_seq_length} "
+                         "tokens with the class token; leave max_seq_length out")
+
+
+def load_dataset_of(vit, spec, download=False):
+    """visTransformer.load_dataset_of: the data set a spec, or a checkpoint's ``dataset``
+    entry, names (DLStudio.data.images)."""
+    spec = spec.get("dataset", spec)
+    vit.use_datasets(*dataset_of(spec, vit.image_size, download), spec)
+
+
 def use_datasets(vit, training_set, test_set, spec=None):
     """Give a visTransformer its training and test images (`image_data` checks them
     against its classes, channels and image size); its pixel statistics come from
@@ -154,12 +179,15 @@ def evaluate_container(xformer, master_encoder, master_decoder, result_file=None
 
 
 
-def evaluate_images(vit, print_fn=print, confusion_png=None):
+def evaluate_images(vit, print_fn=print, confusion_png=None, checkpoint=None):
     """``run_code_for_evaluating_visTransformer``: accuracy and confusion matrix on the test
-    images (printed; plotted to ``confusion_png`` when given).
+    images (printed; plotted to ``confusion_png`` when given), with ``checkpoint``'s weights
+    loaded first when one is given.
 
     Returns: {"accuracy": percent, "confusion": (K, K) tensor, rows true, columns predicted}
     """
+    if checkpoint is not None:
+        vit.load_weights(checkpoint)
     test = vit.test_set
     if test is None:
         raise ValueError("no test images: call load_shapes_dataset() or "

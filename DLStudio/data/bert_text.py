@@ -175,17 +175,21 @@ def pad_rows(rows, pad_id):
     return ids, segments
 
 
-def mask_tokens(ids, special, generator, mask_id, vocab_size, rate=0.15):
+def mask_tokens(ids, special, generator, mask_id, vocab_size, rate=0.15, special_ids=()):
     """BERT's corruption (Devlin et al. 2019, 3.1): select each token that is not
     ``special`` with probability ``rate``; of the selected, 80% become [MASK], 10% a random
-    token, 10% stay as they were. The loss is computed at the selected positions only.
+    ordinary token (any id of the vocabulary but ``special_ids``: never a [PAD] that would
+    hide a position the model must predict), 10% stay as they were. The loss is computed at
+    the selected positions only.
 
     Shape: ids (B, T), special (B, T) bool -> corrupted ids (B, T), selected (B, T) bool
     """
     draw = torch.rand(ids.shape, generator=generator)                     # (B, T)
     selected = (draw < rate) & ~special
     how = torch.rand(ids.shape, generator=generator)       # 80 / 10 / 10 among the selected
-    random_ids = torch.randint(vocab_size, ids.shape, generator=generator)
+    every = torch.arange(vocab_size)
+    ordinary = every[~torch.isin(every, torch.tensor(list(special_ids), dtype=torch.long))]
+    random_ids = ordinary[torch.randint(len(ordinary), ids.shape, generator=generator)]
     corrupted = ids.clone()
     corrupted[selected & (how < 0.8)] = mask_id
     swap = selected & (how >= 0.8) & (how < 0.9)
@@ -199,7 +203,7 @@ def masked_once(tok, sentences, max_len, seed=0, rate=0.15):
     ids, segments = tok.layout(sentences, max_len=max_len)
     corrupted, selected = mask_tokens(ids, tok.special_mask(ids),
                                       torch.Generator().manual_seed(seed), tok.mask_id,
-                                      tok.size, rate)
+                                      tok.size, rate, tok.special_ids)
     return corrupted, segments, selected, ids
 
 

@@ -1,9 +1,9 @@
 """Checks of the exercise `masking`: mask_tokens(ids, special, generator, mask_id,
-vocab_size) and masked_loss(logits, targets, selected). The masking checks are statistical:
-the student's code is asked for many draws (questions run it; nothing it says about itself
-counts), and each check measures a rate against the rule, with a margin of about five
-standard deviations (a correct solution fails one by chance far less than once in a million
-gradings)."""
+vocab_size, special_ids) and masked_loss(logits, targets, selected). The masking checks
+are statistical: the student's code is asked for many draws (questions run it; nothing it
+says about itself counts), and each check measures a rate against the rule, with a margin
+of about five standard deviations (a correct solution fails one by chance far less than
+once in a million gradings)."""
 
 import math
 
@@ -28,6 +28,8 @@ from .checking import (
 
 CHECKS = []
 B, T, V, MASK_ID = 256, 40, 500, 4
+SPECIAL_IDS = (0, 1, 2, 3, 4)                  # [PAD], [UNK], [CLS], [SEP], [MASK]
+ORDINARY = V - len(SPECIAL_IDS)                # the ids a random token is drawn from
 DRAWS = 8             # calls of one generator: about 45,000 tokens that may be selected
 
 
@@ -50,8 +52,8 @@ def draws_of(module, ids, special, seed, calls):
     """``calls`` successive calls with one generator of ``seed`` (one per epoch)."""
     g = torch.Generator().manual_seed(seed)
     with student_code():
-        return [module.mask_tokens(ids, special, g, mask_id=MASK_ID, vocab_size=V)
-                for _ in range(calls)]
+        return [module.mask_tokens(ids, special, g, mask_id=MASK_ID, vocab_size=V,
+                                   special_ids=SPECIAL_IDS) for _ in range(calls)]
 
 
 @question
@@ -128,20 +130,26 @@ def eighty_ten_ten():
     rule = ("of the selected, 80% become [MASK], 10% a random token and 10% stay as they "
             "were (so that the model learns to read every position, not only [MASK]s)")
     rate_near(masked, n, 0.8, "the selected tokens made [MASK]", rule)
-    rate_near(kept, n, 0.1 + 0.1 / V, "the selected tokens left unchanged", rule)  # (a random
-    random = n - masked - kept                                 # token is the same once in V)
-    rate_near(random, n, 0.1 - 0.1 / V, "the selected tokens made a random token", rule)
+    rate_near(kept, n, 0.1 + 0.1 / ORDINARY, "the selected tokens left unchanged", rule)
+    random = n - masked - kept                  # (a random token is the same once in ORDINARY)
+    rate_near(random, n, 0.1 - 0.1 / ORDINARY, "the selected tokens made a random token", rule)
 
 
-@check(CHECKS, "random_tokens", "a random token is any id of the vocabulary, evenly")
+@check(CHECKS, "random_tokens", "a random token is any ordinary id, evenly, never a special")
 def random_tokens():
     found = draws(4, 12)
     swapped = torch.cat([c[s & (c != MASK_ID) & (c != i)] for i, _, c, s in found])
     if len(swapped) and ((swapped < 0) | (swapped >= V)).any():
         raise Mistake(f"a random token is outside [0, vocab_size) (vocab_size {V})")
+    drawn_special = swapped[torch.isin(swapped, torch.tensor(SPECIAL_IDS))]
+    if len(drawn_special):
+        raise Mistake(f"a random token is the special id {int(drawn_special[0])}: draw the "
+                      "random tokens from the ordinary ids only (not in special_ids); a "
+                      "random [PAD] hides a position the model must predict")
+    lower = sum(1 for i in range(V // 2) if i not in SPECIAL_IDS)
     halves = int((swapped < V // 2).sum()), len(swapped)
-    rate_near(*halves, 0.5 - 1 / V, "random tokens in the lower half of the vocabulary",
-              "draw them evenly from all vocab_size ids (torch.randint)")
+    rate_near(*halves, lower / ORDINARY, "random tokens in the lower half of the vocabulary",
+              "draw them evenly from every ordinary id (torch.randint over them)")
 
 
 @check(CHECKS, "unselected_unchanged", "tokens not selected are left as they were")

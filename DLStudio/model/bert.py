@@ -107,24 +107,27 @@ class BERTParts(TransformerParts, nn.Module):
     def num_tokens(self, lang=None):
         return self.vocab_sizes[self.lang]         # one vocabulary, whatever a part asks for
 
-    def encode(self, ids, segments=None):
-        """Every token's vector, each reading the whole sentence (padding aside).
-        Shape: ids (B, T), segments (B, T) or None -> (B, T, M)"""
+    def encode(self, ids, segments=None, pad=None):
+        """Every token's vector, each reading the whole sentence (padding aside). ``pad``:
+        where the padding is (default: where ``ids`` is [PAD]; pre-training gives the
+        uncorrupted row's, so that no corruption hides a real position).
+        Shape: ids (B, T), segments (B, T) or None, pad (B, T) bool or None -> (B, T, M)"""
         if segments is None:
             segments = torch.zeros_like(ids)
         x = self.embeddings_generator(ids) + self.segment_embeddings(segments)  # (B, T, M)
         x = self.embedding_layer_norm(x)
-        pad = (ids == self.pad_id)[:, None, None, :]             # (B, 1, 1, T): keys only
-        return self.master_encoder(x, pad)                                   # (B, T, M)
+        pad = (ids == self.pad_id) if pad is None else pad
+        return self.master_encoder(x, pad[:, None, None, :])   # keys only: (B, T, M)
 
-    def forward(self, ids, segments=None, keep=None, head="mlm"):
+    def forward(self, ids, segments=None, keep=None, head="mlm", pad=None):
         """``head`` "mlm": logits over the vocabulary (B, T, V), or (N, V) at the positions
         where ``keep`` (B, T) is True; "classifier": (B, K); "next": (B, 2), whether the
-        second sentence of a pair followed the first; "mlm+next": both of one pass."""
+        second sentence of a pair followed the first; "mlm+next": both of one pass.
+        ``pad``: see `encode`."""
         if any(h not in self.heads() for h in head.split("+")):
             raise ValueError(f"this model has no {head!r} head (it has "
                              f"{', '.join(self.heads())})")
-        h = self.encode(ids, segments)                                       # (B, T, M)
+        h = self.encode(ids, segments, pad)                                  # (B, T, M)
         mlm = self.mlm_head(h if keep is None else h[keep]) if "mlm" in head else None
         if head == "mlm":
             return mlm                                                      # (N, V)
@@ -139,8 +142,10 @@ class BERTParts(TransformerParts, nn.Module):
 
     def mlm_loss(self, ids, segments, selected, targets, label_smoothing=0.0, run=None):
         """Cross-entropy at the selected positions only (Devlin et al. 2019, 3.1): the sum
-        and their number. Shape: ids, segments, selected (bool), targets: (B, T)"""
-        logits = (self if run is None else run)(ids, segments, selected)    # (N, V)
+        and their number; the padding is the uncorrupted row's (``targets``).
+        Shape: ids, segments, selected (bool), targets: (B, T)"""
+        logits = (self if run is None else run)(ids, segments, selected,
+                                                pad=targets == self.pad_id)  # (N, V)
         return F.cross_entropy(logits, targets[selected], reduction="sum",
                                label_smoothing=label_smoothing), len(logits)
 
@@ -155,7 +160,8 @@ class BERTParts(TransformerParts, nn.Module):
         """With the next-sentence task: the masked tokens' loss and the pair head's, from one
         pass; the pair loss of a row weighs as much as a masked token's on average. Returns
         the sum and the number of masked tokens."""
-        mlm, pair = (self if run is None else run)(ids, segments, selected, "mlm+next")
+        mlm, pair = (self if run is None else run)(ids, segments, selected, "mlm+next",
+                                                   pad=targets == self.pad_id)
         n = len(mlm)
         total = F.cross_entropy(mlm, targets[selected], reduction="sum",
                                 label_smoothing=label_smoothing)

@@ -44,8 +44,10 @@ def masked_scores(model, ids, segments, selected, targets, batch_size=256):
         keep = selected[part].to(device)
         if not keep.any():
             continue
-        logits = model(ids[part].to(device), segments[part].to(device), keep).float()
-        truth = targets[part].to(device)[keep]
+        original = targets[part].to(device)                # the padding: of these ids
+        logits = model(ids[part].to(device), segments[part].to(device), keep,
+                       pad=original == model.pad_id).float()
+        truth = original[keep]
         right += (logits.argmax(-1) == truth).sum().item()
         loss += F.cross_entropy(logits, truth, reduction="sum").item()
         n += len(truth)
@@ -72,7 +74,8 @@ class MaskedLanguageTrainer(Trainer):
         # masking(ids, special, generator) -> (corrupted, selected): the model's own (a
         # student's, in the masking exercise); the held-out rows always by the rule
         self.masking = masking or (lambda ids, special, gen: mask_tokens(
-            ids, special, gen, self.tok.mask_id, self.tok.size, self.mask_rate))
+            ids, special, gen, self.tok.mask_id, self.tok.size, self.mask_rate,
+            self.tok.special_ids))
         self.next_sentence = model.next_sentence is not None
         self.pieces = self.tok.ids(text.training_sentences)
         self.singles = pad_rows([self.tok.row(p, None, text.max_seq_length)
