@@ -233,6 +233,19 @@ MUTANTS = [
      "wrong end"),
     ("rope", "the cache's offset ignored", "torch.arange(offset, offset + T,",
      "torch.arange(0, T,", "offset", "ignored"),
+    ("rope", "a head that ignores memory", "kv = x if memory is None else memory", "kv = x",
+     "cross_attention", "memory is ignored"),
+    ("rope", "the halves layout (rotate_half)",
+     "        even, odd = x[..., 0::2], x[..., 1::2]\n"
+     "        out = torch.empty_like(x)\n"
+     "        out[..., 0::2] = even * cos - odd * sin\n"
+     "        out[..., 1::2] = even * sin + odd * cos\n"
+     "        return out",
+     "        first, second = x[..., :d // 2], x[..., d // 2:]\n"
+     "        return torch.cat([first * cos - second * sin, first * sin + second * cos], -1)",
+     "pairs", "rotate_half"),
+    ("rmsnorm", "epsilon as a floor (clamp)", "x.pow(2).mean(-1, keepdim=True) + self.eps",
+     "x.pow(2).mean(-1, keepdim=True).clamp(min=self.eps)", "epsilon_inside", "floor"),
     ("grouped_query", "key/value heads repeated in the wrong order",
      "K = K.repeat_interleave(self.group, dim=1)", "K = K.repeat(1, self.group, 1, 1)",
      "groups_in_order", "wrong order"),
@@ -283,6 +296,32 @@ def test_no_check_compares_so_that_nan_passes():
              for path in glob.glob(os.path.join(ROOT, "DLStudio", "exercises", "*.py"))
              for n, line in enumerate(open(path), 1) if wrong.search(line)]
     assert not found
+
+
+def test_a_correct_rmsnorm_computed_in_float32_passes(tmp_path):
+    """Issue 49, item 8: the model's own tolerance, not 1e-9 (which refused a correct
+    float32 RMSNorm: "0.355434, expected 0.355434")."""
+    line = "return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight"
+    in_float32 = ("y = x.float()\n        return (y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) "
+                  "+ self.eps)).to(x.dtype) * self.weight")
+    assert line in solution("rmsnorm")
+    results = checked(tmp_path, "rmsnorm", solution("rmsnorm").replace(line, in_float32))
+    assert all(r.passed for r in results.values()), {n: r.message for n, r in results.items()}
+
+
+def test_a_failure_while_training_is_a_message_not_a_traceback(tmp_path, capsys):
+    """Issue 49, item 8: the checks pass, a part they do not reach raises in --train."""
+    from DLStudio.cli import main
+    path = tmp_path / "rope.py"
+    path.write_text(solution("rope") + "\n\nclass BrokenFeedForward(TransformerPreLN.FeedForward):"
+                    "\n    def forward(self, x):\n        raise RuntimeError('boom')\n\n\n"
+                    "MyTransformer.FeedForward = BrokenFeedForward\n")
+    status = main(["check", "rope", str(path), "--train", "--steps", "2", "--out",
+                   str(tmp_path / "run")])
+    out = capsys.readouterr()
+    assert status == 1 and "Traceback" not in out.out + out.err
+    assert "--train: training your MyTransformer failed: line " in out.out
+    assert "RuntimeError: boom" in out.out
 
 
 def test_the_issue_named_mistakes_are_all_mutants():

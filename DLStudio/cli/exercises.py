@@ -151,10 +151,26 @@ def check_file(ex, path, train=None, seed=None):
     passed = sum(r.passed for r in results)
     print(f"{passed} of {len(results)} checks pass ({time.monotonic() - start:.1f} s).")
     if train and passed == len(results):
-        train_beside(ex, path, **train)
+        return train_or_say(ex, path, train)
     elif train:
         print("--train trains a solution that passes every check: fix the failing ones first")
     return 0 if passed == len(results) else 1
+
+
+def train_or_say(ex, path, train):
+    """`train_beside`, where a failure of the student's code (a part no check reaches) is a
+    message naming their line, never our traceback: 0 when it trained."""
+    from ..exercises.checking import StudentError, student_line
+    try:
+        train_beside(ex, path, **train)
+    except StudentError as e:
+        print(f"--train: {e}")
+        return 1
+    except Exception as e:                      # their code, called by the training run
+        print(f"--train: training your {ex.container} failed: {student_line(e, path)}\n"
+              "(the checks passed: the failing part is one they do not reach)")
+        return 1
+    return 0
 
 
 def print_results(ex, results):

@@ -80,12 +80,13 @@ def relative():
 def pairs():
     x = inputs(3)
     out = run(x)
-    half = torch.cat([x[..., 0::2], x[..., 1::2]], dim=-1)       # the pairs (i, i + d/2)
-    halves = reference(half)
-    if same(out, torch.cat([halves[..., :D // 2], halves[..., D // 2:]], dim=-1)
-            [..., torch.arange(D).view(2, -1).t().reshape(-1)], TOL):
-        raise Mistake("the pairs are (i, i + d/2), the halves: here a pair is two "
-                      "neighbours, (2i, 2i+1), as in Su et al. eq. 34")
+    # the halves layout (rotate_half): pair i is (i, i + d/2), turned by m theta_i; as our
+    # neighbours' layout of the numbers reordered 0, d/2, 1, d/2 + 1, ... and put back
+    order = torch.arange(D).view(2, -1).t().reshape(-1)
+    if same(out, reference(x[..., order])[..., torch.argsort(order)], TOL):
+        raise Mistake("this is the halves layout (rotate_half, as in Hugging Face's Llama): "
+                      "pair i is (i, i + d/2) there; here a pair is two neighbours, (2i, "
+                      "2i+1), as in Su et al. eq. 34")
     if same(out, turned_by(x, lambda m, i: -m * 10000.0 ** (-2 * i / D)), TOL):
         raise Mistake("turned the wrong way: x'_2i = x_2i cos(m theta) - x_2i+1 sin(m theta)")
     close(out, reference(x), "the output", TOL,
@@ -118,13 +119,15 @@ def offset():
 
 
 @question
-def head_output(module, weights, x, rotary):
+def head_output(module, weights, x, rotary, memory=None):
     """MyHead with these weights on x, given a reference RotaryEmbedding (or None: a
-    cross-attention head, which has none)."""
+    cross-attention head, which has none); with ``memory``, as cross-attention calls it."""
     h = module.MyHead(None, 10, D, 2).double()
     h.load_state_dict(weights)
     h.rotary = RotaryEmbedding(D).double() if rotary else None
     with student_code():
+        if memory is not None:
+            return h(x, mask=None, memory=memory)
         return h(x, mask=torch.ones(T, T, dtype=torch.bool).triu(1))
 
 
@@ -162,6 +165,20 @@ def no_rotary():
     with torch.no_grad():
         close(out, attention(h, x, False, False, False), "the output without rotary", TOL,
               "cross-attention heads have rotary None: then turn nothing")
+
+
+@check(CHECKS, "cross_attention", "with memory (cross-attention): K and V of memory, unturned")
+def cross_attention():
+    h, x, memory = head_weights(10), inputs(11), inputs(12, (B, T + 3, D))
+    out = tensor(ask(head_output, h.state_dict(), x, False, memory), "the head's output with "
+                 "memory", (B, T, D))
+    with torch.no_grad():
+        Q, K, V = h.WQ(x), h.WK(memory), h.WV(memory)
+        if same(out, scaled_dot_product(Q, h.WK(x), h.WV(x))[0], TOL):
+            raise Mistake("memory is ignored: in cross-attention the keys and values come "
+                          "from memory (the encoder's output), the queries from x")
+        close(out, scaled_dot_product(Q, K, V)[0], "the cross-attention output", TOL,
+              "Q = WQ(x), K = WK(memory), V = WV(memory); nothing turned")
 
 
 EXERCISE = Exercise(
