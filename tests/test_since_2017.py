@@ -49,11 +49,11 @@ def test_swiglu_is_its_equation_with_the_relu_blocks_weights_within_1_percent():
     assert torch.equal(block(x), want)
 
 
-def model(cls=TransformerPreLN, **switches):
+def model(cls=TransformerPreLN, heads=2, **switches):
     dls = DLStudio(use_gpu=False, batch_size=32, epochs=3, seed=0, learning_rate=2e-3)
     x = cls(dl_studio=dls, corpus=generate_corpus(200, seed=4), embedding_size=16,
             num_warmup_steps=10, **switches)
-    return x, x.MasterEncoder(dls, x, 1, 2), x.MasterDecoderWithMasking(dls, x, 1, 2)
+    return x, x.MasterEncoder(dls, x, 1, heads), x.MasterDecoderWithMasking(dls, x, 1, heads)
 
 
 def test_the_switches_build_train_save_and_rebuild(tmp_path):
@@ -158,14 +158,17 @@ def translations(x, enc, dec, beam):
         return cached, decode()
 
 
-SWITCHED = [{"positions": "rope"}, {"full_width_heads": True, "kv_heads": 2},
-            {"full_width_heads": True, "kv_heads": 1, "positions": "rope"}]
+# H = 4 heads where keys and values are grouped: G = 2 is two query heads a key/value head
+SWITCHED = [{"positions": "rope"}, {"full_width_heads": True, "kv_heads": 2, "heads": 4},
+            {"full_width_heads": True, "kv_heads": 1, "positions": "rope", "heads": 4}]
 
 
 @pytest.mark.parametrize("switches", SWITCHED)
 @pytest.mark.parametrize("beam", [1, 3])
 def test_decoding_with_the_cache_equals_decoding_without(switches, beam):
     x, enc, dec = model(TransformerFG, save_checkpoints=False, **switches)
+    groups = {layer.self_attention.group for layer in dec.basic_decoder_arr}
+    assert groups == {4 // switches.get("kv_heads", 4)}                  # grouped, where asked
     x.run_code_for_training(x.dl_studio, enc, dec, None, max_steps=5)
     torch.manual_seed(1)
     with torch.no_grad():     # an early model's long, varied output: every position decoded
@@ -205,14 +208,25 @@ def test_a_gpt_with_rope_and_one_key_value_head_generates_the_same_with_the_cach
 
 
 def test_kv_heads_equal_to_the_heads_is_todays_attention_to_the_bit():
+    """G = H: every group is one head, so grouped_heads, run on a model's attentions, shares
+    nothing and changes no output (the container skips it at G = H: the same model)."""
+    from DLStudio.model.since_2017 import grouped_heads
     for full_width in (False, True):
         torch.manual_seed(3)
-        a = model(TransformerFG, full_width_heads=full_width)
-        torch.manual_seed(3)
-        b = model(TransformerFG, full_width_heads=full_width, kv_heads=2)   # H = 2
+        x, enc, dec = model(TransformerFG, heads=4, full_width_heads=full_width)
+        net = x.model_from(enc, dec).eval()
         src, tgt = torch.randint(3, 20, (4, 7)), torch.randint(3, 20, (4, 6))
-        outs = [x.model_from(enc, dec)(src, tgt) for x, enc, dec in (a, b)]
-        assert torch.equal(*outs)
+        with torch.no_grad():
+            before = net(src, tgt)
+            attentions = [m for m in net.modules() if hasattr(m, "heads") and hasattr(m, "group")]
+            for attention in attentions:
+                assert grouped_heads(attention.heads, 4) == 1
+                assert len({id(h.WK) for h in attention.heads}) == 4
+            assert torch.equal(net(src, tgt), before)
+        torch.manual_seed(3)
+        same_seed = model(TransformerFG, heads=4, full_width_heads=full_width, kv_heads=4)
+        with torch.no_grad():
+            assert torch.equal(same_seed[0].model_from(*same_seed[1:]).eval()(src, tgt), before)
 
 
 def four_heads(**switches):
@@ -282,6 +296,27 @@ def test_a_students_rotary_embedding_is_used_and_a_head_that_ignores_it_is_refus
     with pytest.raises(OverrideError, match="never reads self.rotary"):
         model(Ignores, positions="rope")
 
+    class Nested(TransformerFG):             # turns Q and K in a comprehension: accepted
+        class AttentionHead(TransformerFG.AttentionHead):
+            def forward(self, x, mask=None, memory=None):
+                kv = x if memory is None else memory
+                Q, K = (t if self.rotary is None else self.rotary(t)
+                        for t in (self.WQ(x), self.WK(kv)))
+                return scaled_dot_product(Q, K, self.WV(kv), mask)[0]
+    x, enc, dec = model(Nested, positions="rope")
+    assert dec.basic_decoder_arr[0].self_attention.heads[0].rotary is not None
+
+
+def test_the_parts_classes_refuse_what_the_scripts_refuse():
+    from DLStudio.model.architecture import EncoderDecoderParts
+    from DLStudio.model.vision import VisionParts
+    for G in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="kv_heads is a number"):
+            EncoderDecoderParts(vocab_en_size=10, vocab_es_size=10, max_seq_length=8,
+                                embedding_size=16, full_width_heads=True, kv_heads=G)
+    with pytest.raises(ValueError, match="not for images"):
+        VisionParts(num_classes=3, positions="rope", embedding_size=16)
+
 
 def test_an_older_run_with_learned_positions_loads_and_resumes(tmp_path):
     x, enc, dec = model(learned_positions=True)
@@ -306,9 +341,18 @@ def test_bert_and_the_gpt_take_rope_and_grouped_heads():
     bert = TransformerBERT(dl_studio=dls, sentences=text, tokenizer="word", embedding_size=16,
                            num_basic_encoders=1, num_atten_heads=4, positions="rope",
                            full_width_heads=True, kv_heads=2)
-    assert bert.master_encoder.basic_encoder_arr[0].self_attention.group == 2
+    attention = bert.master_encoder.basic_encoder_arr[0].self_attention
+    assert attention.group == 2 and attention.rotary is not None
     ids = torch.tensor([[bert.vocab.cls_id, 5, 6, bert.vocab.sep_id]])
     assert bert(ids).shape[-1] == bert.vocab.size
+    gpt = TransformerGPT(dl_studio=dls, sentences=text, tokenizer="word", embedding_size=16,
+                         num_basic_decoders=1, num_atten_heads=4, positions="rope",
+                         full_width_heads=True, kv_heads=2)
+    attention = gpt.master_decoder.basic_decoder_arr[0].self_attention
+    assert attention.group == 2 and attention.rotary is not None
+    assert attention.heads[1].WK is attention.heads[0].WK
+    ids = torch.tensor([[SOS_INDEX, 3, 4]])
+    assert gpt(ids).shape == (1, 3, gpt.vocab_sizes["es"])
 
 
 def test_the_explorer_reads_a_model_with_every_switch():

@@ -126,6 +126,10 @@ class TransformerParts:
             raise ValueError(f"learned_positions=True is positions='learned', not {positions!r}")
         positions = "learned" if learned_positions else positions
         self.positions, self.learned_positions = positions, positions == "learned"
+        if kv_heads is not None and (isinstance(kv_heads, bool) or not isinstance(kv_heads, int)
+                                     or kv_heads < 1):
+            raise ValueError(f"kv_heads is a number of key/value heads (>= 1, dividing the "
+                             f"heads; None: one per query head), got {kv_heads!r}")
         self.tie_embeddings, self.kv_heads = tie_embeddings, kv_heads
         self.shared_vocab = shared_vocab
         if shared_vocab and len(set(self.vocab_sizes.values())) > 1:

@@ -111,6 +111,18 @@ class RotaryEmbedding(nn.Module):
         return turned.flatten(-2)                                          # (..., T, d)
 
 
+def names_in(code):
+    """The global and attribute names a function's code reads, its nested code included
+    (a comprehension, a lambda, an inner function): a set."""
+    if code is None:
+        return {"rotary"}                      # not Python code of a student's: trusted
+    found = set(code.co_names)
+    for const in code.co_consts:
+        if hasattr(const, "co_names"):
+            found |= names_in(const)
+    return found
+
+
 def rotary_heads(heads, rotary):
     """Hand self-attention's RotaryEmbedding to its heads (``head.rotary``). A student's head
     with a forward of its own must turn its queries and keys itself (as AttentionHead.forward
@@ -118,7 +130,7 @@ def rotary_heads(heads, rotary):
     positions."""
     for head in heads:
         forward = type(head).forward
-        if not {"rotary", "super"} & set(getattr(forward, "__code__", forward).co_names):
+        if not {"rotary", "super"} & names_in(getattr(forward, "__code__", None)):
             raise OverrideError(
                 f"{type(head).__qualname__}.forward never reads self.rotary, so with "
                 "positions='rope' its words would have no positions at all: turn Q and K "

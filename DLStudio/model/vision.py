@@ -72,6 +72,10 @@ class VisionParts(TransformerParts, nn.Module):
                  num_basic_encoders=4, num_atten_heads=4, **sizes):
         nn.Module.__init__(self)
         (P_h, P_w), (H, W) = patch_size, image_size
+        if sizes.get("positions", "learned") not in ("learned", "sinusoidal"):
+            raise ValueError(f"positions={sizes['positions']!r} is not for images: the patches "
+                             "carry learned position embeddings (a 2-D grid), so the queries "
+                             "and keys are not turned too; leave positions out")
         TransformerParts.__init__(self, max_seq_length=1 + (H // P_h) * (W // P_w), **sizes)
         self.patch_size, self.image_size = tuple(patch_size), tuple(image_size)
         self.in_channels = in_channels
