@@ -678,9 +678,9 @@ class TransformerBERT(TextModel, BERTParts):
         """Every label's probability for each text (or pair): a (B, K) tensor."""
         return bert_wiring.probabilities(self, texts, seconds, batch_size)
 
-    def masked_scores(self, sentences=None, seed=0):
+    def masked_scores(self, sentences=None, seed=None):
         """Masked-token accuracy and perplexity of the held-out sentences (or
-        ``sentences``), masked once with ``seed``."""
+        ``sentences``), masked once with ``seed`` (the run's, as the trainer masks them)."""
         return bert_wiring.scores(self, sentences, seed)
 
     @classmethod

@@ -35,10 +35,9 @@ from DLStudio.cli.common import (  # noqa: E402
     positive_int,
 )
 from DLStudio.cli.experiments import machine  # noqa: E402
-from DLStudio.data import BUNDLED_ARCHIVE, split_pairs  # noqa: E402
+from DLStudio.data import BUNDLED_ARCHIVE  # noqa: E402
 from DLStudio.data.bert_text import LabelledRows  # noqa: E402
-from DLStudio.data.tasks import task_rows  # noqa: E402
-from DLStudio.data.vocabulary import plain_words  # noqa: E402
+from DLStudio.data.tasks import pretraining_sentences, task_rows  # noqa: E402
 
 
 def parser():
@@ -158,8 +157,7 @@ def main(argv=None):
     corpus = archive_or_usage(p, args.archive, max_seq_length=None)
     os.makedirs(args.out, exist_ok=True)
     print(f"machine: {machine()}", flush=True)
-    training, _ = split_pairs(corpus.pairs)
-    sentences = [" ".join(plain_words(s)) for pair in training for s in pair]
+    sentences = pretraining_sentences(corpus)     # split as the task's rows are: none tested
     task = task_rows(corpus, "translation")
     train, test = as_rows(task["train"], "train"), as_rows(task["test"], "test")
     if args.test_rows:

@@ -248,6 +248,64 @@ def test_bad_rows_are_refused_with_their_line_and_unseen_labels_by_name(tmp_path
         bert.run_code_for_finetuning(read_labelled_rows(str(path)), save_checkpoints=False)
 
 
+def test_a_byte_order_mark_and_a_header_are_not_labels(tmp_path):
+    """Issue 49, item 14: a file saved with a byte-order mark keeps its first label; a
+    header row is refused, saying what it would have been."""
+    path = tmp_path / "rows.tsv"
+    path.write_text("yes\tgood\nno\tbad\n", encoding="utf-8-sig")
+    assert read_labelled_rows(str(path)).labels == ["yes", "no"]
+    assert read_labelled_rows("-", ["\ufeffyes\tgood", "no\tbad"]).labels == ["yes", "no"]
+    path.write_text("label\ttext\nyes\tgood\nno\tbad\n", encoding="utf-8")
+    with pytest.raises(RowError, match="line 1 looks like a header"):
+        read_labelled_rows(str(path))
+
+
+def test_the_held_out_rows_are_masked_with_the_runs_seed_everywhere(tmp_path):
+    bert = small(seed=7)
+    trainer = bert.trainer()
+    by_trainer = masked_scores_of(bert, trainer.held_out)
+    assert bert.masked_scores() == by_trainer
+    assert bert.masked_scores(seed=0) != by_trainer
+
+
+def masked_scores_of(bert, held_out):
+    from DLStudio.training.bert import masked_scores
+    return masked_scores(bert, *held_out)
+
+
+def test_a_benchmarks_pretraining_text_holds_no_sentence_of_the_test_rows():
+    from DLStudio.data.tasks import pretraining_sentences
+    corpus = load_archive(BUNDLED_ARCHIVE)
+    test = task_rows(corpus, "translation")["test"]
+    tested = {text for row in test for text in row[1:]}
+    sentences = pretraining_sentences(corpus)
+    assert len(sentences) > 10_000 and not tested & set(sentences)
+
+
+def test_fine_tuning_takes_the_subclass_a_bert_was_pre_trained_with(tmp_path, capsys,
+                                                                    monkeypatch):
+    from DLStudio.cli.bert import finetune_main, pretrain_main
+    text = tmp_path / "text.txt"
+    text.write_text("\n".join(SENTENCES + ["word " * 80]) + "\n", encoding="utf-8")
+    solution = os.path.join(os.path.dirname(__file__), "exercise_solutions", "masking.py")
+    (tmp_path / "my_masking_49.py").write_text(open(solution).read())
+    monkeypatch.chdir(tmp_path)                          # --model-class finds it here
+    homework = "my_masking_49"
+    status = pretrain_main(["--text", str(text), "--tokenizer", "word", "--max-steps", "2",
+                            "--embedding-size", "16", "--num-layers", "1",
+                            "--num-atten-heads", "2", "--checkpoints-dir",
+                            str(tmp_path / "pre"), "--model-class", f"{homework}:MyBERT"])
+    out = capsys.readouterr().out
+    assert status == 0 and "1 of 61 lines have more than 60 words" in out
+    hint = next(line for line in out.splitlines() if "--pretrained" in line)
+    assert f"--model-class {homework}:MyBERT" in hint
+    rows = tmp_path / "rows.tsv"
+    rows.write_text("yes\tthe dog sees the ball\nno\tthe cat likes the hat\n" * 4)
+    assert finetune_main(["--pretrained", str(tmp_path / "pre"), "--model-class",
+                          f"{homework}:MyBERT", "--train", str(rows), "--max-steps", "2",
+                          "--checkpoints-dir", str(tmp_path / "ft")]) == 0
+
+
 def test_fine_tuning_learns_the_question_task(tmp_path):
     corpus = generate_corpus(600, seed=3)
     write_task(corpus, "question", str(tmp_path), synthetic_seed=3)
@@ -367,7 +425,10 @@ def test_the_scripts_read_a_hugging_face_folder(tmp_path, capsys):
     assert finetune_main(["--pretrained", str(tmp_path / "safe"), "--train", str(rows),
                           "--test", str(rows), "--max-steps", "2", "--checkpoints-dir",
                           str(tmp_path / "tuned")]) == 0
-    assert "held-out accuracy" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "held-out accuracy" in out
+    # the BERT paper's fine-tuning (A.3): 3e-5, a tenth of the steps warming up, then decay
+    assert "a Hugging Face BERT: fine-tuned at 3e-05, warming up over 1 step (a tenth)" in out
 
 
 @pytest.mark.slow

@@ -54,6 +54,9 @@ def pretrain_parser():
     src.add_argument("--archive", help="a DLStudio archive: its training split's sentences, "
                                        "one a row (default: the bundled corpus, "
                                        f"{BUNDLED_ARCHIVE})")
+    p.add_argument("--max-words", type=positive_int, default=60,
+                   help="with --text: lines of more words are left out (said), so that one "
+                        "long line (a paragraph) does not make every row that long")
     p.add_argument("--side", choices=("en", "es", "both"), default="en",
                    help="with --archive: which language's sentences (both: each sentence "
                         "of both, alone, never beside its translation)")
@@ -85,7 +88,12 @@ def pretrain_parser():
 def _text(args, p):
     """(sentences, label, archive_text, lang, ordered) of --text or --archive."""
     if args.text:
-        return read_sentences(args.text), args.text, False, "text", True
+        lines = read_sentences(args.text)
+        kept = [line for line in lines if len(line.split()) <= args.max_words]
+        if len(kept) < len(lines):
+            print(f"{args.text}: {len(lines) - len(kept)} of {len(lines)} lines have more than "
+                  f"{args.max_words} words and are left out (--max-words)")
+        return kept, args.text, False, "text", True
     if args.pair_task == "next":
         p.error("--pair-task next pairs each line with the next: an archive's pairs are "
                 "shuffled, so give --text FILE whose lines run in order")
@@ -140,8 +148,8 @@ def pretrain_main(argv=None):
             model = f" --model-class {args.model_class}" if args.model_class else ""
             print(f"\nFill your own masks:\n  {how_to_run('fill_mask')} "
                   f"{trainer.last_checkpoint}{model} \"{example}\"\nFine-tune a classifier:\n  "
-                  f"{how_to_run('finetune_bert')} --pretrained {trainer.last_checkpoint} "
-                  "--train train.tsv --test test.tsv")
+                  f"{how_to_run('finetune_bert')} --pretrained {trainer.last_checkpoint}"
+                  f"{model} --train train.tsv --test test.tsv")
         return 0
     return run_job(run, argv)
 
@@ -217,6 +225,16 @@ def _load(path, args):
                                            weights=args.weights).model
 
 
+#: The BERT paper's fine-tuning rates are 2e-5 to 5e-5 (Devlin et al. 2019, A.3).
+PAPER_RATE = 3e-5
+
+
+def warmup_tenth(args, rows):
+    """A tenth of the fine-tuning's steps (the epochs', or --max-steps where fewer)."""
+    steps = args.epochs * -(-rows // args.batch_size)
+    return max(1, min(steps, args.max_steps or steps) // 10)
+
+
 def finetune_parser():
     d = FINETUNE
     p = Parser(description="Fine-tune a classifier on a BERT's [CLS] vector: from a "
@@ -233,7 +251,10 @@ def finetune_parser():
     p.add_argument("--test", help="held-out rows, the same format: accuracy and confusion")
     p.add_argument("--labelled", type=positive_int, default=None, metavar="N",
                    help="keep N training rows per label (chosen with --seed): scarce labels")
-    p.add_argument("--learning-rate", type=positive_float, default=d["learning_rate"])
+    p.add_argument("--learning-rate", type=positive_float, default=None,
+                   help=f"default {d['learning_rate']:g} at a constant rate; {PAPER_RATE:g} "
+                        "for a Hugging Face BERT, with a warm-up over a tenth of the steps "
+                        "and a linear decay to zero (the BERT paper's, A.3)")
     p.add_argument("--batch-size", type=positive_int, default=d["batch_size"])
     p.add_argument("--epochs", type=positive_int, default=d["epochs"])
     p.add_argument("--dropout", type=nonnegative_float, default=0.1)
@@ -242,6 +263,8 @@ def finetune_parser():
     p.add_argument("--num-layers", type=positive_int, default=BERT["num_layers"],
                    help="--from-scratch without DIR only")
     add_run_arguments(p, "checkpoints_BERT_finetuned", "accuracy", "test accuracy")
+    model_class_flag(p, "the TransformerBERT subclass the --pretrained checkpoint was "
+                        "trained with (fine-tuned as that class)")
     return p
 
 
@@ -252,11 +275,11 @@ def _start(args, p):
         if len(given) > 2:
             p.error("give DIR [N] or FILE")
         bert, rest = _bert_and_rest(argparse.Namespace(
-            checkpoint=given[0], more=given[1:], weights=None, model_class=None))
+            checkpoint=given[0], more=given[1:], weights=None, model_class=args.model_class))
         if rest:
             p.error(f"{rest[0]!r} is not an epoch index (or 'last')")
-        return bert, args.pretrained is not None
-    return None, False
+        return bert, args.pretrained is not None, hugging_face_folder(given[0])
+    return None, False, False
 
 
 def finetune_main(argv=None):
@@ -271,13 +294,20 @@ def finetune_main(argv=None):
         labels = tuple(sorted(set(train.labels)))
         if len(labels) < 2:
             raise UserError(f"{args.train}: one label ({labels[0]}); a classifier needs two")
-        dls = DLStudio(path_saved_model=os.path.join(args.checkpoints_dir,
-                                                     "saved_BERT_finetuned.pt"),
-                       learning_rate=args.learning_rate, batch_size=args.batch_size,
-                       epochs=args.epochs, use_gpu=not args.cpu, seed=args.seed)
-        start, pretrained = _start(args, p)
+        start, pretrained, hugging_face = _start(args, p)
         how = {"dropout": args.dropout, "checkpoint_freq": args.checkpoint_freq,
                "schedule": args.schedule, "num_warmup_steps": 0}   # Adam at the given rate
+        rate = args.learning_rate or FINETUNE["learning_rate"]
+        if hugging_face:               # a real BERT: the paper's fine-tuning (Devlin et al.
+            rate = args.learning_rate or PAPER_RATE     # 2019, A.3), warm-up and decay
+            how.update(schedule="budget", num_warmup_steps=warmup_tenth(args, len(train)))
+            warm = how["num_warmup_steps"]
+            print(f"a Hugging Face BERT: fine-tuned at {rate:g}, warming up over {warm} "
+                  f"step{'s' * (warm != 1)} (a tenth), then down to zero at the end")
+        dls = DLStudio(path_saved_model=os.path.join(args.checkpoints_dir,
+                                                     "saved_BERT_finetuned.pt"),
+                       learning_rate=rate, batch_size=args.batch_size,
+                       epochs=args.epochs, use_gpu=not args.cpu, seed=args.seed)
         if start is None:
             texts = train.texts + (train.seconds or [])
             bert = TransformerBERT(dl_studio=dls, sentences=texts, labels=labels,

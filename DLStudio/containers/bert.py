@@ -139,8 +139,11 @@ def probabilities(bert, texts, seconds=None, batch_size=256):
     return class_probabilities(bert, ids, segments, batch_size)
 
 
-def scores(bert, sentences=None, seed=0):
+def scores(bert, sentences=None, seed=None):
+    """Masked-token scores of the held-out sentences (or ``sentences``), masked once with
+    ``seed``: by default the run's seed, as the trainer masks them (`masked_once`)."""
     sentences = bert.held_out_sentences if sentences is None else sentences
+    seed = (bert.dl_studio.seed or 0) if seed is None else seed
     return masked_scores(bert, *masked_once(bert.vocab, sentences, bert.max_seq_length, seed,
                                             bert.mask_rate))
 

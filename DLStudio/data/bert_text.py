@@ -266,18 +266,25 @@ class LabelledRows:
                             self.path)
 
 
+#: First fields that make a first row a header, not a label.
+HEADER_WORDS = {"label", "labels", "class", "category", "target", "y", "sentiment"}
+
+
 def read_labelled_rows(path, lines=None):
     """The rows of a TSV file of ``label<TAB>text`` or ``label<TAB>text<TAB>text2`` (every
     row the same); ``lines``: the rows' text already read (standard input). Raises RowError
     naming the line of a bad row."""
     if lines is None:
         try:
-            with open(path, encoding="utf-8") as f:
+            with open(path, encoding="utf-8-sig") as f:      # a byte-order mark: not text
                 lines = f.read().splitlines()
         except FileNotFoundError:
             raise RowError(f"no file {path}") from None
         except UnicodeDecodeError as e:
             raise RowError(f"{path} is not UTF-8 text (byte {e.start})") from None
+    lines = list(lines)
+    if lines and lines[0].startswith("\ufeff"):
+        lines[0] = lines[0][1:]
     texts, labels, seconds, width = [], [], [], None
     for number, line in enumerate(lines, 1):
         if not line.strip():
@@ -290,6 +297,10 @@ def read_labelled_rows(path, lines=None):
             raise RowError(f"{path}, line {number}: {len(fields) - 1} text(s), but the rows "
                            f"before have {width - 1}: every row must be alike")
         width = len(fields)
+        if not labels and fields[0].strip().lower() in HEADER_WORDS:
+            raise RowError(f"{path}, line {number} looks like a header ({line[:60]!r}): the "
+                           "file has no header row (a header would be a label of one row, "
+                           "learnt like the others); delete that line")
         labels.append(fields[0].strip())
         texts.append(fields[1].strip())
         if width == 3:

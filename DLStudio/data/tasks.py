@@ -26,7 +26,7 @@ from .synth import generate_labelled_pairs
 from .vocabulary import plain_words
 
 __all__ = ["TASKS", "SYNTHETIC_TASKS", "task_rows", "write_task", "hard_negative",
-           "SPANISH_FUNCTION_WORDS"]
+           "pretraining_sentences", "SPANISH_FUNCTION_WORDS"]
 
 SYNTHETIC_TASKS = ("tense", "negation", "question")
 TASKS = SYNTHETIC_TASKS + ("translation",)
@@ -123,6 +123,17 @@ def _translation_rows(pairs, translations, seed):
         if negative is not None:
             rows.append(("no", en, negative))
     return rows
+
+
+def pretraining_sentences(corpus):
+    """The sentences a BERT may pre-train on before it is tested on a task's rows: both
+    sides of the training split the tasks use (split as `task_rows` splits, on the same
+    plain words), less any sentence that is also in the held-out split (a Spanish sentence
+    may translate a training and a held-out English one)."""
+    pairs = [(_plain(en), _plain(es)) for en, es in corpus.pairs]
+    training, held_out = split_pairs(pairs)
+    tested = {s for pair in held_out for s in pair}
+    return [s for pair in training for s in pair if s not in tested]
 
 
 def task_rows(corpus, task, seed=0, synthetic_seed=0):
