@@ -435,6 +435,67 @@ def test_gradescope_reads_no_link_in_the_submission(tmp_path, command):
         assert "THE-PRIVATE-FIRST-LINE" not in text
 
 
+#: A correct attention of another hand: alike in what it computes, not in how it is written.
+OTHER_HAND = ATTENTION.replace(
+    ATTENTION[ATTENTION.index("def scaled_dot_product"):ATTENTION.index("class MyHead")],
+    "def scaled_dot_product(Q, K, V, mask=None):\n"
+    "    d = Q.shape[-1]\n"
+    "    logits = torch.matmul(Q, K.transpose(-1, -2)) * d ** -0.5\n"
+    "    if mask is not None:\n"
+    "        logits = logits.masked_fill(mask, -math.inf)\n"
+    "    attn = logits.softmax(-1)\n"
+    "    return torch.matmul(attn, V), attn\n\n")
+#: The package's attention kept in a default argument, where the checks' switch cannot reach.
+KEPT_DEFAULT = ATTENTION.replace(
+    ATTENTION[ATTENTION.index("def scaled_dot_product"):ATTENTION.index("class MyHead")],
+    "import DLStudio.model.architecture as arch\n\n"
+    "def scaled_dot_product(Q, K, V, mask=None, _mine=arch.scaled_dot_product):\n"
+    "    return _mine(Q, K, V, mask)\n\n")
+
+
+def test_flags_tell_the_instructor_without_changing_a_score(tmp_path, command):
+    """Issue 49, item 7: reference:NAME for a file that keeps the package's attention in a
+    default argument (it earns its checks' points all the same: a flag informs);
+    similar:FILE for two files whose own code is the same but for its names."""
+    renamed = ATTENTION.replace("scores", "s").replace("Q, K, V, mask=None", "q, k, v, m=None")
+    folder = tmp_path / "submitted"
+    folder.mkdir()
+    for name, source in (("ana.py", ATTENTION), ("ben.py", renamed),
+                         ("cleo.py", OTHER_HAND), ("dan.py", KEPT_DEFAULT)):
+        (folder / name).write_text(source)
+    status, out, err = command("check", "attention", "--submissions", str(folder), "--csv",
+                               str(tmp_path / "g.csv"), "--seed", "5", "--jobs", "2")
+    assert status == 0, err
+    rows = {r["file"]: r for r in csv.DictReader(open(tmp_path / "g.csv"))}
+    assert rows["ana.py"]["flags"] == "similar:ben.py"
+    assert rows["ben.py"]["flags"] == "similar:ana.py"
+    assert rows["cleo.py"]["flags"] == "" and float(rows["cleo.py"]["total"]) == 7
+    assert rows["dan.py"]["flags"] == "reference:scaled_dot_product"
+    assert float(rows["dan.py"]["total"]) == 7 and "flags inform" in out
+    path = tmp_path / "dan" / "attention.py"
+    path.parent.mkdir()
+    path.write_text(KEPT_DEFAULT)
+    assert command("check", "attention", str(path.parent), "--gradescope",
+                   str(tmp_path / "r.json"))[0] == 0
+    tests = {t["name"]: t for t in json.loads((tmp_path / "r.json").read_text())["tests"]}
+    flags = tests["flags (for the instructor)"]
+    assert flags["visibility"] == "hidden" and flags["max_score"] == 0
+    assert flags["output"].startswith("reference:scaled_dot_product")
+
+
+def test_the_solutions_and_skeletons_raise_no_flag_and_the_packages_own_parts_do():
+    from DLStudio.exercises import skeleton_path
+    from DLStudio.exercises.flags import reference_flags
+
+    from .test_exercises import OWN
+    for name in NAMES:
+        for source in (solution(name), open(skeleton_path(name)).read()):
+            assert reference_flags(exercise(name), source) == [], name
+    for name, code in OWN.items():
+        if "import" in code or " = " in code:          # (a `del` is the runtime guard's)
+            assert reference_flags(exercise(name), code), name
+
+
 def test_without_bubblewrap_the_grader_says_what_it_does_instead(tmp_path, monkeypatch):
     from DLStudio.exercises.sandbox import SandboxError
     monkeypatch.setattr(shutil, "which", lambda name: None)

@@ -338,13 +338,18 @@ def grade(ex, folder, csv_path, points, args):
     names, out_of = list(points), sum(points.values())
     with open(csv_path, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
-        writer.writerow(["file", "status", *names, "total", "out_of", "seed"])
+        writer.writerow(["file", "status", "flags", *names, "total", "out_of", "seed"])
         for g in grades:
             passed = {r.name: r.passed for r in g.results}
             earned = [points[n] if passed.get(n) else 0 for n in names]
+            flags = " ".join(shown(flag) for flag in g.flags)
             writer.writerow([spreadsheet_cell(shown(g.file)), spreadsheet_cell(g.status),
-                             *earned, sum(earned), out_of, g.seed])
-            print(f"{shown(g.file):<30} {sum(earned):>6g} / {out_of:g}  {shown(g.status)}")
+                             spreadsheet_cell(flags), *earned, sum(earned), out_of, g.seed])
+            print(f"{shown(g.file):<30} {sum(earned):>6g} / {out_of:g}  {shown(g.status)}"
+                  + (f"  [{flags}]" if flags else ""))
+    if any(g.flags for g in grades):
+        print("flags inform, they change no score: reference:NAME, the file names the "
+              "package's own NAME; similar:FILE, its own code is near-identical to FILE's")
     print(f"graded {len(files)} files in {time.monotonic() - start:.0f} s: {csv_path}")
     return 0
 
@@ -395,6 +400,11 @@ def gradescope(ex, where, out, points, visibility, args):
         tests.append({"name": r.name, "score": points[r.name] if r.passed else 0.0,
                       "max_score": points[r.name], "status": "passed" if r.passed else "failed",
                       "output": output, "visibility": visibility[r.name]})
+    if g.flags:               # for the instructor: hidden from the student, worth nothing
+        tests.append({"name": "flags (for the instructor)", "score": 0.0, "max_score": 0.0,
+                      "output": " ".join(g.flags) + ": the file names the package's own "
+                      "implementation of a part the exercise asks for; the score is its "
+                      "checks'", "visibility": "hidden"})
     print_results(ex, g.results)
     score = sum(t["score"] for t in tests)
     print(f"{score:g} of {sum(points.values()):g} points ({g.status}, seed {g.seed}): {out}")

@@ -23,12 +23,13 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
 from .answering import inspected, read_message, write_message
 from .checking import Answered, Mistake, Result, from_plain, run_checks
+from .flags import reference_flags, similar_flags
 from .sandbox import Sandbox
 
 __all__ = ["Grade", "grade_file", "grade_folder", "new_seed", "read_submission", "NotGraded",
@@ -104,13 +105,15 @@ def new_seed():
 @dataclass
 class Grade:
     """One file's grading: ``status`` ("checked", "stopped after N s", "crashed (...)"),
-    ``results`` (checking.Result, one a check), ``seed``, ``seconds``."""
+    ``results`` (checking.Result, one a check), ``seed``, ``seconds``; ``flags`` for the
+    instructor (exercises.flags: they inform, they change no score)."""
     file: str
     status: str
     results: list
     seed: int
     seconds: float = 0.0
     output: str = ""
+    flags: list = field(default_factory=list)
 
 
 class _Tail:
@@ -282,7 +285,7 @@ def grade_file(exercise, path, seed=None, timeout=60, memory_mb=3072, sandbox=No
     else:
         status = "checked"
     return Grade(os.path.basename(path), status, results, seed, time.monotonic() - start,
-                 output)
+                 output, reference_flags(exercise, source.decode("utf-8", "replace")))
 
 
 def safe_name(path):
@@ -299,5 +302,17 @@ def grade_folder(exercise, files, seed=None, jobs=1, **options):
     """The Grade of each file, ``jobs`` at a time (each with its own seed unless ``seed``)."""
     sandbox = options.pop("sandbox", None) or Sandbox.find()
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        return list(pool.map(lambda f: grade_file(exercise, f, seed, sandbox=sandbox,
-                                                  **options), files))
+        grades = list(pool.map(lambda f: grade_file(exercise, f, seed, sandbox=sandbox,
+                                                    **options), files))
+    sources = {}
+    for path, grade in zip(files, grades):
+        try:
+            sources[grade.file] = read_submission(path).decode("utf-8", "replace")
+        except NotGraded:
+            pass
+    from . import skeleton_path
+    with open(skeleton_path(exercise.name), encoding="utf-8") as f:
+        similar = similar_flags(sources, f.read())
+    for grade in grades:
+        grade.flags += similar.get(grade.file, [])
+    return grades
