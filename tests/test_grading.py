@@ -357,7 +357,10 @@ def test_the_autograder_grades_a_submission_laid_out_as_gradescope_does(tmp_path
     (root / "submission" / "attention.py").write_text(ATTENTION)
     bin_dir = tmp_path / "bin"                      # python3: this environment's
     bin_dir.mkdir()
-    (bin_dir / "python3").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    # python3: this environment's; it records its arguments and, as the package is not
+    # installed in it, runs without -I (which would ignore PYTHONPATH)
+    (bin_dir / "python3").write_text(f'#!/bin/sh\necho "$@" > "{tmp_path}/args"\n'
+                                     f'[ "$1" = "-I" ] && shift\nexec "{sys.executable}" -s "$@"\n')
     (bin_dir / "python3").chmod(0o755)
     done = subprocess.run(["bash", str(root / "source" / "run_autograder")], text=True,
                           capture_output=True, timeout=300,
@@ -366,6 +369,8 @@ def test_the_autograder_grades_a_submission_laid_out_as_gradescope_does(tmp_path
     assert done.returncode == 0, done.stderr
     results = json.loads((root / "results" / "results.json").read_text())
     assert results["score"] == 9.0 and len(results["tests"]) == 7
+    args = (tmp_path / "args").read_text().split()
+    assert args[:3] == ["-I", "-m", "DLStudio"] and "--require-sandbox" in args
 
 
 @pytest.mark.slow
@@ -501,8 +506,124 @@ def test_without_bubblewrap_the_grader_says_what_it_does_instead(tmp_path, monke
     monkeypatch.setattr(shutil, "which", lambda name: None)
     found = Sandbox.find()
     assert found.kind in ("user", "none") and "bubblewrap (bwrap) is not installed" in found.says
+    if found.kind == "user":              # root: a user of its own per file is accepted
+        assert Sandbox.find(require=True).kind == "user"
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)   # not root: the grader's own rights
+    assert Sandbox.find().kind == "none"
     with pytest.raises(SandboxError, match="--require-sandbox"):
         Sandbox.find(require=True)
+
+
+# ---------------------------------------------------------------------------------------
+# Without bubblewrap, as root: each file a user of its own (issue 49, item 5).
+#: At import, look for the other files' folders for a few seconds and try to write there.
+WRITES_OTHERS = ("import glob, os, tempfile, time\n"
+                 "_mine, _found, _wrote = os.getcwd(), set(), 0\n"
+                 "_end = time.time() + 20\n"
+                 "while time.time() < _end and not _found:\n"
+                 "    for _d in glob.glob(tempfile.gettempdir() + '/dlstudio-grade-*'):\n"
+                 "        if os.path.realpath(_d) != os.path.realpath(_mine):\n"
+                 "            _found.add(_d)\n"
+                 "            try:\n"
+                 "                open(os.path.join(_d, 'planted.py'), 'w').write('x')\n"
+                 "                _wrote += 1\n"
+                 "            except OSError:\n"
+                 "                pass\n"
+                 "    time.sleep(0.05)\n"
+                 "_SAID = f'FOUND {len(_found) > 0} WROTE {_wrote}'\n")
+#: A grandchild in a session of its own, which a process group's kill does not reach.
+ESCAPES = ("import os, sys\nif os.fork() == 0:\n    os.setsid()\n"
+           "    os.execv('/bin/sh', ['/bin/sh', '-c', 'while :; do sleep 1; done', "
+           "'DLSTUDIO-SESSION-ESCAPE'])\n")
+FALLBACK = Sandbox("user", "a user of its own per file (the fallback, as root)")
+needs_root = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
+                                reason="the fallback runs files as users of their own: root")
+
+
+@needs_root
+def test_the_fallback_gives_each_file_a_user_and_a_folder_of_its_own(tmp_path):
+    """The mechanism, with /bin/sh for the file (no Python needed): a file cannot write
+    into another file's folder, and a process it started in a session of its own ends."""
+    from DLStudio.exercises.sandbox import kill_user
+    works = [tmp_path / "one", tmp_path / "two"]
+    wrapped = []
+    for work in works:
+        work.mkdir()
+        (work / "submission.py").write_text("x = 1\n")
+        wrapped.append(FALLBACK.wrap(["/bin/sh"], str(work), 256, {}))
+    (_, first, uid), (_, _, other) = wrapped
+    assert uid != other and os.stat(works[0]).st_uid == uid
+    assert oct(os.stat(works[0]).st_mode & 0o777) == "0o700"
+    done = subprocess.run(["/bin/sh", "-c", f"echo x > {works[1]}/planted; echo x > mine; "
+                           "setsid /bin/sh -c 'while :; do sleep 1; done' DLSTUDIO-UID-ESCAPE "
+                           "> /dev/null 2>&1 &"],
+                          cwd=works[0], preexec_fn=first, capture_output=True, text=True)
+    assert "Permission denied" in done.stderr and not (works[1] / "planted").exists()
+    assert (works[0] / "mine").exists()
+    import time
+    for _ in range(100):                      # (the shell started it in the background)
+        if subprocess.run(["pgrep", "-f", "DLSTUDIO-UID-ESCAPE"]).returncode == 0:
+            break
+        time.sleep(0.05)
+    assert subprocess.run(["pgrep", "-f", "DLSTUDIO-UID-ESCAPE"]).returncode == 0
+    kill_user(uid)
+    assert subprocess.run(["pgrep", "-f", "DLSTUDIO-UID-ESCAPE"]).returncode == 1
+
+
+@pytest.mark.slow
+@needs_root
+def test_the_fallback_grades_files_that_reach_for_each_other(tmp_path, monkeypatch):
+    """The same, graded end to end: needs a Python that an unprivileged user can run (not
+    one under a private /root, as on the machines CI runs on)."""
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    if Sandbox.find().kind != "user":
+        pytest.skip("no Python here that an unprivileged user can run: the fallback is off")
+    monkeypatch.undo()
+    writer = before(WRITES_OTHERS, inside("    raise RuntimeError(_SAID)"))
+    folder = tmp_path / "submitted"
+    folder.mkdir()
+    for name, source in (("writer.py", writer), ("honest.py", ATTENTION),
+                         ("escapes.py", before(ESCAPES))):
+        (folder / name).write_text(source)
+    grades = {g.file: g for g in grade_folder(
+        exercise("attention"), [str(folder / n) for n in ("writer.py", "honest.py",
+                                                          "escapes.py")],
+        seed=3, jobs=3, sandbox=FALLBACK, timeout=60)}
+    said = " ".join(r.message for r in grades["writer.py"].results)
+    assert "FOUND True WROTE 0" in said, said
+    assert earned(grades["honest.py"]) == 7 and earned(grades["escapes.py"]) == 7
+    left = subprocess.run(["pgrep", "-f", "DLSTUDIO-SESSION-ESCAPE"], capture_output=True)
+    assert left.returncode == 1, left.stdout
+
+
+# ---------------------------------------------------------------------------------------
+# One memory limit for a whole file (issue 49, item 6).
+#: At import, six processes each try to hold 400 MB at once (each under --memory-mb 1500
+#: alone); the file says how many did.
+HOGS = ("import os, time\n_pids = []\n"
+        "for _ in range(6):\n"
+        "    _pid = os.fork()\n"
+        "    if _pid == 0:\n"
+        "        _hog = b'x' * (400 << 20)\n"
+        "        time.sleep(4)\n"
+        "        os._exit(0)\n"
+        "    _pids.append(_pid)\n"
+        "_held = sum(os.waitpid(p, 0)[1] == 0 for p in _pids)\n"
+        "_SAID = f'HELD {_held} OF 6'\n")
+
+
+@pytest.mark.slow
+def test_one_memory_limit_holds_for_all_of_a_files_processes(tmp_path):
+    from DLStudio.exercises.limits import FileGroup
+    probe = FileGroup.make(64)
+    if probe is None:
+        pytest.skip("no cgroup for the grader here: memory is limited per process")
+    probe.remove()
+    g = graded_one(tmp_path, before(HOGS, inside("    raise RuntimeError(_SAID)")),
+                   timeout=90, memory_mb=1500)
+    said = " ".join(r.message for r in g.results) + g.status
+    assert "HELD 6 OF 6" not in said and earned(g) == 0, said
+    assert "HELD" in said or "went over --memory-mb 1500" in said, said
 
 
 # ---------------------------------------------------------------------------------------

@@ -96,7 +96,9 @@ def grading_arguments(p, folder=True):
                    help=f"Gradescope: when a check's result is shown ({', '.join(VISIBILITY)}; "
                         "default visible)")
     g.add_argument("--require-sandbox", action="store_true",
-                   help="refuse to grade where no bubblewrap sandbox can be made")
+                   help="refuse to grade where the students' code would run with the "
+                        "grader's rights (bubblewrap, or as root a user of its own per file, "
+                        "are accepted)")
     g.add_argument("--no-sandbox", action="store_true", help=argparse.SUPPRESS)
     return g
 
@@ -314,7 +316,7 @@ def _sandbox(args):
         sandbox = Sandbox.find(require=args.require_sandbox, use=not args.no_sandbox)
     except SandboxError as e:
         raise UserError(str(e)) from None
-    print(f"grading in {sandbox.says}", flush=True)
+    print(f"grading in {sandbox.says}; {sandbox.memory_says()}", flush=True)
     return sandbox
 
 
@@ -449,10 +451,13 @@ pip3 install /autograder/source/{wheel}
 RUN_AUTOGRADER = """#!/usr/bin/env bash
 # Gradescope runs this for every submission: the checks of {name}, graded in a sandbox, into
 # results/results.json. AUTOGRADER_ROOT: where Gradescope's folders are (/autograder).
+# Never the students' code with root's rights: bubblewrap, or a user of its own per file
+# (--require-sandbox refuses anything less); python3 -I: the current folder (the
+# submission's, perhaps) is never on Python's path, nor are PYTHON* variables read.
 root="${{AUTOGRADER_ROOT:-/autograder}}"
 mkdir -p "$root/results"
-exec python3 -m DLStudio check {name} "$root/submission" \\
-    --gradescope "$root/results/results.json" {flags}
+exec python3 -I -m DLStudio check {name} "$root/submission" \\
+    --gradescope "$root/results/results.json" --require-sandbox {flags}
 """
 
 
@@ -474,7 +479,6 @@ def autograder_main(argv):
         flags = [f"--timeout {args.timeout}", f"--memory-mb {args.memory_mb}"]
         flags += [f"--points {p}" for p in args.points]
         flags += [f"--visibility {v}" for v in args.visibility]
-        flags += ["--require-sandbox"] if args.require_sandbox else []
         with zipfile.ZipFile(args.out, "w", zipfile.ZIP_DEFLATED) as z:
             for name, text in (
                     ("setup.sh", SETUP_SH.format(wheel=os.path.basename(wheel))),

@@ -30,7 +30,8 @@ import torch
 from .answering import inspected, read_message, write_message
 from .checking import Answered, Mistake, Result, from_plain, run_checks
 from .flags import reference_flags, similar_flags
-from .sandbox import Sandbox
+from .limits import FileGroup
+from .sandbox import Sandbox, kill_user
 
 __all__ = ["Grade", "grade_file", "grade_folder", "new_seed", "read_submission", "NotGraded",
            "OUTPUT_LIMIT", "SUBMISSION_LIMIT"]
@@ -151,6 +152,7 @@ class Child:
         self.exercise, self.path, self.work = exercise, path, work
         self.left, self.memory_mb, self.sandbox = timeout, memory_mb, sandbox
         self.process, self.ended, self.crashes, self.timed_out = None, None, [], False
+        self.group, self.uid = None, None
 
     def start(self):
         rq, self.requests = os.pipe()          # the grader writes questions on requests
@@ -161,7 +163,9 @@ class Child:
                "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.dirname(
                    os.path.abspath(__file__))))}
         argv = [sys.executable, "-c", CHILD, self.exercise.name, self.path, str(rq), str(wa)]
-        command, preexec = self.sandbox.wrap(argv, self.work, self.memory_mb, env)
+        self.group = FileGroup.make(self.memory_mb) if self.memory_mb else None
+        command, preexec, self.uid = self.sandbox.wrap(argv, self.work, self.memory_mb, env,
+                                                       self.group)
         self.process = subprocess.Popen(
             command, cwd=self.work, env=env if self.sandbox.kind != "bwrap" else None,
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -231,6 +235,9 @@ class Child:
             code = 128 - code                  # bwrap passes a signal on as 128 + its number
         how = (f"killed by {signal.Signals(-code).name}" if code is not None and code < 0
                and -code in signal.Signals._value2member_map_ else f"exit status {code}")
+        if self.group is not None and self.group.oom_kills():
+            how += (f": its processes together went over --memory-mb {self.memory_mb} "
+                    "(one limit for all of them)")
         when = "before it answered any question" if not self.answered else "while it answered"
         said = self.tail.last_line()
         return f"your file's process ended {when} ({how})" + (f": {said}" if said else "")
@@ -250,6 +257,12 @@ class Child:
             if self.process.poll() is None:
                 self.process.kill()
         self.process.wait()
+        if self.group is not None:               # every process of the file, wherever it is
+            self.group.kill()
+            self.group.remove()
+            self.group = None
+        if self.uid is not None:                 # (a user of its own: all that uid runs)
+            kill_user(self.uid)
         self.requests = self.answers = -1
 
 
