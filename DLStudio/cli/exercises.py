@@ -89,7 +89,9 @@ def grading_arguments(p, folder=True):
     g.add_argument("--timeout", type=positive_int, default=60,
                    help="seconds per file before it is stopped")
     g.add_argument("--memory-mb", type=positive_int, default=3072,
-                   help="memory (data segment) per file, in MB (Linux and macOS)")
+                   help="memory per file, in MB: all its processes together where the "
+                        "system gives the grader a cgroup, and each process's data segment "
+                        "(Linux and macOS)")
     g.add_argument("--points", action="append", default=[], metavar="CHECK=P",
                    help="points of a check (default 1 each); repeat for several")
     g.add_argument("--visibility", action="append", default=[], metavar="CHECK=WHEN",
