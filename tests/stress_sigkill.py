@@ -25,8 +25,9 @@ from DLStudio.data import generate_corpus, save_archive  # noqa: E402
 
 
 def kill_trials(trials, folder, seed=0, min_delay=2.0, max_delay=6.0):
-    """Run ``trials`` trainings in ``folder``, SIGKILL each after a random delay, and load
-    every checkpoint file left. Returns one dict per trial: delay, checked, bad."""
+    """Run ``trials`` trainings in ``folder``, SIGKILL each at a random delay of up to
+    ``max_delay - min_delay`` seconds after its first checkpoint, and load every checkpoint
+    file left. Returns one dict per trial: delay, checked, bad."""
     rng = random.Random(seed)
     archive = os.path.join(folder, "tiny.tar.gz")
     save_archive(generate_corpus(200, seed=5), archive)
@@ -41,7 +42,13 @@ def kill_trials(trials, folder, seed=0, min_delay=2.0, max_delay=6.0):
                "--checkpoint-freq", "1", "--checkpoints-dir", ck, "--cpu", "--no-eval"]
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)
-        delay = rng.uniform(min_delay, max_delay)
+        # the random moment is counted from the first checkpoint (a slower machine starts
+        # PyTorch and reads the corpus for longer), so that each kill falls among the writes
+        deadline = time.time() + 120
+        while proc.poll() is None and time.time() < deadline and not (
+                os.path.isdir(ck) and checkpoint_files(ck)):
+            time.sleep(0.05)
+        delay = rng.uniform(0.0, max_delay - min_delay)
         time.sleep(delay)
         proc.send_signal(signal.SIGKILL)
         proc.wait()

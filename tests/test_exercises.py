@@ -430,6 +430,7 @@ def inputs_asked(name, path, seed):
     return {r.name: d.hexdigest() for r, d in zip(results, digests)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_every_check_asks_about_inputs_drawn_from_the_grading_seed(tmp_path, name):
     path = tmp_path / f"{name}.py"

@@ -190,7 +190,7 @@ def test_a_hang_is_stopped_and_memory_filled_is_a_failed_check(hostile):
 
 
 # ---------------------------------------------------------------------------------------
-# No answer or child stalls the grader (issue 49, item 3).
+# No answer or child stalls the grader (issue 49, item 3; slow: make test-all).
 #: A file that swaps what its process answers for ``VALUE`` (an expression), on the wire.
 SENDS = ("import torch\nimport DLStudio.exercises.answering as _a\n_write = _a.write_message\n"
          "def _sends(fd, message, *args):\n"
@@ -230,11 +230,13 @@ def graded_one(tmp_path, source, name="hostile.py", timeout=8, **options):
                       sandbox=SANDBOX, **options)
 
 
+@pytest.mark.slow
 def test_a_child_that_stops_reading_is_stopped_at_its_time(tmp_path):
     g = in_a_thread(lambda: graded_one(tmp_path, before(STOPS_READING), timeout=5))
     assert g.status == "stopped after 5 s" and earned(g) == 0
 
 
+@pytest.mark.slow
 def test_a_view_larger_than_its_storage_is_refused_before_any_arithmetic(tmp_path):
     import time
     huge = "torch.zeros(1, dtype=torch.float64).expand(2, 2, 4, 10 ** 14)"
@@ -244,6 +246,7 @@ def test_a_view_larger_than_its_storage_is_refused_before_any_arithmetic(tmp_pat
     assert "a view that repeats its storage" in g.results[0].message
 
 
+@pytest.mark.slow
 def test_nested_answers_that_share_references_are_read_within_a_budget(tmp_path):
     import time
     nested = "(lambda x: [x.__setitem__(0, [x[0], x[0]]) for _ in range(23)] and x[0])([[]])"
@@ -253,11 +256,13 @@ def test_nested_answers_that_share_references_are_read_within_a_budget(tmp_path)
     assert "more than 200,000 values" in g.results[0].message
 
 
+@pytest.mark.slow
 def test_long_strings_in_answers_are_cut(tmp_path):
     g = graded_one(tmp_path, before(SENDS.format(value="'x' * 10 ** 6")))
     assert earned(g) == 0 and max(len(r.message) for r in g.results) < 5_000
 
 
+@pytest.mark.slow
 def test_a_files_time_does_not_run_while_it_waits_for_its_turn(tmp_path):
     """Another file's check holds the turn (here: the test, for longer than this file's
     whole time); the honest file's time runs only while it is asked, so it earns 7 of 7."""
@@ -384,6 +389,7 @@ def test_the_autograder_carries_a_wheel_built_from_the_clone(tmp_path):
         assert "DLStudio/exercises/grading.py" in w.namelist()
 
 
+@pytest.mark.slow
 def test_a_folder_of_submissions_is_read_as_entries_not_trusted_paths(tmp_path, command):
     """Issue 49, item 4: only regular files are read; a link, a folder, a FIFO or a device
     named *.py is a row saying what it is; odd names are rows, escaped."""
@@ -458,6 +464,7 @@ KEPT_DEFAULT = ATTENTION.replace(
     "    return _mine(Q, K, V, mask)\n\n")
 
 
+@pytest.mark.slow
 def test_flags_tell_the_instructor_without_changing_a_score(tmp_path, command):
     """Issue 49, item 7: reference:NAME for a file that keeps the package's attention in a
     default argument (it earns its checks' points all the same: a flag informs);
