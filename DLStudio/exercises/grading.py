@@ -115,6 +115,7 @@ class Grade:
     seconds: float = 0.0
     output: str = ""
     flags: list = field(default_factory=list)
+    source: str = field(default="", repr=False)     # the file as read (for similar: flags)
 
 
 class _Tail:
@@ -297,8 +298,9 @@ def grade_file(exercise, path, seed=None, timeout=60, memory_mb=3072, sandbox=No
         status = "crashed: " + child.crashes[0].replace("your file's process ", "")
     else:
         status = "checked"
+    text = source.decode("utf-8", "replace")
     return Grade(os.path.basename(path), status, results, seed, time.monotonic() - start,
-                 output, reference_flags(exercise, source.decode("utf-8", "replace")))
+                 output, reference_flags(exercise, text), text)
 
 
 def safe_name(path):
@@ -317,12 +319,7 @@ def grade_folder(exercise, files, seed=None, jobs=1, **options):
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         grades = list(pool.map(lambda f: grade_file(exercise, f, seed, sandbox=sandbox,
                                                     **options), files))
-    sources = {}
-    for path, grade in zip(files, grades):
-        try:
-            sources[grade.file] = read_submission(path).decode("utf-8", "replace")
-        except NotGraded:
-            pass
+    sources = {g.file: g.source for g in grades if g.source}      # read once, by grade_file
     from . import skeleton_path
     with open(skeleton_path(exercise.name), encoding="utf-8") as f:
         similar = similar_flags(sources, f.read())
