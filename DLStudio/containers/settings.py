@@ -226,6 +226,9 @@ class LayoutSettings(Settings):
 class GPTSettings(LayoutSettings):
     """TransformerGPT's settings (see TransformerGPT)."""
 
+    FROM_FOLDERS = ("output_bias", "feed_forward_size", "norm_eps", "scale_embeddings",
+                    "head_size", "gated_size", "rope_base", "rope_scaling")
+
     lang: str = setting("es")
     tokenizer: str = setting("bpe")
     vocab_size: int = setting(8000)
@@ -239,6 +242,15 @@ class GPTSettings(LayoutSettings):
     held_out_fraction: float = setting(0.05)
     split_seed: int = setting(0)
     archive_text: bool = setting(False)   # prompts are then normalised like the archive
+    # what a real model's folder sets (containers/hub.py); ``output_bias``: --no-output-bias
+    output_bias: bool = setting(MODEL["output_bias"], shapes=True)
+    feed_forward_size: int = setting(None, shapes=True)          # None: 2 M
+    norm_eps: float = setting(MODEL["norm_eps"])
+    scale_embeddings: bool = setting(MODEL["scale_embeddings"])
+    head_size: int = setting(None, shapes=True)                  # None: M / H
+    gated_size: int = setting(None, shapes=True)                 # None: round(2 F / 3)
+    rope_base: float = setting(MODEL["rope_base"])
+    rope_scaling: dict = setting(None)
 
 
 @dataclass

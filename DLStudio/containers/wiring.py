@@ -8,11 +8,20 @@ read a container: what they need is read here, once."""
 import os
 
 from ..checkpoints import (
+    CheckpointError,
+    Restored,
+    container_class,
+    corpus_fits,
+    corpus_of,
+    load_checkpoint,
     refuse_saved_model_of_theirs,
     save_final,
     saved_model_paths,
+    with_weights,
 )
+from ..data import load_corpus
 from ..data.images import dataset_of, image_data
+from ..data.vocabulary import TranslationData, Vocabulary
 from ..evaluation.decode_and_score import (
     LENGTH_PENALTY,
     classify,
@@ -21,11 +30,13 @@ from ..evaluation.decode_and_score import (
     format_confusion,
 )
 from ..evaluation.visualize import plot_confusion_matrix
+from ..runtime.studio import DLStudio
 from ..training.kinds import ImageTrainer, LanguageModelTrainer, TranslationTrainer
 
 __all__ = ["trainer_settings", "translation_trainer", "image_trainer",
            "language_model_trainer", "train_translation", "train_images",
-           "train_language_model", "evaluate_container", "evaluate_images", "use_datasets"]
+           "train_language_model", "evaluate_container", "evaluate_images", "use_datasets",
+           "restored_translation"]
 
 
 def trainer_settings(container):
@@ -203,3 +214,30 @@ def evaluate_images(vit, print_fn=print, confusion_png=None, checkpoint=None):
         plot_confusion_matrix(matrix, vit.classes, confusion_png,
                               f"visTransformer: {accuracy:.1f}% on {test.name}")
     return {"accuracy": accuracy, "confusion": matrix}
+
+
+def restored_translation(cls, ours, path, dl_studio, corpus, model_class, archive, weights):
+    """TransformerBase.from_checkpoint (its docstring says what it does); ``ours``: the
+    translation containers by variant."""
+    payload = with_weights(load_checkpoint(path), weights, path)
+    if payload.get("variant") not in ours:
+        raise CheckpointError(f"{path} holds a {payload.get('variant')} model, not a "
+                              f"translation model ({' or '.join(ours)})")
+    cls = container_class(payload, path, cls, model_class, ours)
+    settings = cls.settings_class.from_record(payload["container_args"])
+    if archive is not None:     # a pairs file is curated again as it was recorded
+        corpus = load_corpus(archive, pairs_options=settings.get("pairs_options"))
+    if corpus is not None and not corpus_fits(payload, corpus):
+        raise CheckpointError(f"{path} was not trained on {corpus.name}: its vocabularies"
+                              " (or training split) differ; give the archive it was "
+                              "trained on")
+    split = cls.settings_class(**settings)
+    data = TranslationData(corpus, Vocabulary.from_payload(payload),
+                           reader=lambda: corpus_of(payload),
+                           held_out_fraction=split.held_out_fraction,
+                           split_seed=split.split_seed)
+    dls = dl_studio or DLStudio(seed=None)
+    xformer = cls(dl_studio=dls, data=data, **settings)
+    encoder = cls.MasterEncoder(dls, xformer, **payload["encoder_config"])
+    decoder = cls.MasterDecoderWithMasking(dls, xformer, **payload["decoder_config"])
+    return Restored(xformer, xformer.model_from(encoder, decoder, payload), payload)

@@ -55,13 +55,21 @@ from .batched_heads import BatchedHeads
 from .kv_cache import NO_CACHE, KeyValueCache, attached_to_decoder
 from .overrides import check_forwards, runs_base
 from .recorder import record_attention
-from .since_2017 import RMSNorm, RotaryEmbedding, SwiGLU, grouped_heads, repeat_kv, rotary_heads
+from .since_2017 import (
+    RMSNorm,
+    RotaryEmbedding,
+    SwiGLU,
+    grouped_heads,
+    repeat_kv,
+    rope_settings,
+    rotary_heads,
+)
 from .tokens import causal_mask, padding_mask
 
 __all__ = ["TransformerParts", "EncoderDecoderParts", "GPTParts", "scaled_dot_product",
            "residual", "FEED_FORWARDS", "POSITIONS"]
 
-FEED_FORWARDS = ("relu", "gelu", "swiglu")     # the feed_forward settings
+FEED_FORWARDS = ("relu", "gelu", "gelu_tanh", "swiglu")     # the feed_forward settings
 POSITIONS = ("sinusoidal", "learned", "rope")  # the positions settings
 
 
@@ -105,7 +113,10 @@ class TransformerParts:
         feed_forward_size (F; None: 2 M), norm_eps (LayerNorm's epsilon), scale_embeddings
         (False: word vectors not scaled by sqrt(M)); and today's (since_2017.py): norm
         ("layernorm" | "rmsnorm"), positions="rope", feed_forward="swiglu", kv_heads (G key/
-        value heads shared by groups of query heads; None: one per head).
+        value heads shared by groups of query heads; None: one per head); and what a real
+        model's folder sets (containers/hub.py): head_size (s_qkv of full-width heads when
+        not M / H), output_bias, rope_base, rope_scaling ({"rope_type": "llama3" | "linear",
+        ...}), gated_size (SwiGLU's hidden width; None: round(2 F / 3)).
     """
 
     norm_first = False    # where LayerNorm sits: see `residual`
@@ -114,7 +125,8 @@ class TransformerParts:
                  dropout=0.0, full_width_heads=False, learned_positions=False,
                  tie_embeddings=False, shared_vocab=False, feed_forward="relu",
                  feed_forward_size=None, norm_eps=1e-5, scale_embeddings=True,
-                 norm="layernorm", positions="sinusoidal", kv_heads=None):
+                 norm="layernorm", positions="sinusoidal", kv_heads=None, head_size=None,
+                 output_bias=True, rope_base=10000.0, rope_scaling=None, gated_size=None):
         if embedding_size % 2:
             raise ValueError(f"embedding_size must be even (sin/cos pairs), got {embedding_size}")
         self.embedding_size, self.max_seq_length = embedding_size, max_seq_length
@@ -141,8 +153,13 @@ class TransformerParts:
                 raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
         self.feed_forward, self.feed_forward_size = feed_forward, feed_forward_size
         self.norm_eps, self.scale_embeddings, self.norm = norm_eps, scale_embeddings, norm
+        if head_size is not None and not full_width_heads:
+            raise ValueError("head_size needs full_width_heads=True (a sliced head is M / H wide)")
+        self.head_size, self.output_bias, self.gated_size = head_size, output_bias, gated_size
+        self.rope_base, self.rope_scaling = rope_base, rope_scaling
 
-    ACTIVATIONS = {"relu": torch.relu, "gelu": F.gelu}     # of the feed-forward network
+    ACTIVATIONS = {"relu": torch.relu, "gelu": F.gelu,       # of the feed-forward network
+                   "gelu_tanh": lambda x: F.gelu(x, approximate="tanh")}   # GPT-2's gelu_new
     # today's (since_2017.py), switched on by a setting
     RMSNorm, SwiGLU, RotaryEmbedding = RMSNorm, SwiGLU, RotaryEmbedding
 
@@ -181,8 +198,10 @@ class TransformerParts:
             self.embedding = nn.Embedding(vocab_size, embedding_size)
             # std M^-0.5: after the sqrt(M) scaling, words are of the position code's size.
             nn.init.normal_(self.embedding.weight, std=embedding_size ** -0.5)
-            self.register_buffer("positional_encoding", self.sinusoids(
-                xformer.max_seq_length, embedding_size, self.positional_base), persistent=False)
+            used = getattr(xformer, "positions", "sinusoidal") == "sinusoidal"   # no 1 GB table
+            self.register_buffer("positional_encoding", self.sinusoids(          # for nothing
+                xformer.max_seq_length, embedding_size, self.positional_base) if used else None,
+                persistent=False)
             self.learned_positions = None     # or a trained vector per position (BERT, GPT)
             if xformer.learned_positions:
                 self.learned_positions = nn.Parameter(
@@ -272,14 +291,17 @@ class TransformerParts:
             if M % num_atten_heads:
                 raise ValueError(f"embedding_size {M} is not divisible by "
                                  f"num_atten_heads {num_atten_heads}")
-            self.num_atten_heads, self.qkv_size = num_atten_heads, M // num_atten_heads
             self.full_width = xformer.full_width_heads
+            self.num_atten_heads = num_atten_heads
+            self.qkv_size = (self.full_width and getattr(xformer, "head_size", None)
+                             or M // num_atten_heads)
             head_class = self.head_class(xformer)
             size = {"input_size": M} if self.full_width else {}   # DLStudio's heads take none
             self.heads = nn.ModuleList([
                 head_class(dls, xformer.max_seq_length, self.qkv_size, num_atten_heads, **size)
                 for _ in range(num_atten_heads)])
-            self.W_O = nn.Linear(M, M) if self.full_width else nn.Identity()
+            self.W_O = (nn.Linear(num_atten_heads * self.qkv_size, M) if self.full_width
+                        else nn.Identity())
             # today's switches (an xformer of before them, e.g. a namespace, has neither)
             self.group, G = 1, getattr(xformer, "kv_heads", None) or num_atten_heads
             if G != num_atten_heads and not self.full_width:
@@ -289,7 +311,7 @@ class TransformerParts:
                 self.group = grouped_heads(self.heads, G)
             self.rotary = None
             if getattr(xformer, "positions", None) == "rope" and not self.reads_memory:
-                self.rotary = xformer.RotaryEmbedding(self.qkv_size)
+                self.rotary = xformer.RotaryEmbedding(self.qkv_size, **rope_settings(xformer))
                 rotary_heads(self.heads, self.rotary)
             self.batched = self.can_batch(TransformerParts.AttentionHead)
             if not runs_base(self, TransformerParts.SelfAttention, "weighted"):
@@ -510,7 +532,8 @@ class EncoderDecoderParts(TransformerParts):
                 for _ in range(num_basic_decoders)])
             M = xformer.embedding_size
             self.final_norm = xformer.norm_layer(M) if xformer.norm_first else nn.Identity()
-            self.out = nn.Linear(M, xformer.num_tokens("es"))
+            self.out = nn.Linear(M, xformer.num_tokens("es"),
+                                 bias=getattr(xformer, "output_bias", True))
 
         def forward(self, x, memory, cross_mask=None, keep=None):
             # Decoding one word with a KeyValueCache: T = 1, and that word may see all.

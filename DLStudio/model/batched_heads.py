@@ -44,7 +44,7 @@ class BatchedHeads:
             out, weights = self.weighted(Q, K, V, mask)                # (B, H, T_q, s_qkv)
             if self.record_attention:
                 self.attention_weights = weights.detach()              # (B, H, T_q, T_k)
-        return out.transpose(1, 2).reshape(B, T_q, M)                  # (B, T_q, M)
+        return out.transpose(1, 2).reshape(B, T_q, -1)                 # (B, T_q, H s_qkv)
 
     reads_memory = False    # CrossAttention: keys and values from the encoder's output
 

@@ -15,6 +15,8 @@ Shapes: M embedding_size, F the ReLU block's hidden width (2 M, or feed_forward_
 H query heads, G key/value heads, s_qkv a head's width, T positions.
 """
 
+import math
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -22,7 +24,7 @@ import torch.nn.functional as F
 from .overrides import OverrideError
 
 __all__ = ["RMSNorm", "SwiGLU", "RotaryEmbedding", "grouped_heads", "repeat_kv",
-           "rotary_heads"]
+           "rotary_heads", "rope_settings", "ROPE_SCALINGS"]
 
 
 class RMSNorm(nn.Module):
@@ -61,7 +63,8 @@ class SwiGLU(nn.Module):
     def __init__(self, dls, xformer):
         super().__init__()
         M = xformer.embedding_size
-        hidden = round(2 * (xformer.feed_forward_size or 2 * M) / 3)
+        hidden = (getattr(xformer, "gated_size", None)          # a real model's own width
+                  or round(2 * (xformer.feed_forward_size or 2 * M) / 3))
         self.W1 = nn.Linear(M, hidden)
         self.V = nn.Linear(M, hidden)
         self.W2 = nn.Linear(hidden, M)
@@ -84,18 +87,21 @@ class RotaryEmbedding(nn.Module):
     positions to compare). Cross-attention is not turned either: a Spanish word's position
     and an English word's have no offset that means anything (the encoder's
     self-attention has put the English order into the memory already).
-    Args: size (d: a head's s_qkv, even), base. Shape: x (..., T, d), offset (the position
-        of x's first row: while decoding with a cache, the number of words before it)
-        -> (..., T, d)
+    Args: size (d: a head's s_qkv, even), base, scaling (a longer context than trained on:
+        None, or {"rope_type": "linear" | "llama3", "factor": ...}: `ROPE_SCALINGS`).
+    Shape: x (..., T, d), offset (the position of x's first row: while decoding with a
+        cache, the number of words before it) -> (..., T, d)
     """
 
-    def __init__(self, size, base=10000.0):
+    def __init__(self, size, base=10000.0, scaling=None):
         super().__init__()
         if size % 2:
             raise ValueError(f"rotary positions turn pairs of numbers: a head's width "
                              f"(s_qkv = M / H) must be even, got {size}")
         self.size, self.base = size, base
         theta = base ** (-torch.arange(0, size, 2, dtype=torch.float32) / size)  # (d/2,)
+        if scaling:
+            theta = ROPE_SCALINGS[scaling["rope_type"]](theta, scaling)
         self.register_buffer("theta", theta, persistent=False)
 
     def angles(self, T, offset, device):
@@ -109,6 +115,37 @@ class RotaryEmbedding(nn.Module):
         even, odd = x[..., 0::2], x[..., 1::2]                             # (..., T, d/2)
         turned = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)
         return turned.flatten(-2)                                          # (..., T, d)
+
+
+def _linear(theta, s):
+    """Position interpolation (Chen et al. 2023): position m is read as m / factor."""
+    return theta / s["factor"]
+
+
+def _llama3(theta, s):
+    """Llama 3.1's scaling: wavelengths longer than the old context / low_freq_factor are
+    slowed by ``factor``, those shorter than old / high_freq_factor kept, those between
+    blended linearly in old / wavelength."""
+    old, low, high = (s["original_max_position_embeddings"], s["low_freq_factor"],
+                      s["high_freq_factor"])
+    wavelength = 2 * math.pi / theta
+    slowed = torch.where(wavelength > old / low, theta / s["factor"], theta)
+    blend = (old / wavelength - low) / (high - low)
+    smoothed = (1 - blend) * slowed / s["factor"] + blend * slowed
+    between = (wavelength >= old / high) & (wavelength <= old / low)
+    return torch.where(between, smoothed, slowed)
+
+
+#: How each kind of rope_scaling changes theta_i (a kind not here is refused by name).
+ROPE_SCALINGS = {"linear": _linear, "llama3": _llama3}
+
+
+def rope_settings(xformer):
+    """The RotaryEmbedding's keywords other than the default (base 10000, no scaling) that
+    ``xformer`` sets, so that a student's RotaryEmbedding(size) still builds by default."""
+    found = {"base": getattr(xformer, "rope_base", 10000.0),
+             "scaling": getattr(xformer, "rope_scaling", None)}
+    return {k: v for k, v in found.items() if v not in (10000.0, None)}
 
 
 def names_in(code):
