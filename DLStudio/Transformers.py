@@ -35,6 +35,7 @@ from .checkpoints import (
     with_weights,
 )
 from .containers import bert as bert_wiring
+from .containers import hub
 from .containers.settings import BERTSettings, GPTSettings, TranslationSettings, VisionSettings
 from .containers.wiring import (
     check_patch_count,
@@ -44,6 +45,7 @@ from .containers.wiring import (
     image_trainer,
     language_model_trainer,
     load_dataset_of,
+    restored_translation,
     train_images,
     train_language_model,
     train_translation,
@@ -60,7 +62,7 @@ from .data.vocabulary import (
     tokenizer_from_state,
 )
 from .evaluation.decode_and_score import LENGTH_PENALTY, classify, translate_sentences
-from .evaluation.generation import generate_text, perplexity
+from .evaluation.generation import decode, encode, folder_defaults, generate_text, perplexity
 from .model.architecture import (
     EncoderDecoderParts,
     GPTParts,
@@ -347,29 +349,8 @@ class TransformerBase(Container, EncoderDecoderParts):
         only when its pairs are asked for (``held_out_corpus``, to score it); ``archive``
         (a path) or ``corpus``: score on that instead, if it is the one it was trained on;
         ``weights``: "raw" (as trained) or "average" (the moving average of ema=)."""
-        ours = {"FG": TransformerFG, "PreLN": TransformerPreLN}
-        payload = with_weights(load_checkpoint(path), weights, path)
-        if payload.get("variant") not in ours:
-            raise CheckpointError(f"{path} holds a {payload.get('variant')} model, not a "
-                                  f"translation model ({' or '.join(ours)})")
-        cls = container_class(payload, path, cls, model_class, ours)
-        settings = cls.settings_class.from_record(payload["container_args"])
-        if archive is not None:     # a pairs file is curated again as it was recorded
-            corpus = load_corpus(archive, pairs_options=settings.get("pairs_options"))
-        if corpus is not None and not corpus_fits(payload, corpus):
-            raise CheckpointError(f"{path} was not trained on {corpus.name}: its vocabularies"
-                                  " (or training split) differ; give the archive it was "
-                                  "trained on")
-        split = cls.settings_class(**settings)
-        data = TranslationData(corpus, Vocabulary.from_payload(payload),
-                               reader=lambda: corpus_of(payload),
-                               held_out_fraction=split.held_out_fraction,
-                               split_seed=split.split_seed)
-        dls = dl_studio or DLStudio(seed=None)
-        xformer = cls(dl_studio=dls, data=data, **settings)
-        encoder = cls.MasterEncoder(dls, xformer, **payload["encoder_config"])
-        decoder = cls.MasterDecoderWithMasking(dls, xformer, **payload["decoder_config"])
-        return Restored(xformer, xformer.model_from(encoder, decoder, payload), payload)
+        return restored_translation(cls, {"FG": TransformerFG, "PreLN": TransformerPreLN}, path,
+                                    dl_studio, corpus, model_class, archive, weights)
 
 
 class TransformerFG(TransformerBase):
@@ -447,7 +428,7 @@ class TransformerGPT(TextModel, GPTParts):
             embedding_size=self.embedding_size, dropout=self.dropout,
             full_width_heads=self.full_width_heads, positions=self.positions,
             tie_embeddings=self.tie_embeddings, norm=self.norm, feed_forward=self.feed_forward,
-            kv_heads=self.kv_heads)
+            kv_heads=self.kv_heads, **{k: getattr(self, k) for k in GPTSettings.FROM_FOLDERS})
 
     __init__.__signature__ = GPTSettings.signature(
         dl_studio=inspect.Parameter.empty, sentences=None, vocab=None)
@@ -466,8 +447,17 @@ class TransformerGPT(TextModel, GPTParts):
         return perplexity(self, self.held_out_sentences if sentences is None else sentences)
 
     def generate(self, prompt, **options):
-        """Continue ``prompt`` (a string); see generation.generate_text for the options."""
-        return generate_text(self, prompt, **options)
+        """Continue ``prompt`` (a string); see generation.generate_text for the options (a
+        real model's defaults: its folder's, generation.folder_defaults)."""
+        return generate_text(self, prompt, **{**folder_defaults(self), **options})
+
+    def encode(self, text):
+        """``text`` as a prompt's ids: SOS first (a folder's: as its tokenizer adds them)."""
+        return encode(self, text)
+
+    def decode(self, ids):
+        """The text of ``ids``, without start, end or other special tokens."""
+        return decode(self, ids)
 
     @classmethod
     def from_checkpoint(cls, path, dl_studio=None, model_class=None, weights="raw"):
@@ -476,6 +466,12 @@ class TransformerGPT(TextModel, GPTParts):
         return cls.rebuilt(path, dl_studio, model_class, TransformerGPT,
                            "a language model (TransformerGPT): train one with train_gpt.py",
                            weights)
+
+    @classmethod
+    def from_huggingface(cls, path, dl_studio=None, dtype=None):
+        """A Hugging Face GPT-2, Llama or Qwen2 folder as a TransformerGPT of this class's
+        nested classes, eval mode, fp32 (``dtype``: torch.bfloat16): containers.hub."""
+        return hub.read_folder(cls, path, dl_studio, dtype)
 
 
 class visTransformer(Container, VisionParts):

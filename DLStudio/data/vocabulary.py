@@ -166,6 +166,9 @@ def tokenizer_from_state(state):
     """The tokenizer a checkpoint keeps (``state()`` of either kind)."""
     if state["kind"] == "bpe":
         return BPETokenizer.from_state(state)
+    if state["kind"] == "hub":                # a real model's folder (data/hub_tokenizer.py)
+        from .hub_tokenizer import HubTokenizer
+        return HubTokenizer.from_state(state)
     return WordTokenizer(state["words"])
 
 

@@ -9,7 +9,11 @@ for a word-level model both are the same number.
 
 Generation feeds the model its own output, one token at a time, as translation does:
 greedy (temperature 0: the most likely token), or sampled from softmax(logits / T),
-optionally from the ``top_k`` most likely tokens only. Inside ``gpt.decoding()`` each layer
+optionally from the ``top_k`` most likely tokens only, or from the fewest whose
+probabilities add up to ``top_p`` (nucleus sampling, Holtzman et al. 2020); a
+``repetition_penalty`` > 1 makes tokens already in the text less likely (Keskar et al. 2019).
+A real model's folder (containers/hub.py) brings its own start and end tokens and its
+defaults (generation_config.json: `folder_defaults`). Inside ``gpt.decoding()`` each layer
 keeps the keys and values of the tokens already read (DLStudio.model.kv_cache): the prompt is
 read once, then each step computes one new position.
 """
@@ -25,7 +29,7 @@ from ..data.vocabulary import plain_words
 from ..model.tokens import EOS_INDEX, SOS_INDEX, padding_mask
 
 __all__ = ["encode_sentences", "perplexity", "next_token", "generate", "generate_text",
-           "prompt_ids"]
+           "prompt_ids", "encode", "decode", "folder_defaults", "penalised"]
 
 
 def encode_sentences(tokenizer, sentences, max_seq_length):
@@ -73,31 +77,49 @@ def perplexity(gpt, sentences, vocab=None, max_seq_length=None, batch_size=256):
             "pieces": pieces, "words": words}
 
 
-def next_token(logits, temperature=0.0, top_k=None, generator=None):
+def next_token(logits, temperature=0.0, top_k=None, generator=None, top_p=None):
     """Greedy (temperature 0) or sampled from softmax(logits / temperature), among the
-    ``top_k`` largest logits when given. Shape: logits (B, V) -> (B,)"""
+    ``top_k`` largest logits when given, then among the fewest likeliest tokens whose
+    probabilities add up to ``top_p`` (the first always kept). Shape: logits (B, V) -> (B,)"""
     if temperature <= 0:
         return logits.argmax(dim=-1)
     logits = logits.float() / temperature
     if top_k:
         kth = logits.topk(min(top_k, logits.size(-1)), dim=-1).values[:, -1:]   # (B, 1)
         logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p is not None and top_p < 1.0:
+        sorted_logits, order = logits.sort(dim=-1, descending=True)             # (B, V)
+        probs = sorted_logits.softmax(dim=-1)
+        dropped = probs.cumsum(dim=-1) - probs >= top_p       # the likelier ones reach top_p
+        dropped[:, 0] = False                                 # the likeliest always stays
+        logits = logits.masked_fill(torch.zeros_like(dropped).scatter(-1, order, dropped),
+                                    float("-inf"))
     probs = torch.softmax(logits, dim=-1)
     return torch.multinomial(probs.cpu(), 1, generator=generator).squeeze(1).to(logits.device)
 
 
+def penalised(logits, ys, penalty):
+    """Each token already in ys made less likely: its logit divided by ``penalty`` where
+    positive, multiplied where negative (CTRL, Keskar et al. 2019). Shape: (B, V), (B, t)"""
+    seen = logits.gather(1, ys)                                                # (B, t)
+    return logits.scatter(1, ys, torch.where(seen > 0, seen / penalty, seen * penalty))
+
+
 @torch.no_grad()
 def generate(gpt, prompt, max_new_tokens=None, temperature=0.0, top_k=None, generator=None,
-             use_cache=True):
-    """Continue each row of ``prompt`` until it emits EOS (or max_seq_length is reached).
+             use_cache=True, top_p=None, repetition_penalty=1.0, end_ids=(EOS_INDEX,),
+             on_token=None):
+    """Continue each row of ``prompt`` until it emits one of ``end_ids`` (or
+    max_seq_length is reached); ``on_token(ids)`` is called with each step's tokens (B,).
 
     ``use_cache=False`` re-reads the whole prefix at every step (what the cache saves; a
     test checks both give the same tokens).
 
     Shape: prompt (B, P) ids starting with SOS -> (B, <= max_seq_length) ids, the prompt
-        included, EOS after a row's end
+        included, end_ids[0] after a row's end
     """
     gpt.eval()
+    ends = torch.tensor(list(end_ids), device=prompt.device)
     ys, B = prompt, prompt.size(0)
     room = gpt.max_seq_length - ys.size(1)
     steps = room if max_new_tokens is None else min(room, max_new_tokens)
@@ -111,38 +133,89 @@ def generate(gpt, prompt, max_new_tokens=None, temperature=0.0, top_k=None, gene
                 keep = torch.zeros(ys.shape, dtype=torch.bool, device=ys.device)
                 keep[:, -1] = True                           # logits of the last position
                 logits = gpt(ys, keep)                                      # (B, V)
-            token = next_token(logits, temperature, top_k, generator)       # (B,)
-            token = token.masked_fill(done, EOS_INDEX)
+            if repetition_penalty != 1.0:
+                logits = penalised(logits, ys, repetition_penalty)
+            token = next_token(logits, temperature, top_k, generator, top_p)  # (B,)
+            token = token.masked_fill(done, end_ids[0])
             ys = torch.cat([ys, token[:, None]], dim=1)
-            done |= token == EOS_INDEX
+            if on_token is not None:
+                on_token(token)
+            done |= torch.isin(token, ends)
             if done.all():
                 break
     return ys
 
 
-def prompt_ids(gpt, prompt):
-    """A prompt's ids (1, P), SOS first; normalised like the archive's text when the GPT
-    was trained on an archive. Raises ValueError for unknown words or a prompt too long."""
-    text = normalize(prompt, expand=gpt.lang == "en") if gpt.archive_text else prompt
+def encode(gpt, text):
+    """``gpt.encode``: the ids of ``text`` as a prompt: SOS first, normalised like the
+    archive's text when the GPT was trained on an archive; a real model's: as its folder's
+    tokenizer gives them (transformers' ids). Raises ValueError for unknown words."""
+    if gpt.vocab.kind == "hub":
+        return gpt.vocab.encode(text)
+    text = normalize(text, expand=gpt.lang == "en") if gpt.archive_text else text
     words = plain_words(text)
     unknown = gpt.vocab.unknown(words)
     if unknown:
         raise ValueError(f"the prompt holds word(s) this word-level model never saw: "
                          f"{', '.join(map(repr, unknown))}")
-    ids = [SOS_INDEX, *gpt.vocab.ids([" ".join(words)])[0]] if words else [SOS_INDEX]
-    if len(ids) >= gpt.max_seq_length:
+    return [SOS_INDEX, *gpt.vocab.ids([" ".join(words)])[0]] if words else [SOS_INDEX]
+
+
+def prompt_ids(gpt, prompt):
+    """A prompt's ids (1, P) (`encode`; a real model's start token for an empty prompt).
+    Raises ValueError for unknown words or a prompt too long."""
+    ids = encode(gpt, prompt)
+    if gpt.vocab.kind == "hub":
+        ids = ids or [gpt.vocab.start_id or 0]
+        if len(ids) >= gpt.max_seq_length:
+            raise ValueError(f"the prompt is {len(ids)} tokens; this model reads at most "
+                             f"{gpt.max_seq_length}: give a shorter one")
+    elif len(ids) >= gpt.max_seq_length:
         raise ValueError(f"the prompt is {len(ids) - 1} tokens; this model reads sentences of "
                          f"at most {gpt.max_seq_length - 2}: give a shorter one")
     return torch.tensor([ids], device=next(gpt.parameters()).device)
 
 
+def decode(gpt, ids):
+    """``gpt.decode``: the text of ids, without start, end or other special tokens."""
+    ids = [int(i) for i in ids]
+    if gpt.vocab.kind == "hub":
+        return gpt.vocab.decode(ids)
+    ids = ids[1:] if ids[:1] == [SOS_INDEX] else ids
+    return gpt.vocab.text(ids[:ids.index(EOS_INDEX)] if EOS_INDEX in ids else ids)
+
+
+def folder_defaults(gpt):
+    """A real model's generation settings as its generation_config.json gives them
+    (transformers' defaults where it is silent: greedy unless do_sample, then top_k 50)."""
+    config = getattr(gpt, "generation_config", None) or {}
+    found = {"repetition_penalty": config.get("repetition_penalty", 1.0)}
+    if config.get("do_sample"):
+        found.update(temperature=config.get("temperature", 1.0), top_k=config.get("top_k", 50),
+                     top_p=config.get("top_p", 1.0))
+    if config.get("max_new_tokens"):
+        found["max_new_tokens"] = config["max_new_tokens"]
+    return found
+
+
 def generate_text(gpt, prompt, num_samples=1, max_new_tokens=None, temperature=0.0,
-                  top_k=None, seed=None, use_cache=True):
-    """Continue a prompt (a string, possibly empty): ``num_samples`` sentences (the prompt
-    included), as text."""
+                  top_k=None, seed=None, use_cache=True, top_p=None, repetition_penalty=1.0,
+                  on_token=None, ids=None):
+    """Continue a prompt (a string, possibly empty; or ``ids``, a list): ``num_samples``
+    sentences (the prompt included), as text; a real model's: the continuation only,
+    as its folder's tokenizer writes it."""
     generator = torch.Generator().manual_seed(seed) if seed is not None else None
-    ids = prompt_ids(gpt, prompt).repeat(num_samples, 1)
-    out = generate(gpt, ids, max_new_tokens, temperature, top_k, generator, use_cache)
+    hub = gpt.vocab.kind == "hub"
+    ids = (prompt_ids(gpt, prompt) if ids is None
+           else torch.tensor([ids], device=next(gpt.parameters()).device))
+    ids = ids.repeat(num_samples, 1)
+    ends = (gpt.vocab.end_ids or (EOS_INDEX,)) if hub else (EOS_INDEX,)
+    out = generate(gpt, ids, max_new_tokens, temperature, top_k, generator, use_cache,
+                   top_p, repetition_penalty, ends, on_token)
+    if hub:
+        rows = [row[ids.size(1):] for row in out.tolist()]
+        return [gpt.vocab.decode(row[:min([row.index(e) for e in ends if e in row],
+                                          default=len(row))]) for row in rows]
     texts = []
     for row in out.tolist():
         body = row[1:]

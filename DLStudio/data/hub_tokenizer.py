@@ -1,0 +1,174 @@
+"""The tokenizer of a real model's folder (GPT-2, SmolLM2, Llama 3, Qwen2: as the Hugging Face
+hub lays them out), read with the ``tokenizers`` library that our own BPE wraps, so that a
+folder's text gives the ids transformers' tokenizer gives, special tokens as it adds them.
+
+    tokenizer.json                   the whole pipeline (normaliser, pre-tokenizer, BPE,
+                                     post-processor, decoder), as the library writes it
+    vocab.json + merges.txt          GPT-2's older form: byte-level BPE, nothing added
+    tokenizer_config.json            the chat template (Jinja2) and the special tokens' names
+    generation_config.json           the end tokens (one id or a list)
+
+A chat template is rendered as transformers renders it (a sandboxed Jinja2 with
+``trim_blocks`` and ``lstrip_blocks``), then read without adding special tokens again.
+"""
+
+import hashlib
+import json
+import os
+import unicodedata
+
+__all__ = ["HubTokenizer", "FolderError", "read_json"]
+
+
+class FolderError(ValueError):
+    """A model folder that cannot be read as it is: the message names the file or setting."""
+
+
+def read_json(path, name, required=True):
+    """A folder's JSON file as a dict ({} when it is absent and not ``required``)."""
+    file = os.path.join(path, name)
+    if not os.path.isfile(file):
+        if required:
+            raise FolderError(f"{path} has no {name}: is it a model folder as the Hugging "
+                              "Face hub lays them out (docs/real_models.md)?")
+        return {}
+    if os.path.getsize(file) > 64 << 20:
+        raise FolderError(f"{file} is over 64 MB: no {name} is that large")
+    try:
+        with open(file, encoding="utf-8") as f:
+            return json.load(f)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise FolderError(f"{file} is not JSON ({e})") from None
+
+
+def _ids(value):
+    """A config's token id setting (None, an int or a list) as a tuple."""
+    return () if value is None else tuple(value) if isinstance(value, list) else (value,)
+
+
+def _token_text(token):
+    """A special token's text, written as a string or as {"content": ...}."""
+    return token.get("content") if isinstance(token, dict) else token
+
+
+class HubTokenizer:
+    """A folder's tokenizer, as our tokenizers are used (``ids``, ``text``, ``size``), plus
+    what a real model needs: ``encode`` (the ids transformers gives, its start token
+    included), ``decode`` (special tokens left out), ``start_id`` (a start token for an empty
+    prompt), ``end_ids`` (where generation stops), ``chat`` (the chat template).
+
+    Args: hf (a ``tokenizers.Tokenizer``), size (the model's vocabulary: its embedding rows,
+        which may be more than the tokenizer's pieces), start_id, end_ids, chat_template,
+        special (the special tokens' names the template reads: bos_token, eos_token).
+    """
+
+    kind = "hub"
+
+    def __init__(self, hf, size=None, start_id=None, end_ids=(), chat_template=None,
+                 special=None):
+        self.hf = hf
+        self.size = max(size or 0, hf.get_vocab_size(with_added_tokens=True))
+        self.start_id, self.end_ids = start_id, tuple(end_ids)
+        self.chat_template, self.special = chat_template, dict(special or {})
+        self.fingerprint = hashlib.sha256(hf.to_str().encode()).hexdigest()[:16]
+
+    @classmethod
+    def from_folder(cls, path, config=None):
+        """The tokenizer of a model folder (``config``: its config.json, already read)."""
+        from tokenizers import Tokenizer
+        config = config if config is not None else read_json(path, "config.json")
+        file = os.path.join(path, "tokenizer.json")
+        if os.path.isfile(file):
+            hf = Tokenizer.from_file(file)
+        elif all(os.path.isfile(os.path.join(path, n)) for n in ("vocab.json", "merges.txt")):
+            hf = cls._byte_level(path)
+        else:
+            raise FolderError(f"{path} has no tokenizer: neither tokenizer.json nor GPT-2's "
+                              "vocab.json and merges.txt")
+        settings = read_json(path, "tokenizer_config.json", required=False)
+        generation = read_json(path, "generation_config.json", required=False)
+        ends = _ids(generation.get("eos_token_id", config.get("eos_token_id")))
+        start = generation.get("bos_token_id", config.get("bos_token_id"))
+        template = settings.get("chat_template")
+        chat_file = os.path.join(path, "chat_template.jinja")
+        if template is None and os.path.isfile(chat_file):       # transformers 5 writes it
+            with open(chat_file, encoding="utf-8") as f:
+                template = f.read()
+        special = {name: _token_text(settings.get(name)) for name in ("bos_token", "eos_token")
+                   if settings.get(name) is not None}
+        return cls(hf, config.get("vocab_size"), start, ends, template, special)
+
+    @staticmethod
+    def _byte_level(path):
+        """GPT-2's tokenizer from vocab.json and merges.txt: byte-level BPE, no prefix space,
+        nothing added around a text; its added tokens (<|endoftext|>) are special."""
+        from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
+        hf = Tokenizer(models.BPE.from_file(os.path.join(path, "vocab.json"),
+                                            os.path.join(path, "merges.txt")))
+        hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        hf.decoder = decoders.ByteLevel()
+        hf.post_processor = processors.ByteLevel(trim_offsets=False)
+        settings = read_json(path, "tokenizer_config.json", required=False)
+        names = {_token_text(settings.get(n)) for n in ("bos_token", "eos_token", "unk_token")}
+        names |= {_token_text(t) for t in settings.get("added_tokens_decoder", {}).values()}
+        known = [n for n in names if n and hf.token_to_id(n) is not None]
+        hf.add_special_tokens([AddedToken(n, special=True) for n in sorted(known)])
+        return hf
+
+    # As our tokenizers are used (generation.py, the explorer) ---------------------------
+    def unknown(self, words):
+        return []                  # any text is bytes
+
+    def ids(self, texts):
+        """Each text's pieces, nothing added around them."""
+        return [e.ids for e in self.hf.encode_batch(list(texts), add_special_tokens=False)]
+
+    def encode(self, text):
+        """The ids transformers' tokenizer gives ``text``, special tokens as it adds them."""
+        return self.hf.encode(text).ids
+
+    def decode(self, ids):
+        """The text of ``ids``, special tokens left out."""
+        return self.hf.decode(list(map(int, ids)), skip_special_tokens=True)
+
+    def text(self, ids):
+        """As `decode`, each control character but newline and tab shown as U+FFFD."""
+        return "".join("\ufffd" if unicodedata.category(c) == "Cc" and c not in "\n\t" else c
+                       for c in self.decode(ids))
+
+    def readable(self, ids):
+        """Each id as a reader sees it: its own text, a special token by name."""
+        return [self.hf.id_to_token(int(i)) if self.hf.decode([int(i)]) == ""
+                else self.hf.decode([int(i)]) for i in ids]
+
+    def chat(self, messages, add_generation_prompt=True):
+        """The conversation ``messages`` ([{"role": ..., "content": ...}, ...]) as the
+        folder's chat template writes it, and its ids (no special token added again)."""
+        if not self.chat_template:
+            raise FolderError("this folder has no chat template (tokenizer_config.json's "
+                              "chat_template): --chat is for instruct models; prompt it "
+                              "without --chat")
+        from jinja2.ext import loopcontrols
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+        def raise_exception(message):
+            raise FolderError(f"the chat template refused the conversation: {message}")
+
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                            extensions=[loopcontrols])
+        env.globals["raise_exception"] = raise_exception
+        text = env.from_string(self.chat_template).render(
+            messages=messages, add_generation_prompt=add_generation_prompt, **self.special)
+        return text, self.ids([text])[0]
+
+    def state(self):
+        """What a checkpoint keeps, so that the file alone rebuilds it (`from_state`)."""
+        return {"kind": self.kind, "json": self.hf.to_str(), "size": self.size,
+                "start_id": self.start_id, "end_ids": list(self.end_ids),
+                "chat_template": self.chat_template, "special": self.special}
+
+    @classmethod
+    def from_state(cls, state):
+        from tokenizers import Tokenizer
+        return cls(Tokenizer.from_str(state["json"]), state["size"], state["start_id"],
+                   state["end_ids"], state["chat_template"], state["special"])
