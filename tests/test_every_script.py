@@ -15,6 +15,7 @@ import subprocess
 import sys
 
 import pytest
+
 import torch
 
 from DLStudio import (
@@ -26,6 +27,7 @@ from DLStudio import (
     visTransformer,
 )
 from DLStudio.checkpoints import checkpoint_path, load_checkpoint, save_checkpoint
+from DLStudio.containers.hub import write_folder
 from DLStudio.cli.gpt import archive_side
 from DLStudio.data import SHAPE_CLASSES, generate_corpus, load_archive, save_archive
 from DLStudio.data.bert_text import read_labelled_rows
@@ -98,6 +100,11 @@ def work(tmp_path_factory):
                    vocab_size=300, embedding_size=16, num_basic_decoders=1, num_atten_heads=2,
                    archive_text=True, save_checkpoints=True, **today
                    ).run_code_for_training(str(folder / "modern_gpt"))
+    llama = TransformerGPT(dl_studio=dls, sentences=archive_side(str(archive), "es")[1],
+                           vocab_size=300, embedding_size=16, num_basic_decoders=1,
+                           num_atten_heads=2, archive_text=True, output_bias=False, **today)
+    llama.run_code_for_training(str(folder / "llama_gpt"))      # Llama-shaped: exportable
+    write_folder(llama, str(folder / "llama_folder"))             # a real model's folder
     TransformerBERT(dl_studio=dls, sentences=archive_side(str(archive), "en")[1],
                     vocab_size=300, embedding_size=16, num_basic_encoders=1, num_atten_heads=2,
                     archive_text=True, lang="en", **today
@@ -192,7 +199,11 @@ def runs(w):
             ([bert_ft, 0, "do you read"], "\tdo you read\n")],
         "ExamplesTransformers/interact_with_prompts.py": [
             ([gpt, 0, "ellos"], "'ellos' ->"), ([long_gpt, "ellos", "--temperature", 0], "->"),
-            ([str(w / "modern_gpt"), 0, "ellos"], "'ellos' ->")],
+            ([str(w / "modern_gpt"), 0, "ellos"], "'ellos' ->"),
+            ([str(w / "llama_folder"), "ellos", "--temperature", 0, "--max-new-tokens", 5],
+             "ellos")],
+        "ExamplesTransformers/save_to_huggingface.py": [
+            ([str(w / "llama_gpt"), 0, "exported"], "LlamaForCausalLM")],
         "ExamplesTransformers/pretraining_experiment.py": [
             (["--archive", a, "--pairs", 100, "--steps", 6, "--pretrain-steps", 2, *TINY,
               "--num-atten-heads", 2, "--batch-size", 16, "--runs", "a,b,c",

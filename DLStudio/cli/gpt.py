@@ -29,6 +29,7 @@ from .common import (
     since_2017,
     take_best_use,
 )
+from .real_models import folder_prompts, is_model_folder
 
 __all__ = ["gpt_train_main", "prompts_main", "pretraining_main", "read_sentences", "GPT"]
 
@@ -81,6 +82,9 @@ def gpt_parser():
     p.add_argument("--batch-size", type=positive_int, default=d["batch_size"])
     p.add_argument("--epochs", type=positive_int, default=d["epochs"])
     p.add_argument("--dropout", type=nonnegative_float, default=0.0)
+    p.add_argument("--no-output-bias", dest="output_bias", action="store_false",
+                   help="no bias on the output layer (Llama's and GPT-2's: "
+                        "save_to_huggingface.py needs it)")
     add_run_arguments(p, "checkpoints_GPT", "perplexity", "held-out perplexity")
     return p
 
@@ -115,7 +119,8 @@ def gpt_train_main(argv=None):
                              full_width_heads=args.full_width_heads, **since_2017(args),
                              num_warmup_steps=args.num_warmup_steps,
                              schedule=args.schedule, dropout=args.dropout,
-                             checkpoint_freq=args.checkpoint_freq, archive_text=archive_text)
+                             checkpoint_freq=args.checkpoint_freq, archive_text=archive_text,
+                             output_bias=args.output_bias)
         n_params = sum(p.numel() for p in gpt.parameters())
         print(f"TransformerGPT ({args.layout}) on {label}: {len(gpt.training_sentences)} "
               f"training and {len(gpt.held_out_sentences)} held-out sentences; "
@@ -175,28 +180,45 @@ def prompts_main(argv=None):
     def run(argv):
         p = Parser(description="Continue prompts with a TransformerGPT "
                                                 "checkpoint (babyGPT's name for the job).")
-        p.add_argument("checkpoint", metavar="DIR|FILE")
+        p.add_argument("checkpoint", metavar="DIR|FILE|FOLDER",
+                       help="a checkpoint, or a Hugging Face model folder (config.json: GPT-2, "
+                            "Llama, Qwen2; docs/real_models.md)")
         p.add_argument("more", nargs="*", metavar="[N] [PROMPT]",
                        help="N: an epoch or 'last' (the default); PROMPT: the start of a "
                             "sentence (none: read prompts line by line until end of input)")
-        p.add_argument("--temperature", type=nonnegative_float, default=0.8,
-                       help="0: always the most likely token (greedy)")
-        p.add_argument("--top-k", type=nonnegative_int, default=40,
-                       help="sample among the k most likely tokens (0: all)")
-        p.add_argument("--samples", type=positive_int, default=3)
+        p.add_argument("--temperature", type=nonnegative_float, default=None,
+                       help="0: always the most likely token (greedy); default 0.8 (a "
+                            "folder: its generation_config.json's)")
+        p.add_argument("--top-k", type=nonnegative_int, default=None,
+                       help="sample among the k most likely tokens (0: all; default 40)")
+        p.add_argument("--top-p", type=positive_float, default=None,
+                       help="sample among the fewest likeliest tokens whose probabilities "
+                            "add up to p (nucleus sampling)")
+        p.add_argument("--samples", type=positive_int, default=None,
+                       help="continuations per prompt (3; a folder: 1, printed as they come)")
+        p.add_argument("--chat", action="store_true",
+                       help="a folder of an instruct model: apply its chat template and keep "
+                            "the conversation, one line of yours at a time")
+        p.add_argument("--bf16", action="store_true", help="a folder: its weights in bf16")
         add_weights_argument(p)
         p.add_argument("--max-new-tokens", type=positive_int, default=None)
         p.add_argument("--seed", type=int, default=None)
         p.add_argument("--model-class", metavar="MODULE:CLASS",
                        help="the TransformerGPT subclass the checkpoint was trained with")
         args = p.parse_args(argv)
+        if is_model_folder(args.checkpoint):
+            return folder_prompts(p, args)
+        if args.chat or args.bf16:
+            p.error("--chat and --bf16 are for a Hugging Face folder, not a checkpoint")
         path, prompt = _prompt_arguments(p, args)
         gpt, _, payload = TransformerGPT.from_checkpoint(path, model_class=args.model_class,
                                                          weights=args.weights)
         take_best_use(args, payload, path)
-        options = {"num_samples": args.samples, "temperature": args.temperature,
-                   "top_k": args.top_k or None, "max_new_tokens": args.max_new_tokens,
-                   "seed": args.seed}
+        options = {"num_samples": args.samples or 3,
+                   "temperature": 0.8 if args.temperature is None else args.temperature,
+                   "top_k": 40 if args.top_k is None else args.top_k or None,
+                   "max_new_tokens": args.max_new_tokens, "seed": args.seed,
+                   "top_p": args.top_p}
         prompts = [prompt] if prompt is not None else (line.rstrip("\n") for line in sys.stdin)
         status = 0
         for text in prompts:

@@ -1,0 +1,109 @@
+"""What the scripts do with a real model's folder (containers/hub.py): continue prompts and
+chat (``interact_with_prompts.py FOLDER``), and write a trained GPT as a folder
+(``save_to_huggingface.py``)."""
+
+import os
+import sys
+
+import torch
+
+from ..containers import hub
+from ..evaluation.generation import folder_defaults
+from ..Transformers import TransformerGPT
+from .common import (
+    Parser,
+    UserError,
+    add_weights_argument,
+    checkpoint_and_rest,
+    run_job,
+)
+
+__all__ = ["is_model_folder", "folder_prompts", "save_main"]
+
+
+def is_model_folder(path):
+    """Whether ``path`` is a Hugging Face model folder (its config.json), not a checkpoint."""
+    return os.path.isfile(os.path.join(path, "config.json"))
+
+
+class Printer:
+    """Prints a continuation as its tokens come: the text of all of them so far, less what
+    is already printed (a character of several tokens waits for its last one)."""
+
+    def __init__(self, gpt):
+        self.gpt, self.ids, self.shown = gpt, [], ""
+
+    def __call__(self, token):
+        token = int(token[0])
+        if token in self.gpt.vocab.end_ids:
+            return
+        self.ids.append(token)
+        text = self.gpt.vocab.decode(self.ids)
+        if not text.endswith("\ufffd"):
+            print(text[len(self.shown):], end="", flush=True)
+            self.shown = text
+
+
+def folder_prompts(p, args):
+    """``interact_with_prompts.py FOLDER ["prompt"]``: its generation_config.json's defaults,
+    which the flags override; one continuation printed as it comes; ``--chat``: a
+    conversation in the folder's chat template, a line of standard input per turn."""
+    if len(args.more) > 1:
+        p.error(f"a folder takes one prompt (in quotes), not {len(args.more)} words")
+    gpt = TransformerGPT.from_huggingface(args.checkpoint,
+                                          dtype=torch.bfloat16 if args.bf16 else None)
+    options = folder_defaults(gpt)
+    options.setdefault("max_new_tokens", 200)
+    for name in ("temperature", "top_k", "top_p", "max_new_tokens", "seed"):
+        if getattr(args, name) is not None:
+            options[name] = getattr(args, name)
+    if args.temperature == 0:
+        options.update(top_k=None, top_p=None)
+    samples = args.samples or 1
+    if args.chat:
+        return _chat(gpt, options)
+    prompts = ([args.more[0]] if args.more else (line.rstrip("\n") for line in sys.stdin))
+    for prompt in prompts:
+        for _ in range(samples):
+            print(prompt, end="", flush=True)
+            gpt.generate(prompt, on_token=Printer(gpt), **options)
+            print()
+    return 0
+
+
+def _chat(gpt, options):
+    messages = []
+    for line in sys.stdin:
+        messages.append({"role": "user", "content": line.rstrip("\n")})
+        _, ids = gpt.vocab.chat(messages)
+        print("assistant> ", end="", flush=True)
+        reply = gpt.generate(None, ids=ids, on_token=Printer(gpt), **options)[0]
+        print()
+        messages.append({"role": "assistant", "content": reply})
+    return 0
+
+
+def save_main(argv=None):
+    """``save_to_huggingface.py DIR [N] OUT``: a GPT checkpoint as a LlamaForCausalLM folder
+    that transformers' AutoModelForCausalLM and AutoTokenizer read."""
+    def run(argv):
+        p = Parser(description="Write a TransformerGPT trained with the Llama switches (--norm "
+                               "rmsnorm --positions rope --feed-forward swiglu "
+                               "--full-width-heads --no-output-bias) as a Hugging Face "
+                               "LlamaForCausalLM folder.")
+        p.add_argument("checkpoint", metavar="DIR|FILE")
+        p.add_argument("more", nargs="+", metavar="[N] OUT",
+                       help="N: an epoch or 'last' (the default); OUT: a new folder")
+        add_weights_argument(p)
+        args = p.parse_args(argv)
+        *rest, out = args.more
+        args.more = rest
+        path, rest = checkpoint_and_rest(args, "train_gpt")
+        if rest:
+            raise UserError(f"unexpected {' '.join(rest)!r}: give DIR [N] OUT")
+        gpt = TransformerGPT.from_checkpoint(path, weights=args.weights)[0]
+        hub.write_folder(gpt, out)
+        print(f"wrote {out} (LlamaForCausalLM): AutoModelForCausalLM.from_pretrained("
+              f"{out!r}) and AutoTokenizer.from_pretrained({out!r}) read it")
+        return 0
+    return run_job(run, argv)
