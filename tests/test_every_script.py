@@ -15,7 +15,6 @@ import subprocess
 import sys
 
 import pytest
-
 import torch
 
 from DLStudio import (
@@ -27,8 +26,8 @@ from DLStudio import (
     visTransformer,
 )
 from DLStudio.checkpoints import checkpoint_path, load_checkpoint, save_checkpoint
-from DLStudio.containers.hub import write_folder
 from DLStudio.cli.gpt import archive_side
+from DLStudio.containers.hub import write_folder
 from DLStudio.data import SHAPE_CLASSES, generate_corpus, load_archive, save_archive
 from DLStudio.data.bert_text import read_labelled_rows
 from DLStudio.data.tasks import write_task
@@ -238,6 +237,10 @@ def runs(w):
         "benchmarks/bench_attention.py": [
             (["--batch-size", 2, "--lengths", "3,5", "--repeats", 2, "--warmup", 1],
              "bf16     5  forward+backward")],
+        "benchmarks/bench_generate.py": [
+            (["--layers", 1, "--width", 32, "--heads", 4, "--kv-heads", 2, "--ffn", 48,
+              "--vocab", 300, "--prompt", 4, "--new", 3, "--repeats", 1, "--dtypes", "fp32"],
+             "| ours | fp32 |")],
         "benchmarks/bench_decode.py": [
             (["--archive", a, *TINY, "--num-atten-heads", 2, "--batch-size", 8, "--batches", 1,
               "--repeats", 1], "sentences/s"),

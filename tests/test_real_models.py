@@ -387,3 +387,15 @@ def test_save_to_huggingface_writes_a_folder(tmp_path):
     r = run_script("save_to_huggingface.py", str(tmp_path / "ck"), str(tmp_path / "out"))
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "out" / "model.safetensors").exists()
+
+
+def test_the_explorer_reads_a_folder(tmp_path, capsys):
+    from DLStudio.cli.explore import explore_main
+    gpt = llama_shaped_gpt(tmp_path, steps=1)
+    folder = hub.write_folder(gpt, str(tmp_path / "folder"))
+    page = tmp_path / "page.html"
+    assert explore_main([folder, "la casa", "el perro", "--out", str(page),
+                         "--new-tokens", "4"]) == 0
+    text = page.read_text(encoding="utf-8")
+    assert "a real model" in text and '"kind": "gpt"' in text.replace('":"', '": "')
+    assert page.stat().st_size < 2_000_000

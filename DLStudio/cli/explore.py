@@ -41,8 +41,9 @@ from .common import (
     run_job,
     take_best_use,
 )
+from .real_models import is_model_folder
 
-__all__ = ["explore_main", "explorer", "ExplorerServer", "BODY_LIMIT"]
+__all__ = ["explore_main", "explorer", "folder_explorer", "ExplorerServer", "BODY_LIMIT"]
 
 #: The largest request body the live page's server reads (a sentence is far smaller).
 BODY_LIMIT = 4096
@@ -141,6 +142,27 @@ def explorer(path, args):
                 [str(i) for i in range(min(args.images, len(test)))])
     raise UserError(f"{path} holds a {variant} model: the explorer reads translation (FG, "
                     "PreLN), TransformerGPT, TransformerBERT and visTransformer checkpoints")
+
+
+def folder_explorer(path, args):
+    """`explorer` for a Hugging Face model folder: a real model in our classes (its greedy
+    continuation of each prompt, every layer's and head's attention)."""
+    from ..evaluation.generation import prompt_ids
+    from ..Transformers import TransformerGPT
+    gpt = TransformerGPT.from_huggingface(path)
+    heads = gpt.master_decoder.basic_decoder_arr[0].self_attention
+    facts = {"folder": path,
+             "model": f"TransformerGPT read from a Hugging Face folder: embedding "
+                      f"{gpt.embedding_size}, {gpt.num_basic_decoders} layers, "
+                      f"{gpt.num_atten_heads} heads ({gpt.num_atten_heads // heads.group} "
+                      f"key/value), {gpt.norm}, {gpt.positions} positions, "
+                      f"{gpt.feed_forward}, {gpt.vocab.size} tokens",
+             "decoding": f"greedy, {args.new_tokens} new tokens at most"}
+
+    def make_view(text):
+        return gpt_view(gpt, text, prompt_ids(gpt, text), args.new_tokens)
+    return {"title": "Attention explorer: a real model", "facts": facts,
+            "ask": "a prompt"}, make_view, []
 
 
 def _bert_explorer(path, payload, args):
@@ -264,8 +286,9 @@ def explore_main(argv=None):
                         "attention for your sentences (a GPT: prompts; a visTransformer: test "
                         "images), which works from disk, or live with --serve.",
             formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-        p.add_argument("checkpoint", metavar="DIR|FILE",
-                       help="a checkpoints directory, or one checkpoint file (.pt)")
+        p.add_argument("checkpoint", metavar="DIR|FILE|FOLDER",
+                       help="a checkpoints directory, one checkpoint file (.pt), or a Hugging "
+                            "Face model folder (GPT-2, Llama, Qwen2)")
         p.add_argument("more", nargs="*", metavar="[N] [INPUT ...]",
                        help="N: an epoch index or 'last' (the default); INPUT: English "
                             "sentences (a GPT: prompts; a visTransformer: test image indices, "
@@ -285,9 +308,15 @@ def explore_main(argv=None):
         p.add_argument("--dataroot", help="a visTransformer's images, if they have moved")
         model_class_flag(p, "the container class the checkpoint was trained with, when it is "
                             "a subclass of your own")
+        p.add_argument("--new-tokens", type=positive_int, default=12,
+                       help="a Hugging Face folder: the tokens it adds to each prompt")
         args = p.parse_args(argv)
-        path, inputs = checkpoint_and_rest(args, "seq2seq_with_transformerFG")
-        header, make_view, defaults = explorer(path, args)
+        if is_model_folder(args.checkpoint):       # a real model's (docs/real_models.md)
+            path, inputs = args.checkpoint, args.more
+            header, make_view, defaults = folder_explorer(path, args)
+        else:
+            path, inputs = checkpoint_and_rest(args, "seq2seq_with_transformerFG")
+            header, make_view, defaults = explorer(path, args)
         inputs = inputs or defaults
         if not inputs and not args.serve:
             p.error("give at least one input (an English sentence, in quotes), or --serve to "

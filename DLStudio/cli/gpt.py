@@ -187,15 +187,16 @@ def prompts_main(argv=None):
                        help="N: an epoch or 'last' (the default); PROMPT: the start of a "
                             "sentence (none: read prompts line by line until end of input)")
         p.add_argument("--temperature", type=nonnegative_float, default=None,
-                       help="0: always the most likely token (greedy); default 0.8 (a "
+                       help="0: always the most likely token (greedy) (default: 0.8; a "
                             "folder: its generation_config.json's)")
         p.add_argument("--top-k", type=nonnegative_int, default=None,
-                       help="sample among the k most likely tokens (0: all; default 40)")
+                       help="sample among the k most likely tokens, 0: all (default: 40)")
         p.add_argument("--top-p", type=positive_float, default=None,
                        help="sample among the fewest likeliest tokens whose probabilities "
                             "add up to p (nucleus sampling)")
         p.add_argument("--samples", type=positive_int, default=None,
-                       help="continuations per prompt (3; a folder: 1, printed as they come)")
+                       help="continuations per prompt (default: 3; a folder: 1, printed as "
+                            "they come)")
         p.add_argument("--chat", action="store_true",
                        help="a folder of an instruct model: apply its chat template and keep "
                             "the conversation, one line of yours at a time")

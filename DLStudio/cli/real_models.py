@@ -93,7 +93,7 @@ def save_main(argv=None):
                                "LlamaForCausalLM folder.")
         p.add_argument("checkpoint", metavar="DIR|FILE")
         p.add_argument("more", nargs="+", metavar="[N] OUT",
-                       help="N: an epoch or 'last' (the default); OUT: a new folder")
+                       help="N: an epoch or 'last' (default: last); OUT: a new folder")
         add_weights_argument(p)
         args = p.parse_args(argv)
         *rest, out = args.more

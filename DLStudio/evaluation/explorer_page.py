@@ -136,15 +136,22 @@ def gpt_view(gpt, prompt, prompt_ids, max_new_tokens=None):
     text."""
     from .generation import generate
     gpt.eval()
-    ids = generate(gpt, prompt_ids, max_new_tokens)[0].tolist()
-    body, ended = _until_eos(ids[1:])
-    text = torch.tensor([[SOS_INDEX] + body], device=prompt_ids.device)
+    ends = gpt.vocab.end_ids if gpt.vocab.kind == "hub" else (EOS_INDEX,)   # a real model's
+    P = prompt_ids.size(1)
+    ids = generate(gpt, prompt_ids, max_new_tokens, end_ids=ends)[0].tolist()
+    body, end = ids[P:], None
+    for i, token in enumerate(body):
+        if token in ends:
+            body, end = body[:i], token
+            break
+    text = torch.tensor([ids[:P] + body], device=prompt_ids.device)
     maps, logits = _recorded(
         {"self": [d.self_attention for d in gpt.master_decoder.basic_decoder_arr]},
         lambda: gpt(text))
-    start = prompt_ids.size(1) - 1                 # the first position that predicts a new one
-    new = body[start:] + ([EOS_INDEX] if ended else [])
-    return {"kind": "gpt", "input": prompt, "output": gpt.vocab.text(body),
+    start = P - 1                                  # the first position that predicts a new one
+    new = body + ([end] if end is not None else [])
+    shown = text[0].tolist() if gpt.vocab.kind == "hub" else text[0, 1:].tolist()
+    return {"kind": "gpt", "input": prompt, "output": gpt.vocab.text(shown),
             "decoding": "greedy", "prompt_tokens": prompt_ids.size(1),
             "tokens": {"text": gpt.vocab.readable(text[0].tolist())},
             "axes": {"self": ["text", "text"]},

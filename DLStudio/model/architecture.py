@@ -51,19 +51,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from . import since_2017
 from .batched_heads import BatchedHeads
 from .kv_cache import NO_CACHE, KeyValueCache, attached_to_decoder
 from .overrides import check_forwards, runs_base
 from .recorder import record_attention
-from .since_2017 import (
-    RMSNorm,
-    RotaryEmbedding,
-    SwiGLU,
-    grouped_heads,
-    repeat_kv,
-    rope_settings,
-    rotary_heads,
-)
+from .since_2017 import RMSNorm, RotaryEmbedding, SwiGLU, grouped_heads, repeat_kv, rotary_heads
 from .tokens import causal_mask, padding_mask
 
 __all__ = ["TransformerParts", "EncoderDecoderParts", "GPTParts", "scaled_dot_product",
@@ -311,7 +304,8 @@ class TransformerParts:
                 self.group = grouped_heads(self.heads, G)
             self.rotary = None
             if getattr(xformer, "positions", None) == "rope" and not self.reads_memory:
-                self.rotary = xformer.RotaryEmbedding(self.qkv_size, **rope_settings(xformer))
+                self.rotary = xformer.RotaryEmbedding(self.qkv_size,
+                                                      **since_2017.rope_settings(xformer))
                 rotary_heads(self.heads, self.rotary)
             self.batched = self.can_batch(TransformerParts.AttentionHead)
             if not runs_base(self, TransformerParts.SelfAttention, "weighted"):

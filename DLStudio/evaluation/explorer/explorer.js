@@ -6,6 +6,7 @@
 (function () {
   const DATA = JSON.parse(document.getElementById("explorer-data").textContent);
   const SCALE = DATA.scale;
+  const GRID_LIMIT = 64;        // more maps than this: one layer's row at a time
   const TITLES = {
     encoder: "encoder self-attention (English to English)",
     decoder_self: "decoder self-attention, masked (Spanish to the Spanish before it)",
@@ -124,8 +125,15 @@
     const heads = map.layers[0].length;
     const table = el("table", {}, el("tr", {}, el("th"),
       ...Array.from({ length: heads }, (_, h) => el("th", {}, `head ${h + 1}`))));
-    map.layers.forEach((layer, l) => table.append(el("tr", {}, el("th", {}, `layer ${l + 1}`),
-      ...layer.map((_, h) => el("td", {}, thumb(v, state.kind, l, h))))));
+    // A real model (30 layers of 9 heads): the chosen layer's row only, picked above.
+    const big = map.layers.length * heads > GRID_LIMIT;
+    map.layers.forEach((layer, l) => {
+      if (big && l !== state.layer) return;
+      table.append(el("tr", {}, el("th", {}, `layer ${l + 1}`),
+        ...layer.map((_, h) => el("td", {}, thumb(v, state.kind, l, h)))));
+    });
+    if (big) box.append(el("p", { id: "one-layer" }, `${map.layers.length} layers of ${heads} `
+      + "heads: the layer chosen above is shown; choose another to see its heads"));
     box.append(table);
     markChosen();
   }
@@ -271,10 +279,12 @@
     drawLarge(v);
   }
   function choose(layer, head) {
+    const redraw = layer !== state.layer;
     state.layer = layer;
     state.head = head;
     $("layer").value = layer;
     $("head").value = head;
+    if (redraw) drawGrid(DATA.views[state.view]);
     markChosen();
     drawLarge(DATA.views[state.view]);
   }
