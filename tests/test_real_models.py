@@ -399,3 +399,15 @@ def test_the_explorer_reads_a_folder(tmp_path, capsys):
     text = page.read_text(encoding="utf-8")
     assert "a real model" in text and '"kind": "gpt"' in text.replace('":"', '": "')
     assert page.stat().st_size < 2_000_000
+
+
+def test_check_inside_runs_a_students_part_in_a_real_model(tmp_path, capsys):
+    from DLStudio.cli.exercises import check_main
+    folder = hub.write_folder(llama_shaped_gpt(tmp_path, steps=1), str(tmp_path / "folder"))
+    solutions = os.path.join(ROOT, "tests", "exercise_solutions")
+    assert check_main(["rope", os.path.join(solutions, "rope.py"), "--inside", folder]) == 0
+    out = capsys.readouterr().out
+    assert "inside" in out and "within 1e-4" in out and "the same" in out
+    head = os.path.join(solutions, "attention_head.py")
+    assert check_main(["attention_head", head, "--inside", folder]) == 1
+    assert "rotary" in capsys.readouterr().out

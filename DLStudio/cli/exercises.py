@@ -119,6 +119,9 @@ def check_main(argv):
         p.add_argument("--steps", type=positive_int, default=300,
                        help="--train: optimiser steps for each model")
         p.add_argument("--out", default="exercise_run", help="--train: checkpoints folder")
+        p.add_argument("--inside", metavar="FOLDER", help="after the checks pass, run your "
+                       "part inside a real model read from a Hugging Face folder (GPT-2, "
+                       "Llama, Qwen2) and compare its logits with the model's own")
         grading_arguments(p)
         args = p.parse_args(argv)
         ex = _exercise(args.name)
@@ -137,9 +140,56 @@ def check_main(argv):
                             "writes the skeleton)")
         if args.only:
             return only(ex, args.file, args.only, args)
-        return check_file(ex, args.file, args.train and dict(steps=args.steps, out=args.out),
-                          args.seed)
+        status = check_file(ex, args.file,
+                            args.train and dict(steps=args.steps, out=args.out), args.seed)
+        if args.inside and status == 0:
+            return inside_folder(ex, args.file, args.inside)
+        if args.inside:
+            print("--inside runs a part that passes every check: fix the failing ones first")
+        return status
     return run_job(run, argv)
+
+
+#: The parts of an exercise that a real model's folder is built of (docs/real_models.md).
+INSIDE_PARTS = ("AttentionHead", "RMSNorm", "RotaryEmbedding", "SwiGLU")
+
+
+def inside_folder(ex, path, folder, text="The quick brown fox jumps over the lazy dog. It"):
+    """The student's parts (those of INSIDE_PARTS their container overrides) in a real model
+    read from ``folder``, against the model of our own parts on ``text``: the largest logit
+    difference and whether 20 greedy tokens agree. 0 when within 1e-4 (NaN fails)."""
+    import torch
+
+    from ..evaluation.generation import generate
+    from ..exercises.checking import load_student
+    from ..model.overrides import OverrideError
+    from ..Transformers import TransformerGPT
+    mine = getattr(load_student(path), ex.container or "", None)
+    parts = {n: getattr(mine, n) for n in INSIDE_PARTS
+             if mine is not None and getattr(mine, n) is not getattr(ex.base, n)}
+    if not parts:
+        print(f"--inside: your file's {ex.container} overrides none of "
+              f"{', '.join(INSIDE_PARTS)}: a real model has nothing of yours to run")
+        return 1
+    ours = TransformerGPT.from_huggingface(folder)
+    try:
+        yours = type("YoursInside", (TransformerGPT,), parts).from_huggingface(folder)
+    except OverrideError as e:
+        print(f"--inside: {folder}'s model turns queries and keys by position (rotary), and "
+              f"{e}\nA head of the attention_head exercise runs inside GPT-2's folder "
+              "(learned positions); the rope exercise's inside a Llama's.")
+        return 1
+    ids = torch.tensor([ours.encode(text)])
+    with torch.no_grad():
+        diff = float((yours(ids) - ours(ids)).abs().max())
+    same = torch.equal(generate(yours, ids, 20, end_ids=(-1,)),
+                       generate(ours, ids, 20, end_ids=(-1,)))
+    ok = diff <= 1e-4
+    print(f"\nYour {', '.join(parts)} inside {folder} ({ours.num_basic_decoders} layers, "
+          f"{ours.num_atten_heads} heads): largest logit difference from the model's own "
+          f"{diff:.2e} over {ids.size(1)} tokens ({'within' if ok else 'over'} 1e-4); 20 "
+          f"greedy tokens {'the same' if same else 'differ'}.")
+    return 0 if ok and same else 1
 
 
 def check_file(ex, path, train=None, seed=None):
