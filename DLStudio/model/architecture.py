@@ -531,7 +531,8 @@ class EncoderDecoderParts(TransformerParts):
 
         def forward(self, x, memory, cross_mask=None, keep=None):
             # Decoding one word with a KeyValueCache: T = 1, and that word may see all.
-            self_mask = causal_mask(x.size(1), x.device) if self.masking else None
+            self_mask = causal_mask(x.size(1), x.device) if self.masking and x.size(1) > 1 \
+                else None
             for decoder in self.basic_decoder_arr:
                 x = decoder(x, memory, self_mask, cross_mask)              # (B, T_tgt, M)
             x = self.final_norm(x)

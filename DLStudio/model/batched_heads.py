@@ -17,6 +17,9 @@ from .since_2017 import repeat_kv
 
 __all__ = ["BatchedHeads"]
 
+#: PyTorch's fused attention reads G key/value heads for H query heads itself (torch 2.5).
+GQA_IN_SDPA = tuple(int(n) for n in torch.__version__.split(".")[:2]) >= (2, 5)
+
 
 class BatchedHeads:
     """The batched arithmetic of `SelfAttention` (which provides ``heads``, ``qkv_size``,
@@ -37,9 +40,11 @@ class BatchedHeads:
         Q, K, V = self.queries_keys_values(x_q, x_kv)                  # (B, H, T, s_qkv)
         cpu_bf16 = Q.dtype == torch.bfloat16 and Q.device.type == "cpu"
         if self.fused and not self.record_attention and not cpu_bf16:       ## (A)
-            K, V = repeat_kv(K, self.group), repeat_kv(V, self.group)  # (B, H, T_k, s_qkv)
+            grouped = {"enable_gqa": True} if GQA_IN_SDPA and self.group > 1 else {}
+            if not grouped:        # (torch < 2.5: the groups' keys and values, repeated)
+                K, V = repeat_kv(K, self.group), repeat_kv(V, self.group)
             out = F.scaled_dot_product_attention(
-                Q, K, V, attn_mask=None if mask is None else ~mask)    # (B, H, T_q, s_qkv)
+                Q, K, V, attn_mask=None if mask is None else ~mask, **grouped)  # (B, H, T_q, s)
         else:
             out, weights = self.weighted(Q, K, V, mask)                # (B, H, T_q, s_qkv)
             if self.record_attention:

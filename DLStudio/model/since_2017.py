@@ -109,9 +109,20 @@ class RotaryEmbedding(nn.Module):
         m = torch.arange(offset, offset + T, device=device, dtype=torch.float32)
         return m[:, None] * self.theta[None, :]
 
+    def cos_sin(self, T, offset, x):
+        """cos and sin of `angles`, read from a table grown (doubling) to the furthest
+        position asked for: while decoding, every step and Q and K reuse it (the same
+        numbers as computing them afresh). Shape: (T, d/2) each, x's dtype and device"""
+        end, table = offset + T, getattr(self, "table", None)
+        if table is None or table[0].size(0) < end or table[0].dtype != x.dtype \
+                or table[0].device != x.device:
+            angle = self.angles(max(end, 2 * (0 if table is None else table[0].size(0))), 0,
+                                x.device)
+            self.table = table = (angle.cos().to(x.dtype), angle.sin().to(x.dtype))
+        return table[0][offset:end], table[1][offset:end]
+
     def forward(self, x, offset=0):
-        angle = self.angles(x.size(-2), offset, x.device)                  # (T, d/2)
-        cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
+        cos, sin = self.cos_sin(x.size(-2), offset, x)                    # (T, d/2)
         even, odd = x[..., 0::2], x[..., 1::2]                             # (..., T, d/2)
         turned = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)
         return turned.flatten(-2)                                          # (..., T, d)
