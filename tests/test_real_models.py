@@ -411,3 +411,9 @@ def test_check_inside_runs_a_students_part_in_a_real_model(tmp_path, capsys):
     head = os.path.join(solutions, "attention_head.py")
     assert check_main(["attention_head", head, "--inside", folder]) == 1
     assert "rotary" in capsys.readouterr().out
+
+
+def test_a_folder_that_is_not_safetensors_is_refused_in_words(tmp_path):
+    (tmp_path / "model.safetensors").write_bytes(b"\xff" * 64)
+    with pytest.raises(FolderError, match="not a safetensors file"):
+        hub.hf_weights(str(tmp_path))

@@ -108,25 +108,95 @@ def settings_of(config, path="the folder"):
                 dropout=0.0)
 
 
+class FolderWeights:
+    """A folder's weights by Hugging Face's names, each read from its file only when it is
+    taken (`pop`), so that reading a model holds our model and one of its tensors at a time,
+    not a second copy of the whole: model.safetensors, its shards
+    (model.safetensors.index.json), or pytorch_model.bin (tensors only: no code runs;
+    memory-mapped)."""
+
+    def __init__(self, path):
+        self.path, self.files, self.where = path, {}, {}
+        index = os.path.join(path, "model.safetensors.index.json")
+        if os.path.isfile(index):
+            shards = read_json(path, "model.safetensors.index.json")["weight_map"].values()
+        elif os.path.isfile(os.path.join(path, "model.safetensors")):
+            shards = ["model.safetensors"]
+        elif os.path.isfile(os.path.join(path, "pytorch_model.bin")):
+            file = os.path.join(path, "pytorch_model.bin")
+            try:
+                self.loaded = torch.load(file, map_location="cpu", weights_only=True, mmap=True)
+            except RuntimeError:                         # an old file, not a zip: read whole
+                self.loaded = torch.load(file, map_location="cpu", weights_only=True)
+            self.where = {name: (None, name) for name in self.loaded}
+            return
+        else:
+            raise FolderError(f"{path} holds no weights: model.safetensors, its shards "
+                              "(model.safetensors.index.json) or pytorch_model.bin")
+        for shard in sorted(set(shards)):
+            self.files[shard] = header = safetensors_header(
+                os.path.join(path, os.path.basename(shard)))
+            self.where.update({name: (shard, name) for name in header
+                               if name not in ("__metadata__", "__start__")})
+
+    def renamed(self, prefix):
+        """The same weights, ``prefix`` taken off their names."""
+        self.where = {k.removeprefix(prefix): v for k, v in self.where.items()}
+        return self
+
+    def pop(self, name, *default):
+        if name not in self.where:
+            if default:
+                return default[0]
+            raise FolderError(f"{self.path} has no weight {name}")
+        shard, original = self.where.pop(name)             # (its file, its name there)
+        if shard is None:
+            return self.loaded.pop(original)
+        return read_tensor(os.path.join(self.path, os.path.basename(shard)),
+                           self.files[shard], original)
+
+    def left(self):
+        return sorted(self.where)
+
+
+#: safetensors' names of the tensor types a model folder holds.
+SAFETENSORS_TYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
+                     "F64": torch.float64, "I64": torch.int64, "I32": torch.int32,
+                     "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
+                     "BOOL": torch.bool}
+
+
+def safetensors_header(file):
+    """A .safetensors file's table of contents: {name: {"dtype", "shape", "data_offsets"}}
+    (an 8-byte little-endian length, then that much JSON; the tensors follow)."""
+    with open(file, "rb") as f:
+        size = int.from_bytes(f.read(8), "little")
+        if not 0 < size <= min(100 << 20, os.path.getsize(file) - 8):
+            raise FolderError(f"{file} is not a safetensors file (its header says {size} "
+                              "bytes)")
+        header = json.loads(f.read(size))
+    header["__start__"] = 8 + size
+    return header
+
+
+def read_tensor(file, header, name):
+    """One tensor of a .safetensors file, read alone (no memory map: the whole file is
+    never held, so reading a model costs our model plus its largest tensor)."""
+    entry, start = header[name], header["__start__"]
+    begin, end = entry["data_offsets"]
+    with open(file, "rb") as f:
+        f.seek(start + begin)
+        data = bytearray(f.read(end - begin))
+    dtype = SAFETENSORS_TYPES.get(entry["dtype"])
+    if dtype is None:
+        raise FolderError(f"{file}: {name} is of type {entry['dtype']}, which we do not read")
+    return torch.frombuffer(data, dtype=dtype).reshape(entry["shape"]) if data else \
+        torch.empty(entry["shape"], dtype=dtype)
+
+
 def hf_weights(path):
-    """A folder's weights by Hugging Face's names: model.safetensors, its shards
-    (model.safetensors.index.json), or pytorch_model.bin (read weights only: no code runs)."""
-    from safetensors.torch import load_file
-    index = os.path.join(path, "model.safetensors.index.json")
-    if os.path.isfile(index):
-        shards = sorted(set(read_json(path, "model.safetensors.index.json")["weight_map"]
-                            .values()))
-        weights = {}
-        for shard in shards:
-            weights.update(load_file(os.path.join(path, os.path.basename(shard))))
-        return weights
-    for name in ("model.safetensors", "pytorch_model.bin"):
-        file = os.path.join(path, name)
-        if os.path.isfile(file):
-            return (load_file(file) if name.endswith("safetensors")
-                    else torch.load(file, map_location="cpu", weights_only=True))
-    raise FolderError(f"{path} holds no weights: model.safetensors, its shards "
-                      "(model.safetensors.index.json) or pytorch_model.bin")
+    """A folder's weights (`FolderWeights`), read as they are taken."""
+    return FolderWeights(path)
 
 
 def pairs_from_halves(W, heads):
@@ -150,47 +220,47 @@ def _heads(prefix, name, W, heads, group=1):
     g * group (a key/value head is its group's first query head's W_K, W_V)."""
     kind = "weight" if W.dim() == 2 else "bias"
     s = W.size(0) // heads
-    return {f"{prefix}heads.{g * group}.{name}.{kind}": W[g * s:(g + 1) * s]
-            for g in range(heads)}
+    for g in range(heads):
+        yield f"{prefix}heads.{g * group}.{name}.{kind}", W[g * s:(g + 1) * s]
 
 
 def gpt2_weights(hf, config):
-    """GPT-2's weights by our names (Conv1D stores W transposed: x @ W + b)."""
-    hf = {k.removeprefix("transformer."): v for k, v in hf.items()}
+    """GPT-2's weights by our names, one at a time (Conv1D stores W transposed: x @ W + b)."""
+    hf = hf.renamed("transformer.")
     M, H = config["n_embd"], config["n_head"]
-    ours = {"embeddings_generator.embedding.weight": hf.pop("wte.weight"),
-            "embeddings_generator.learned_positions": hf.pop("wpe.weight")}
+    yield "embeddings_generator.embedding.weight", hf.pop("wte.weight")
+    yield "embeddings_generator.learned_positions", hf.pop("wpe.weight")
     for part in ("weight", "bias"):
-        ours[f"master_decoder.final_norm.{part}"] = hf.pop(f"ln_f.{part}")
+        yield f"master_decoder.final_norm.{part}", hf.pop(f"ln_f.{part}")
     for i in range(config["n_layer"]):
         p, q = f"h.{i}.", f"master_decoder.basic_decoder_arr.{i}."
         for name in ("attn.bias", "attn.masked_bias"):      # the causal mask, as a buffer
             hf.pop(p + name, None)
         W, b = hf.pop(p + "attn.c_attn.weight").t(), hf.pop(p + "attn.c_attn.bias")
         for j, name in enumerate(("WQ", "WK", "WV")):
-            ours.update(_heads(q + "self_attention.", name, W[j * M:(j + 1) * M], H))
-            ours.update(_heads(q + "self_attention.", name, b[j * M:(j + 1) * M], H))
+            yield from _heads(q + "self_attention.", name, W[j * M:(j + 1) * M], H)
+            yield from _heads(q + "self_attention.", name, b[j * M:(j + 1) * M], H)
         for theirs, mine, conv in (("attn.c_proj", "self_attention.W_O", True),
                                    ("mlp.c_fc", "feed_forward.W1", True),
                                    ("mlp.c_proj", "feed_forward.W2", True),
                                    ("ln_1", "norm1", False), ("ln_2", "norm2", False)):
             W = hf.pop(f"{p}{theirs}.weight")
-            ours[f"{q}{mine}.weight"] = W.t() if conv else W
-            ours[f"{q}{mine}.bias"] = hf.pop(f"{p}{theirs}.bias")
+            yield f"{q}{mine}.weight", W.t() if conv else W
+            yield f"{q}{mine}.bias", hf.pop(f"{p}{theirs}.bias")
     head = hf.pop("lm_head.weight", None)
     if head is not None and not config.get("tie_word_embeddings", True):
-        ours["master_decoder.out.weight"] = head
-    return ours, sorted(hf)
+        yield "master_decoder.out.weight", head
 
 
 def llama_weights(hf, config, settings):
-    """Llama's and Qwen2's weights by our names; W_Q, W_K rows into our rotary pairs.
-    A bias the folder lacks (attention_bias, mlp_bias false) is zero: the same arithmetic."""
-    hf = {k.removeprefix("model."): v for k, v in hf.items()}
+    """Llama's and Qwen2's weights by our names, one at a time; W_Q, W_K rows into our
+    rotary pairs. A bias the folder lacks (attention_bias, mlp_bias false) is zero: the
+    same arithmetic."""
+    hf = hf.renamed("model.")
     H = config["num_attention_heads"]
     G = settings["kv_heads"] or H
-    ours = {"embeddings_generator.embedding.weight": hf.pop("embed_tokens.weight"),
-            "master_decoder.final_norm.weight": hf.pop("norm.weight")}
+    yield "embeddings_generator.embedding.weight", hf.pop("embed_tokens.weight")
+    yield "master_decoder.final_norm.weight", hf.pop("norm.weight")
     for i in range(config["num_hidden_layers"]):
         p, q = f"layers.{i}.", f"master_decoder.basic_decoder_arr.{i}."
         hf.pop(p + "self_attn.rotary_emb.inv_freq", None)            # a buffer, recomputed
@@ -198,10 +268,9 @@ def llama_weights(hf, config, settings):
                                             ("v_proj", "WV", G, False)):
             for kind in ("weight", "bias"):
                 W = hf.pop(f"{p}self_attn.{theirs}.{kind}", None)
-                if W is None:
-                    continue
-                W = pairs_from_halves(W, heads) if turned else W
-                ours.update(_heads(q + "self_attention.", mine, W, heads, H // heads))
+                if W is not None:
+                    W = pairs_from_halves(W, heads) if turned else W
+                    yield from _heads(q + "self_attention.", mine, W, heads, H // heads)
         for theirs, mine in (("self_attn.o_proj", "self_attention.W_O"),
                              ("mlp.gate_proj", "feed_forward.W1"),
                              ("mlp.up_proj", "feed_forward.V"),
@@ -211,11 +280,10 @@ def llama_weights(hf, config, settings):
             for kind in ("weight", "bias"):
                 W = hf.pop(f"{p}{theirs}.{kind}", None)
                 if W is not None:
-                    ours[f"{q}{mine}.{kind}"] = W
+                    yield f"{q}{mine}.{kind}", W
     head = hf.pop("lm_head.weight", None)
     if head is not None and not settings["tie_embeddings"]:
-        ours["master_decoder.out.weight"] = head
-    return ours, sorted(hf)
+        yield "master_decoder.out.weight", head
 
 
 def read_folder(cls, path, dl_studio=None, dtype=None):
@@ -228,12 +296,6 @@ def read_folder(cls, path, dl_studio=None, dtype=None):
     settings = settings_of(config, path)
     tokenizer = HubTokenizer.from_folder(path, config)
     weights = hf_weights(path)
-    reader = gpt2_weights if "n_embd" in config else (
-        lambda w, c: llama_weights(w, c, settings))
-    theirs, left = reader(weights, config)
-    if left:
-        raise FolderError(f"{path}: no place in our classes for {', '.join(left[:4])}"
-                          f"{' ...' if len(left) > 4 else ''}. Nothing was loaded")
     dls = dl_studio or DLStudio(seed=None)
     before = torch.get_default_dtype()
     torch.set_default_dtype(dtype or torch.float32)     # built in the dtype asked: one copy
@@ -241,19 +303,26 @@ def read_folder(cls, path, dl_studio=None, dtype=None):
         gpt = cls(dl_studio=dls, vocab=tokenizer, tokenizer="hub", **settings)
     finally:
         torch.set_default_dtype(before)
-    _place(gpt, theirs, path)
+    reader = gpt2_weights(weights, config) if "n_embd" in config else \
+        llama_weights(weights, config, settings)
+    _place(gpt, reader, path)
+    left = weights.left()
+    if left:
+        raise FolderError(f"{path}: no place in our classes for {', '.join(left[:4])}"
+                          f"{' ...' if len(left) > 4 else ''}. Nothing was loaded")
     gpt.folder, gpt.generation_config = path, read_json(path, "generation_config.json",
                                                         required=False)
     return gpt.to(dls.device).eval()
 
 
 def _place(gpt, theirs, path):
-    """Copy each weight into our parameter of that name; a bias the folder has none of is
-    zero; any other parameter left without a weight is refused by name."""
+    """Copy each (name, weight) of ``theirs`` into our parameter of that name; a bias the
+    folder has none of is zero; any other parameter left without a weight is refused by
+    name."""
     mine = gpt.state_dict()
     placed = set()
     with torch.no_grad():
-        for name, tensor in theirs.items():
+        for name, tensor in theirs:
             if name not in mine or mine[name].shape != tensor.shape:
                 raise FolderError(f"{path}: a weight of shape {tuple(tensor.shape)} does not "
                                   f"fit our {name} "
