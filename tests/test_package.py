@@ -197,8 +197,9 @@ def test_the_vistransformer_trains_on_its_shapes_from_the_installed_copy(install
 @pytest.mark.slow
 def test_each_command_says_how_to_run_it(installed):
     site, student, env = installed
-    status, stdout, _ = run(["dlstudio"], student, env)
-    assert status == 2 and all(f"  {name} " in stdout for name in COMMANDS)
+    status, stdout, _ = run(["dlstudio"], student, env)        # the jobs listed, exit 0
+    assert status == 0 and all(f"  {name} " in stdout for name in COMMANDS)
+    assert "python -m DLStudio.data --help" in stdout
     status, stdout, _ = run(["dlstudio", "show_attention", "--help"], student, env)
     assert status == 0 and stdout.startswith("usage: dlstudio show_attention")
     status, _, stderr = run(["dlstudio", "seq2seq_with_transformerF"], student, env)

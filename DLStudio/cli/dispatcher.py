@@ -115,6 +115,8 @@ def _usage(prog):
             "attention explorer:", ""]
         + [f"  {name:<{width}}{what}" for name, (_, what) in TOOLS.items()]
         + ["", f"  {'examples DIR':<{width}}copy the example scripts to DIR, to read and change",
+           "", "Archives and task files (inspect, build-archive, synth, tasks): "
+               "python -m DLStudio.data --help",
            "", f"{prog} SCRIPT --help lists a script's flags. Each script is also a module: "
                "python -m DLStudio.examples.SCRIPT ARGS"])
 
@@ -150,7 +152,7 @@ def main(argv=None, prog="dlstudio"):
         return 1
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(_usage(prog))
-        return 0 if argv else 2
+        return 0
     name = argv[0][:-3] if argv[0].endswith(".py") else argv[0]
     if name == "examples":
         if len(argv) != 2:

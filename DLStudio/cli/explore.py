@@ -282,6 +282,7 @@ def explore_main(argv=None):
     """``dlstudio explore DIR N "sentence" ... --out FILE.html`` or ``... --serve``."""
     def run(argv):
         p = Parser(
+            prog="dlstudio explore",
             description="See inside your own model: a page with every layer's and head's "
                         "attention for your sentences (a GPT: prompts; a visTransformer: test "
                         "images), which works from disk, or live with --serve.",
