@@ -171,3 +171,10 @@ def test_help_gives_each_value_its_default(path, monkeypatch):
     if os.path.basename(path) == "seq2seq_with_transformerFG.py":
         assert "--batch-size BATCH_SIZE (default: 50)" in text
         assert "--dropout DROPOUT (default: 0.0)" in text
+
+
+def test_no_page_names_a_path_outside_the_clone():
+    """A student has the clone, not its neighbours: commands name data/..., never ../shared."""
+    for page in DOCS:
+        with open(os.path.join(ROOT, page), encoding="utf-8") as f:
+            assert "../shared" not in f.read(), page
