@@ -132,7 +132,7 @@ def hostile(tmp_path_factory):
                               f" {port}), timeout=2).sendall(b'hello')\nexcept OSError:\n"
                               "    pass"),
         "hangs.py": inside("    while True:\n        pass"),
-        "fills_memory.py": inside("    hog = [bytearray(10 ** 8) for _ in range(100)]"),
+        "fills_memory.py": inside("    hog = [bytearray(10 ** 10) for _ in range(100)]"),
         "honest.py": ATTENTION}, timeout=8, memory_mb=1500)
     try:
         connection = listener.accept()[0]
