@@ -23,6 +23,7 @@ from .common import (
     add_weights_argument,
     checkpoint_and_rest,
     how_to_run,
+    hugging_face_folder,
     model_class_flag,
     nonnegative_float,
     positive_float,
@@ -201,11 +202,6 @@ def fill_mask_main(argv=None):
                 print(f"{text!r}{where}: {_completions(options)}")
         return status
     return run_job(run, argv)
-
-
-def hugging_face_folder(path):
-    """Whether ``path`` is a Hugging Face model folder (its config.json), not ours."""
-    return os.path.isfile(os.path.join(path, "config.json"))
 
 
 def _bert_and_rest(args):

@@ -34,6 +34,7 @@ from .common import (
     add_beam_argument,
     add_weights_argument,
     checkpoint_and_rest,
+    hugging_face_folder,
     load_translation,
     model_class_flag,
     nonnegative_int,
@@ -41,7 +42,6 @@ from .common import (
     run_job,
     take_best_use,
 )
-from .real_models import is_model_folder
 
 __all__ = ["explore_main", "explorer", "folder_explorer", "ExplorerServer", "BODY_LIMIT"]
 
@@ -312,7 +312,7 @@ def explore_main(argv=None):
         p.add_argument("--new-tokens", type=positive_int, default=12,
                        help="a Hugging Face folder: the tokens it adds to each prompt")
         args = p.parse_args(argv)
-        if is_model_folder(args.checkpoint):       # a real model's (docs/real_models.md)
+        if hugging_face_folder(args.checkpoint):       # a real model's (docs/real_models.md)
             path, inputs = args.checkpoint, args.more
             header, make_view, defaults = folder_explorer(path, args)
         else:

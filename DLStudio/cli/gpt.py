@@ -19,6 +19,7 @@ from .common import (
     add_weights_argument,
     checkpoint_and_rest,
     how_to_run,
+    hugging_face_folder,
     nonnegative_float,
     nonnegative_int,
     positive_float,
@@ -29,7 +30,7 @@ from .common import (
     since_2017,
     take_best_use,
 )
-from .real_models import folder_prompts, is_model_folder
+from .real_models import folder_prompts
 
 __all__ = ["gpt_train_main", "prompts_main", "pretraining_main", "read_sentences", "GPT"]
 
@@ -207,7 +208,7 @@ def prompts_main(argv=None):
         p.add_argument("--model-class", metavar="MODULE:CLASS",
                        help="the TransformerGPT subclass the checkpoint was trained with")
         args = p.parse_args(argv)
-        if is_model_folder(args.checkpoint):
+        if hugging_face_folder(args.checkpoint):
             return folder_prompts(p, args)
         if args.chat or args.bf16:
             p.error("--chat and --bf16 are for a Hugging Face folder, not a checkpoint")

@@ -2,7 +2,6 @@
 chat (``interact_with_prompts.py FOLDER``), and write a trained GPT as a folder
 (``save_to_huggingface.py``)."""
 
-import os
 import sys
 
 import torch
@@ -18,12 +17,7 @@ from .common import (
     run_job,
 )
 
-__all__ = ["is_model_folder", "folder_prompts", "save_main"]
-
-
-def is_model_folder(path):
-    """Whether ``path`` is a Hugging Face model folder (its config.json), not a checkpoint."""
-    return os.path.isfile(os.path.join(path, "config.json"))
+__all__ = ["folder_prompts", "save_main"]
 
 
 class Printer:

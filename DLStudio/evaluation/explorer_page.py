@@ -28,6 +28,7 @@ import torch
 from ..model.recorder import record_attention
 from ..model.tokens import EOS_INDEX, SOS_INDEX
 from .decode_and_score import LENGTH_PENALTY, beam_search, greedy_decode
+from .generation import generate, until_end
 
 __all__ = ["translation_view", "gpt_view", "bert_view", "vision_view", "render_page", "SCALE"]
 
@@ -81,11 +82,6 @@ def _figures(p):
     return float(f"{p:.4g}")
 
 
-def _until_eos(ids):
-    ids = [int(i) for i in ids]
-    return (ids[:ids.index(EOS_INDEX)], True) if EOS_INDEX in ids else (ids, False)
-
-
 def translation_view(model, vocab, sentence, beam_width=1, hypotheses=4,
                      length_penalty=LENGTH_PENALTY):
     """What the translator does with one English sentence: the translation the scripts give
@@ -104,7 +100,8 @@ def translation_view(model, vocab, sentence, beam_width=1, hypotheses=4,
                            hypotheses=found) if hypotheses else None
         ids = (greedy_decode(model, src, max_len) if beam_width == 1 else
                beam_search(model, src, max_len, beam_width, length_penalty))[0]
-    out, ended = _until_eos(ids.tolist())
+    out, end = until_end(ids.tolist())
+    ended = end is not None
     tgt = torch.tensor([[SOS_INDEX] + out], device=device)      # the decoder's input
     es, en = vocab.tokenizers["es"], vocab.tokenizers["en"]
     layers = model.decoder.basic_decoder_arr
@@ -134,16 +131,11 @@ def gpt_view(gpt, prompt, prompt_ids, max_new_tokens=None):
     DLStudio.evaluation.generation.prompt_ids gives), each new token's probability and
     alternatives, and the causal self-attention of every layer and head over the whole
     text."""
-    from .generation import generate
     gpt.eval()
     ends = gpt.vocab.end_ids if gpt.vocab.kind == "hub" else (EOS_INDEX,)   # a real model's
     P = prompt_ids.size(1)
     ids = generate(gpt, prompt_ids, max_new_tokens, end_ids=ends)[0].tolist()
-    body, end = ids[P:], None
-    for i, token in enumerate(body):
-        if token in ends:
-            body, end = body[:i], token
-            break
+    body, end = until_end(ids[P:], ends)
     text = torch.tensor([ids[:P] + body], device=prompt_ids.device)
     maps, logits = _recorded(
         {"self": [d.self_attention for d in gpt.master_decoder.basic_decoder_arr]},

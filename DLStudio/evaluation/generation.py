@@ -29,7 +29,7 @@ from ..data.vocabulary import plain_words
 from ..model.tokens import EOS_INDEX, SOS_INDEX, padding_mask
 
 __all__ = ["encode_sentences", "perplexity", "next_token", "generate", "generate_text",
-           "prompt_ids", "encode", "decode", "folder_defaults", "penalised"]
+           "prompt_ids", "encode", "decode", "folder_defaults", "penalised", "until_end"]
 
 
 def encode_sentences(tokenizer, sentences, max_seq_length):
@@ -146,6 +146,13 @@ def generate(gpt, prompt, max_new_tokens=None, temperature=0.0, top_k=None, gene
     return ys
 
 
+def until_end(ids, ends=(EOS_INDEX,)):
+    """``ids`` up to the first of ``ends``, and that end token (None where none came)."""
+    ids = [int(i) for i in ids]
+    at = min((ids.index(e) for e in ends if e in ids), default=None)
+    return (ids, None) if at is None else (ids[:at], ids[at])
+
+
 def encode(gpt, text):
     """``gpt.encode``: the ids of ``text`` as a prompt: SOS first, normalised like the
     archive's text when the GPT was trained on an archive; a real model's: as its folder's
@@ -181,8 +188,7 @@ def decode(gpt, ids):
     ids = [int(i) for i in ids]
     if gpt.vocab.kind == "hub":
         return gpt.vocab.decode(ids)
-    ids = ids[1:] if ids[:1] == [SOS_INDEX] else ids
-    return gpt.vocab.text(ids[:ids.index(EOS_INDEX)] if EOS_INDEX in ids else ids)
+    return gpt.vocab.text(until_end(ids[1:] if ids[:1] == [SOS_INDEX] else ids)[0])
 
 
 def folder_defaults(gpt):
@@ -213,12 +219,5 @@ def generate_text(gpt, prompt, num_samples=1, max_new_tokens=None, temperature=0
     out = generate(gpt, ids, max_new_tokens, temperature, top_k, generator, use_cache,
                    top_p, repetition_penalty, ends, on_token)
     if hub:
-        rows = [row[ids.size(1):] for row in out.tolist()]
-        return [gpt.vocab.decode(row[:min([row.index(e) for e in ends if e in row],
-                                          default=len(row))]) for row in rows]
-    texts = []
-    for row in out.tolist():
-        body = row[1:]
-        body = body[:body.index(EOS_INDEX)] if EOS_INDEX in body else body
-        texts.append(gpt.vocab.text(body))
-    return texts
+        return [gpt.vocab.decode(until_end(row[ids.size(1):], ends)[0]) for row in out.tolist()]
+    return [gpt.vocab.text(until_end(row[1:])[0]) for row in out.tolist()]

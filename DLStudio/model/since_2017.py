@@ -103,6 +103,7 @@ class RotaryEmbedding(nn.Module):
         if scaling:
             theta = ROPE_SCALINGS[scaling["rope_type"]](theta, scaling)
         self.register_buffer("theta", theta, persistent=False)
+        self.table = None                  # (cos, sin) of angles, grown as asked: `cos_sin`
 
     def angles(self, T, offset, device):
         """m theta_i for the positions offset .. offset + T - 1. Shape: (T, d/2)"""
@@ -113,7 +114,7 @@ class RotaryEmbedding(nn.Module):
         """cos and sin of `angles`, read from a table grown (doubling) to the furthest
         position asked for: while decoding, every step and Q and K reuse it (the same
         numbers as computing them afresh). Shape: (T, d/2) each, x's dtype and device"""
-        end, table = offset + T, getattr(self, "table", None)
+        end, table = offset + T, self.table
         if table is None or table[0].size(0) < end or table[0].dtype != x.dtype \
                 or table[0].device != x.device:
             angle = self.angles(max(end, 2 * (0 if table is None else table[0].size(0))), 0,

@@ -36,6 +36,7 @@ from .inputs import (
     archive_or_usage,
     checkpoint_and_rest,
     checkpoint_arguments,
+    hugging_face_folder,
     load_checkpoint_or_exit,
     load_translation,
     missing_archive_message,
@@ -58,5 +59,6 @@ __all__ = ["LECTURE", "RECIPES", "Parser", "positive_int", "nonnegative_int", "p
            "model_class_flag", "UserError", "run_job", "how_to_run", "say_how_to_test", "log",
            "CLONE_TOP", "missing_archive_message", "archive_named", "resolve_archive",
            "archive_or_usage", "take_best_use", "checkpoint_arguments", "checkpoint_and_rest",
+           "hugging_face_folder",
            "load_translation", "load_checkpoint_or_exit", "subclass_of",
            "add_since_2017_arguments", "since_2017"]

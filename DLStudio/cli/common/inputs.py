@@ -116,6 +116,11 @@ def checkpoint_arguments(parser, args, sentence=False):
     return (path, text) if sentence else path
 
 
+def hugging_face_folder(path):
+    """Whether ``path`` is a Hugging Face model folder (its config.json), not ours."""
+    return os.path.isfile(os.path.join(path, "config.json"))
+
+
 def checkpoint_and_rest(args, train_script):
     """``DIR [N] [MORE ...]`` or ``FILE.pt [MORE ...]`` (``args.checkpoint``, ``args.more``)
     -> (the checkpoint file, MORE): N is taken only after a directory, when it is an epoch
