@@ -114,6 +114,10 @@ def training_parser(variant):
                         "recipe; fast30: with averaged weights and a beam; modern30: today's "
                         "parts, the PreLN script's); the held-out evaluation then also gives "
                         "its other decodings")
+    p.add_argument("--results", metavar="FILE.json",
+                   help="add this run's held-out figures to a result file (docs/results/)")
+    p.add_argument("--results-command", metavar="TEXT",
+                   help="the command to record beside them (default: this script's)")
     model_class_flag(p, f"train this subclass of Transformer{variant} (homework)")
     return p
 
@@ -136,8 +140,9 @@ def parse_training_args(variant, argv):
 
 def recipe_scores(args, xformer, trainer):
     """A recipe's other decodings of the held-out split, after its greedy raw score: each
-    (weights, beam width, length penalty) it names."""
+    (weights, beam width, length penalty) it names. Returns them with their BLEU."""
     from ..evaluation.decode_and_score import evaluate_bleu
+    scores = []
     for weights, beam, alpha in RECIPES[args.recipe].get("also_score", ()) if args.recipe \
             else ():
         model = trainer.average if weights == "average" else trainer.model
@@ -148,6 +153,36 @@ def recipe_scores(args, xformer, trainer):
         how = "greedy" if beam == 1 else f"beam {beam}, length penalty {alpha}"
         print(f"held-out BLEU, {weights} weights, {how}: {r['bleu']:.2f} "
               f"(sacreBLEU {r.get('sacrebleu', float('nan')):.2f})")
+        scores.append({"weights": weights, "beam": beam, "length_penalty": alpha,
+                       "bleu": round(r["bleu"], 2)})
+    return scores
+
+
+def _as_typed(arg):
+    """A path as a student types it: relative to the clone, or (outside it) an archive in
+    ``data/`` and anything else by its name alone."""
+    if not os.path.isabs(arg):
+        return arg
+    here = os.path.relpath(arg)
+    if not here.startswith(".."):
+        return here
+    name = os.path.basename(arg)
+    return os.path.join("data", name) if name.endswith((".tar.gz", ".zip", ".txt")) else name
+
+
+def record_run(args, variant, xformer, trainer, greedy, scores):
+    """``--results FILE``: the run's figures, added to the result file."""
+    from .common.results import record
+    command = args.results_command or " ".join(
+        [f"python3 ExamplesTransformers/seq2seq_with_transformer{variant}.py"]
+        + [_as_typed(a) for a in sys.argv[1:]])
+    record(args.results, {
+        "recipe": args.recipe, "variant": variant, "seed": args.seed,
+        "training_pairs": len(xformer.training_corpus),
+        "held_out_pairs": len(xformer.held_out_corpus), "steps": trainer.step,
+        "train_minutes": round(trainer.seconds_trained() / 60, 1),
+        "greedy_bleu": round(greedy["bleu"], 2), "other_decodings": scores}, command)
+    print(f"figures added to {args.results}")
 
 
 def recipe_decoding(args):
@@ -274,10 +309,12 @@ def train_main(variant, argv=None):
         if not dls.world.is_main:           # torchrun: rank 0 evaluates
             return 0
         if not args.no_eval:
-            xformer.run_code_for_evaluating(encoder, decoder, show=10,
-                                            result_file=os.path.join(args.checkpoints_dir,
-                                                                     "held_out_translations.txt"))
-            recipe_scores(args, xformer, trainer)
+            greedy = xformer.run_code_for_evaluating(
+                encoder, decoder, show=10,
+                result_file=os.path.join(args.checkpoints_dir, "held_out_translations.txt"))
+            scores = recipe_scores(args, xformer, trainer)
+            if args.results:
+                record_run(args, variant, xformer, trainer, greedy, scores)
         say_how_to_test(f"test_checkpoint{variant}", trainer, args.model_class)
         return 0
     return run_job(run, argv)

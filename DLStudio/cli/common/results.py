@@ -1,0 +1,65 @@
+"""Result files: where a script that measures something writes its figures, so that a page's
+table is made from what was measured (``benchmarks/results_tables.py``) and never retyped.
+
+A result file is JSON: ``{"rows": [...]}``, one row per run, each with the figures and how
+they were made: the command as typed, the machine, the date and the commit (``-dirty``: with changes not committed). ``record`` adds a
+row and keeps the others; a run that is interrupted writes nothing.
+"""
+
+import datetime
+import json
+import os
+import platform
+import subprocess
+
+import torch
+
+__all__ = ["machine_fields", "record", "read_rows"]
+
+
+def machine_fields():
+    """The machine a figure comes from: the processor as ``lscpu`` names it, its cores, the
+    GPU (if one was used) and torch's version."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f
+                       if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return {"cpu": cpu, "cores": os.cpu_count(),
+            "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+            "torch": torch.__version__.split("+")[0]}
+
+
+def _commit():
+    try:
+        out = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True,
+                             text=True, timeout=10,
+                             cwd=os.path.dirname(os.path.abspath(__file__)))
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def read_rows(path):
+    """The rows of a result file ([] when there is none yet)."""
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)["rows"]
+
+
+def record(path, figures, command):
+    """Add one row to the result file at ``path``: ``figures`` (a dict) with the command that
+    made them, the machine, today's date and the commit. Written whole, then renamed, so that
+    an interrupted write leaves the file as it was."""
+    row = {**figures, "command": command, "machine": machine_fields(),
+           "date": datetime.date.today().isoformat(), "commit": _commit()}
+    rows = read_rows(path) + [row]
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path + ".part", "w", encoding="utf-8") as f:
+        json.dump({"rows": rows}, f, indent=1)
+        f.write("\n")
+    os.replace(path + ".part", path)
+    return row
