@@ -7,7 +7,7 @@ fresh process of its own, so that its peak memory (the process's maximum residen
 its own. Without transformers its rows are left out (said).
 
     python benchmarks/bench_generate.py                       # about five minutes
-    python benchmarks/bench_generate.py --out results.md      # the rows, appended as a table
+    python benchmarks/bench_generate.py --results docs/results/generate_speed.json   # kept
     python benchmarks/bench_generate.py --layers 2 --width 64 --heads 4 --kv-heads 2 \\
         --ffn 96 --vocab 500 --new 8 --repeats 1              # tiny (the test's)
 """
@@ -130,7 +130,8 @@ def main(argv=None):
     p.add_argument("--new", type=int, default=128, help="new tokens (greedy)")
     p.add_argument("--repeats", type=int, default=3, help="timed runs after a warm-up")
     p.add_argument("--dtypes", default="fp32,bf16", help="fp32, bf16 or both")
-    p.add_argument("--out", default="", help="append the table to this markdown file")
+    p.add_argument("--results", metavar="FILE.json",
+                   help="add the rows to a result file (docs/results/generate_speed.json)")
     p.add_argument("--row", help=argparse.SUPPRESS)      # WHICH:DTYPE:FOLDER, in a child
     args = p.parse_args(argv)
     for name in ("layers", "width", "heads", "kv_heads", "ffn", "vocab", "prompt", "new",
@@ -179,11 +180,30 @@ def main(argv=None):
         table.append(f"| {who} | {dtype} | {r['tokens_per_s']:.1f} | {ratio} | "
                      f"{r['peak_mb']:.0f} | {same} |")
     print("\n".join(table))
-    if args.out:
-        with open(args.out, "a", encoding="utf-8") as f:
-            f.write(f"\n`python benchmarks/bench_generate.py` on {machine()}\n\n"
-                    + "\n".join(table) + "\n")
+    if args.results:
+        keep_rows(args, rows, argv)
     return 0
+
+
+def keep_rows(args, rows, argv):
+    """``--results``: each row, with how it was made, added to the result file."""
+    from DLStudio.cli.common.results import as_typed, record
+    try:
+        import transformers
+        version = transformers.__version__
+    except ImportError:
+        version = None
+    command = as_typed("benchmarks/bench_generate.py", sys.argv[1:] if argv is None else argv)
+    for who, dtype, r in rows:
+        theirs = next((t for w, d, t in rows if w == "transformers" and d == dtype), None)
+        record(args.results, {
+            "model": who, "dtype": dtype, "tokens_per_second": round(r["tokens_per_s"], 1),
+            "vs_transformers": round(r["tokens_per_s"] / theirs["tokens_per_s"], 2)
+            if theirs else None,
+            "peak_memory_mb": round(r["peak_mb"]),
+            "same_tokens": r["tokens"] == theirs["tokens"] if theirs else None,
+            "transformers": version}, command)
+    print(f"rows added to {args.results}")
 
 
 if __name__ == "__main__":

@@ -48,6 +48,7 @@ from DLStudio.cli import (  # noqa: E402
     positive_int,
 )
 from DLStudio.cli.common import RECIPES, Parser  # noqa: E402
+from DLStudio.cli.common.results import as_typed, record  # noqa: E402
 from DLStudio.cli.experiments import machine  # noqa: E402
 from DLStudio.data import BUNDLED_ARCHIVE, split_pairs  # noqa: E402
 from DLStudio.data.vocabulary import TranslationData, Vocabulary  # noqa: E402
@@ -179,6 +180,23 @@ def table(results):
     return "\n".join(lines)
 
 
+def result_row(r):
+    """A finished row as docs/results/sweep.json holds it (benchmarks/results_tables.py)."""
+    dev, held = r["dev"], r["held_out"]
+    return {"row": r["row"],
+            "change": " ".join(f"--{k.replace('_', '-')} {v}" for k, v in r["change"].items())
+            or "none",
+            "minutes": round(r["minutes"]), "steps": r["steps"],
+            "dev_greedy_raw": round(dev["raw beam 1 alpha 0.6"]["bleu"], 2),
+            "dev_best": round(dev[r["dev_choice"]]["bleu"], 2), "dev_choice": r["dev_choice"],
+            "held_out_greedy_raw": round(held["greedy raw"]["bleu"], 2),
+            "held_out_chosen": round(held["chosen"]["bleu"], 2),
+            "held_out_chosen_sacrebleu": None if held["chosen"]["sacrebleu"] is None
+            else round(held["chosen"]["sacrebleu"], 2),
+            "translatable": held["chosen"]["translatable"],
+            "sentences": held["chosen"]["sentences"]}
+
+
 def main():
     p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("--archive", default=BUNDLED_ARCHIVE, type=existing_file)
@@ -197,6 +215,8 @@ def main():
     p.add_argument("--num-layers", type=positive_int, default=4)
     p.add_argument("--num-atten-heads", type=positive_int, default=4)
     p.add_argument("--table", action="store_true", help="print the finished rows and stop")
+    p.add_argument("--results", metavar="FILE.json",
+                   help="add each row, when it finishes, to a result file (docs/results/)")
     args = p.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")   # the trainer's progress
     rows = args.rows.split(",")
@@ -259,6 +279,9 @@ def main():
                   **score_row(path, dev, held_out)}
         with open(os.path.join(args.out, f"{row}.json"), "w", encoding="utf-8") as f:
             json.dump(result, f, indent=1)
+        if args.results:
+            record(args.results, result_row(result), as_typed("benchmarks/recipe_sweep.py",
+                                                             sys.argv[1:]))
         print(table({row: result}), flush=True)
     print("\n" + table(finished()))
     return 0

@@ -239,7 +239,8 @@ def runs(w):
              "bf16     5  forward+backward")],
         "benchmarks/bench_generate.py": [
             (["--layers", 1, "--width", 32, "--heads", 4, "--kv-heads", 2, "--ffn", 48,
-              "--vocab", 300, "--prompt", 4, "--new", 3, "--repeats", 1, "--dtypes", "fp32"],
+              "--vocab", 300, "--prompt", 4, "--new", 3, "--repeats", 1, "--dtypes", "fp32",
+              "--results", "generate.json"],
              "| ours | fp32 |")],
         "benchmarks/bench_decode.py": [
             (["--archive", a, *TINY, "--num-atten-heads", 2, "--batch-size", 8, "--batches", 1,
@@ -260,11 +261,13 @@ def runs(w):
         "benchmarks/bench_train.py": [
             (["--archive", a, *TINY, "--num-atten-heads", 2, "--batch-size", 16, "--iters", 2,
               "--warmup", 1], "s/iter")],
+        "benchmarks/results_tables.py": [(["--check"], "up to date: README.md, docs/results.md")],
         "benchmarks/same_arithmetic.py": [
             (["--base", "HEAD", "--steps", 2, "--sentences", 3], "identical")],
         "benchmarks/recipe_sweep.py": [
             (["--archive", a, "--out", "sweep", "--minutes", 0.005, "--dev-sentences", 10,
-              *TINY, "--num-atten-heads", 2, "--rows", "baseline,seed1"], "| seed1 | seed=1"),
+              *TINY, "--num-atten-heads", 2, "--rows", "baseline,seed1", "--results",
+              "sweep.json"], "| seed1 | seed=1"),
             (["--archive", a, "--out", "sweep_modern", "--minutes", 0.005, "--dev-sentences",
               10, *TINY, "--num-atten-heads", 2, "--rows", "modern-gqa"],
              "| modern-gqa | variant=PreLN, norm=rmsnorm, positions=rope")],

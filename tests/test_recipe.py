@@ -2,7 +2,9 @@
 wins) and scores the recipe's other decodings after the greedy one; the sweep that chooses
 a recipe combines only the changes that beat the noise of two seeds."""
 
+import json
 import os
+import re
 import sys
 
 import pytest
@@ -32,14 +34,30 @@ def test_a_recipe_scores_its_other_decodings(tmp_path, monkeypatch, capsys):
         "archive": "bundled", "embedding_size": 16, "num_layers": 1, "num_atten_heads": 2,
         "batch_size": 32, "max_steps": 12, "tokenizer": "bpe", "vocab_size": 300,
         "ema": 0.9, "also_score": [("average", 2, 1.0)]})
-    folder = str(tmp_path / "ck")
-    assert train_main("FG", ["--recipe", "tiny", "--checkpoints-dir", folder]) == 0
+    folder, results = str(tmp_path / "ck"), str(tmp_path / "results" / "recipes.json")
+    assert train_main("FG", ["--recipe", "tiny", "--checkpoints-dir", folder,
+                             "--results", results]) == 0
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if x.startswith("held-out BLEU, average weights"))
     assert "beam 2, length penalty 1.0" in line
     x, model, _ = TransformerFG.from_checkpoint(checkpoint_files(folder)[-1], weights="average")
     r = evaluate_bleu(model, x.vocab, x.held_out_corpus, 2, length_penalty=1.0)
     assert f": {r['bleu']:.2f} (sacreBLEU" in line
+    # --results: the figures printed, with how they were made, added to the result file
+    greedy = re.search(r"held-out BLEU \(NLTK[^:]*: ([\d.]+)", out)[1]
+    assert train_main("FG", ["--recipe", "tiny", "--checkpoints-dir", folder, "--overwrite",
+                             "--seed", "1", "--results", results]) == 0
+    with open(results, encoding="utf-8") as f:
+        rows = json.load(f)["rows"]
+    assert [row["seed"] for row in rows] == [0, 1]
+    assert f"{rows[0]['greedy_bleu']:.2f}" == greedy
+    assert rows[0]["other_decodings"] == [{"weights": "average", "beam": 2,
+                                           "length_penalty": 1.0,
+                                           "bleu": round(r["bleu"], 2)}]
+    assert rows[0]["steps"] == 12 and rows[0]["machine"]["cores"] >= 1
+    assert rows[1]["command"] == ("python3 ExamplesTransformers/seq2seq_with_transformerFG.py "
+                                  "--recipe tiny --checkpoints-dir ck --overwrite --seed 1 "
+                                  "--results recipes.json")
 
 
 def test_modern30_is_todays_parts_and_only_the_preln_script_runs_it(tmp_path, capsys):

@@ -158,28 +158,17 @@ def recipe_scores(args, xformer, trainer):
     return scores
 
 
-def _as_typed(arg):
-    """A path as a student types it: relative to the clone, or (outside it) an archive in
-    ``data/`` and anything else by its name alone."""
-    if not os.path.isabs(arg):
-        return arg
-    here = os.path.relpath(arg)
-    if not here.startswith(".."):
-        return here
-    name = os.path.basename(arg)
-    return os.path.join("data", name) if name.endswith((".tar.gz", ".zip", ".txt")) else name
-
-
-def record_run(args, variant, xformer, trainer, greedy, scores):
+def record_run(args, argv, variant, xformer, trainer, greedy, scores):
     """``--results FILE``: the run's figures, added to the result file."""
-    from .common.results import record
-    command = args.results_command or " ".join(
-        [f"python3 ExamplesTransformers/seq2seq_with_transformer{variant}.py"]
-        + [_as_typed(a) for a in sys.argv[1:]])
+    from .common.results import as_typed, record
+    command = args.results_command or as_typed(
+        f"ExamplesTransformers/seq2seq_with_transformer{variant}.py",
+        sys.argv[1:] if argv is None else argv)
     record(args.results, {
         "recipe": args.recipe, "variant": variant, "seed": args.seed,
         "training_pairs": len(xformer.training_corpus),
-        "held_out_pairs": len(xformer.held_out_corpus), "steps": trainer.step,
+        "held_out_pairs": len(xformer.held_out_corpus), "budget_minutes": args.max_minutes,
+        "steps": trainer.step,
         "train_minutes": round(trainer.seconds_trained() / 60, 1),
         "greedy_bleu": round(greedy["bleu"], 2), "other_decodings": scores}, command)
     print(f"figures added to {args.results}")
@@ -314,7 +303,7 @@ def train_main(variant, argv=None):
                 result_file=os.path.join(args.checkpoints_dir, "held_out_translations.txt"))
             scores = recipe_scores(args, xformer, trainer)
             if args.results:
-                record_run(args, variant, xformer, trainer, greedy, scores)
+                record_run(args, argv, variant, xformer, trainer, greedy, scores)
         say_how_to_test(f"test_checkpoint{variant}", trainer, args.model_class)
         return 0
     return run_job(run, argv)
@@ -411,8 +400,11 @@ def homework_main(homework_class, argv=None, report=None):
     def run(argv):
         single_process_only(f"homework script for {homework_class.__name__}")
         h = HOMEWORK
-        p = Parser(description=f"Train {homework_class.__name__} beside "
-                                                "the unmodified model and compare them.")
+        from .common import jobs
+        script = os.path.splitext(os.path.basename(sys.argv[0]))[0]
+        p = Parser(description=f"Train {homework_class.__name__} beside the unmodified model "
+                               "and compare them.",
+                   prog=how_to_run(script) if jobs.launcher else None)   # dlstudio SCRIPT
         p.add_argument("--archive", default=BUNDLED_ARCHIVE)
         p.add_argument("--epochs", type=positive_int, default=h["epochs"])
         p.add_argument("--max-steps", type=positive_int, default=None)

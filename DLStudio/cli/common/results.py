@@ -2,8 +2,9 @@
 table is made from what was measured (``benchmarks/results_tables.py``) and never retyped.
 
 A result file is JSON: ``{"rows": [...]}``, one row per run, each with the figures and how
-they were made: the command as typed, the machine, the date and the commit (``-dirty``: with changes not committed). ``record`` adds a
-row and keeps the others; a run that is interrupted writes nothing.
+they were made: the command as typed, the machine, the date and the commit (``-dirty``:
+with changes not committed). ``record`` adds a row and keeps the others; a run that is
+interrupted writes nothing.
 """
 
 import datetime
@@ -14,7 +15,7 @@ import subprocess
 
 import torch
 
-__all__ = ["machine_fields", "record", "read_rows"]
+__all__ = ["machine_fields", "record", "read_rows", "as_typed"]
 
 
 def machine_fields():
@@ -30,6 +31,24 @@ def machine_fields():
     return {"cpu": cpu, "cores": os.cpu_count(),
             "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
             "torch": torch.__version__.split("+")[0]}
+
+
+def _path_as_typed(arg):
+    """A path as a student types it: relative to the clone, or (outside it) an archive in
+    ``data/`` and anything else by its name alone."""
+    if not os.path.isabs(arg):
+        return arg
+    here = os.path.relpath(arg)
+    if not here.startswith(".."):
+        return here
+    name = os.path.basename(arg)
+    return os.path.join("data", name) if name.endswith((".tar.gz", ".zip", ".txt")) else name
+
+
+def as_typed(script, argv):
+    """The command line that ran ``script`` (a path in the clone) with ``argv``, as a
+    student would type it: no path outside the clone."""
+    return " ".join([f"python3 {script}"] + [_path_as_typed(a) for a in argv])
 
 
 def _commit():

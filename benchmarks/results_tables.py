@@ -1,0 +1,252 @@
+"""Make the tables of docs/results.md (and the README's headline) from the result files in
+docs/results/, so that no figure is typed twice.
+
+    python3 benchmarks/results_tables.py            # rewrite the tables in place
+    python3 benchmarks/results_tables.py --check    # exit 1 if a page differs from its files
+
+A page holds a table between two comments:
+
+    <!-- table recipes -->
+    ...                       (made by this script: edit the result file, not this)
+    <!-- end of table -->
+
+The result files are written by the scripts that measure (``--results FILE``: the training
+scripts, ``make recipe RESULTS=...``, recipe_sweep.py, bench_generate.py); figures from
+before result files existed were entered once by hand, and their rows say so ("entered").
+"""
+
+import argparse
+import json
+import os
+import re
+import sys
+from statistics import mean
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+RESULTS = os.path.join(ROOT, "docs", "results")
+PAGES = [os.path.join(ROOT, "README.md"), os.path.join(ROOT, "docs", "results.md")]
+BLOCK = re.compile(r"(<!-- table (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- end of table -->)",
+                   re.S)
+
+
+def rows_of(name):
+    """A result file's rows (its format: DLStudio/cli/common/results.py; read here without
+    importing the package, so that making the pages needs no torch)."""
+    path = os.path.join(RESULTS, f"{name}.json")
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)["rows"]
+
+
+def _table(header, lines):
+    return "\n".join(["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
+                     + ["| " + " | ".join(str(c) for c in line) + " |" for line in lines])
+
+
+def _machine(row):
+    m = row["machine"]
+    return f"{m['cpu']}, {m['cores']} cores" + (f", {m['gpu']}" if m.get("gpu") else "")
+
+
+def _source(row):
+    return f"{row['date']}, {row['commit']}" + (", by hand" if row.get("entered") else "")
+
+
+def _footer(rows):
+    """The commands, and each machine, as typed once under a table."""
+    commands = list(dict.fromkeys(r["command"] for r in rows))
+    machines = list(dict.fromkeys(
+        f"{_machine(r)}, torch {r['machine']['torch']}" for r in rows))
+    out = ["", "Made by:", ""] + [f"    {c}" for c in commands]
+    out += ["", "On: " + "; ".join(machines) + " (`lscpu | grep 'Model name'`)."]
+    entered = [r for r in rows if r.get("entered")]
+    if entered:
+        out.append("Rows marked \"by hand\" were measured before result files existed and "
+                   "entered once, from the page as it stood at the commit they name (the "
+                   "row's `entered` field in the result file names the page).")
+    return out
+
+
+def _places(x):
+    """The decimals a figure was recorded with (28.95: 2; 28.8: 1)."""
+    text = repr(float(x))
+    return 0 if text.endswith(".0") else len(text.split(".")[1])
+
+
+def _bleu(x):
+    return "" if x is None else f"{x:.2f}"
+
+
+def _decoding(row, weights, beam):
+    return next((d for d in row.get("other_decodings", ())
+                 if d["weights"] == weights and d["beam"] == beam), {})
+
+
+def recipes(rows):
+    """The 30-minute recipes through the training scripts (``make recipe``), at 10 and 30
+    minutes: held-out greedy with the raw weights, and the best use the checkpoint records."""
+    rows = sorted(rows, key=lambda r: (r.get("budget_minutes", 30), r["recipe"], r["date"]))
+    lines = []
+    for r in rows:
+        best = _decoding(r, "average", 4)
+        sacre = f" ({best['sacrebleu']:.2f})" if best.get("sacrebleu") is not None else ""
+        lines.append([f"`{r['recipe']}` ({r['variant']})", r["seed"],
+                      f"{r.get('budget_minutes', round(r.get('train_minutes', 0))):g}",
+                      f"{r['steps']:,}", _bleu(r["greedy_bleu"]),
+                      _bleu(_decoding(r, "average", 1).get("bleu")),
+                      f"**{_bleu(best.get('bleu'))}**{sacre}", _machine(r), _source(r)])
+    return [_table(["recipe (script)", "seed", "minutes", "steps", "held-out, greedy raw",
+                    "greedy averaged", "**averaged, beam 4, alpha 1.0** (sacreBLEU)",
+                    "machine", "date, commit"], lines)] + _footer(rows)
+
+
+def headline(rows):
+    """The README's headline: each recipe's 30-minute runs through ``make recipe``."""
+    out = []
+    for recipe in ("modern30", "fast30"):
+        runs = [r for r in rows if r["recipe"] == recipe and r.get("budget_minutes", 30) == 30
+                and not r.get("entered")]
+        if runs:
+            best = ", ".join(_bleu(_decoding(r, "average", 4)["bleu"]) for r in runs)
+            greedy = ", ".join(_bleu(r["greedy_bleu"]) for r in runs)
+            steps = ", ".join(f"{r['steps']:,}" for r in runs)
+            out.append(f"- `make recipe RECIPE={recipe}`: held-out BLEU **{best}** (averaged "
+                       f"weights, beam 4), {greedy} greedy, for seeds "
+                       f"{', '.join(str(r['seed']) for r in runs)} ({steps} steps in 30 "
+                       f"minutes; {_machine(runs[0])}).")
+    return out
+
+
+def sweep(rows):
+    lines = [[r["row"], r["change"], f"{r['minutes']:g}", f"{r['steps']:,}",
+              _bleu(r["dev_greedy_raw"]), f"{_bleu(r['dev_best'])} ({r['dev_choice']})",
+              _bleu(r["held_out_greedy_raw"]),
+              f"**{_bleu(r['held_out_chosen'])}** ({_bleu(r['held_out_chosen_sacrebleu'])})",
+              _source(r)] for r in rows]
+    return [_table(["row", "change from today30", "minutes", "steps", "dev, greedy raw",
+                    "dev, best (its decoding)", "held-out, greedy raw",
+                    "**held-out, the dev's choice** (sacreBLEU)", "date, commit"],
+                   lines)] + _footer(rows)
+
+
+def design(rows):
+    lines = []
+    for r in rows:
+        # the compared row: the latest before this one of that run (the same sitting's)
+        base = next((b for b in reversed(rows[:rows.index(r)])
+                     if b["run"] == r["compared_with"]), None)
+        # the difference to as many decimals as the figures were recorded with
+        places = max(_places(r["bleu_1000"]), _places(base["bleu_1000"])) if base else 0
+        vs = "" if base is None else \
+            f"{r['bleu_1000'] - base['bleu_1000']:+.{places}f} ({base['run']})"
+        lines.append([r["run"], r["change"], f"{r['parameters']:,}" if r["parameters"] else "",
+                      f"{r['seconds_per_step']:.3f}" if r["seconds_per_step"] else "",
+                      r["bleu_500"], f"**{r['bleu_1000']}** ({r['sacrebleu_1000']})", vs,
+                      _source(r)])
+    return [_table(["run", "one change from the recipe", "parameters", "s / step",
+                    "after 500 steps", "after 1,000 steps (sacreBLEU)", "against",
+                    "date, commit"],
+                   lines)] + _footer(rows)
+
+
+def bleu_vs_time(rows):
+    minutes = list(rows[0]["bleu_by_minutes"])
+    lines = [[f"{r['variant']}, {r['tokenizer']}"] + [
+        f"{b:.1f} ({s:.1f})" for b, s in r["bleu_by_minutes"].values()] + [_source(r)]
+        for r in rows]
+    return [_table(["held-out BLEU (sacreBLEU) after minutes"] + minutes + ["date, commit"],
+                   lines)] + _footer(rows)
+
+
+def pretraining(rows):
+    lines = [[r["pretraining"], r["tokenizer"], f"{r['pairs']:,}", r["run"], r["steps"],
+              r["minutes"], r["gpt_perplexity"],
+              f"**{_bleu(r['bleu'])}** ({_bleu(r['sacrebleu'])})",
+              f"{r['translatable']:,} / {r['sentences']:,}"] for r in rows]
+    return [_table(["pre-training, of the budget", "tokenizer", "pairs", "run",
+                    "steps: pre-train + fine-tune", "minutes",
+                    "GPT held-out perplexity", "held-out BLEU (sacreBLEU)", "translatable"],
+                   lines)] + _footer(rows)
+
+
+def bert(rows):
+    lines = []
+    for r in rows:
+        p, s = r["pretrained"], r["scratch"]
+        spread = max(abs(p[0] - p[1]), abs(s[0] - s[1]))
+        lines.append([r["rows_per_label"], ", ".join(map(str, p)), ", ".join(map(str, s)),
+                      f"{mean(p) - mean(s):+.1f} ({spread:.1f})", _source(r)])
+    return [_table(["labelled rows per label", "pre-trained (seeds 0, 1)",
+                    "from scratch (seeds 0, 1)", "gain (seed-to-seed spread)",
+                    "date, commit"], lines)] + _footer(rows)
+
+
+def train_speed(rows):
+    lines = [[r["model"], r["precision"], f"{r['seconds_per_iteration']:.3f}",
+              f"**{r['ratio']:.2f}**", f"{r['paired']:.2f}", f"{r['parameters']:,}",
+              r["gflop_per_iteration"], f"{r['of_peak']:.0%}", _source(r)] for r in rows]
+    return [_table(["model", "precision", "s / iteration", "ratio", "paired", "parameters",
+                    "GFLOP / iteration", "of the matmul peak", "date, commit"],
+                   lines)] + _footer(rows)
+
+
+def generate_speed(rows):
+    lines = [[r["model"], r["dtype"], r["tokens_per_second"],
+              "-" if r["vs_transformers"] is None else f"{r['vs_transformers']:.2f}x",
+              r["peak_memory_mb"],
+              {True: "yes", False: "no", None: "-"}[r["same_tokens"]], _source(r)]
+             for r in rows]
+    return [_table(["model", "dtype", "tokens/s", "vs transformers", "peak memory (MB)",
+                    "same tokens", "date, commit"], lines)] + _footer(rows)
+
+
+TABLES = {"recipes": ("recipes", recipes), "headline": ("recipes", headline),
+          "sweep": ("sweep", sweep), "design": ("design_1000_steps", design),
+          "bleu-vs-time": ("bleu_vs_time", bleu_vs_time),
+          "pretraining": ("pretraining", pretraining), "bert": ("bert", bert),
+          "train-speed": ("train_speed", train_speed),
+          "generate-speed": ("generate_speed", generate_speed)}
+
+
+def render(text, where="a page"):
+    """The page with every table block made again from its result file."""
+    def block(m):
+        name = m["name"]
+        if name not in TABLES:
+            raise SystemExit(f"{where}: no table named {name!r} (known: {', '.join(TABLES)})")
+        file, make = TABLES[name]
+        rows = rows_of(file)
+        body = "\n".join(make(rows)) if rows else f"(no rows yet in docs/results/{file}.json)"
+        return f"{m[1]}{body}\n{m[4]}"
+    return BLOCK.sub(block, text)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--check", action="store_true",
+                   help="change nothing; exit 1 if a page's tables differ from the files")
+    p.add_argument("pages", nargs="*", default=PAGES)
+    args = p.parse_args(argv)
+    stale = []
+    for page in args.pages:
+        with open(page, encoding="utf-8") as f:
+            text = f.read()
+        new = render(text, page)
+        if new != text:
+            stale.append(os.path.relpath(page, ROOT))
+            if not args.check:
+                with open(page, "w", encoding="utf-8") as f:
+                    f.write(new)
+    if args.check and stale:
+        print(f"tables differ from docs/results/: {', '.join(stale)} "
+              "(run python3 benchmarks/results_tables.py)")
+        return 1
+    print(("up to date: " if args.check else "made: ") + ", ".join(
+        os.path.relpath(p, ROOT) for p in args.pages))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
