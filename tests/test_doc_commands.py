@@ -16,7 +16,9 @@ import pytest
 from .conftest import ROOT
 
 DOCS = ["README.md", "ExamplesTransformers/README.md", "datasets/README.md",
-        *sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "*.md")))]
+        *sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "*.md"))),
+        *sorted(os.path.relpath(p, ROOT)
+                for p in glob.glob(os.path.join(ROOT, "docs", "developers", "*.md")))]
 COMMAND = re.compile(r"(?:^|\|\s*)((?:\.venv/bin/)?python3?\s|dlstudio\s|make\s|torchrun\s)")
 
 

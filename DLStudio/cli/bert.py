@@ -82,7 +82,7 @@ def pretrain_parser():
     add_run_arguments(p, "checkpoints_BERT", "perplexity",
                       "held-out masked-token perplexity and accuracy")
     model_class_flag(p, "pre-train this subclass of TransformerBERT (the masking exercise's "
-                        "MyBERT, homework)")
+                        "MyBERT, homework)", example="masking:MyBERT")
     return p
 
 
@@ -260,7 +260,7 @@ def finetune_parser():
                    help="--from-scratch without DIR only")
     add_run_arguments(p, "checkpoints_BERT_finetuned", "accuracy", "test accuracy")
     model_class_flag(p, "the TransformerBERT subclass the --pretrained checkpoint was "
-                        "trained with (fine-tuned as that class)")
+                        "trained with (fine-tuned as that class)", example="masking:MyBERT")
     return p
 
 

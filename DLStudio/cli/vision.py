@@ -63,7 +63,8 @@ def vit_parser():
     p.add_argument("--label-smoothing", type=nonnegative_float, default=0.0)
     p.add_argument("--augment", action="store_true", help="random shifts and flips")
     add_run_arguments(p, "checkpoints_visTrans", "accuracy", "test accuracy")
-    model_class_flag(p, "train this subclass of visTransformer (homework, an exercise's MyViT)")
+    model_class_flag(p, "train this subclass of visTransformer (homework, an exercise's MyViT)",
+                     example="patch_embedding:MyViT")
     return p
 
 
@@ -165,7 +166,8 @@ def vit_test_checkpoint_main(argv=None):
                        help="test images in the grid (and a quarter of them, at most 6, in "
                             "the attention picture)")
         p.add_argument("--out", help="folder for the pictures (default: the checkpoints')")
-        model_class_flag(p, "the visTransformer subclass the checkpoint was trained with")
+        model_class_flag(p, "the visTransformer subclass the checkpoint was trained with",
+                         example="patch_embedding:MyViT")
         add_weights_argument(p)
         args = p.parse_args(argv)
         path = checkpoint_arguments(p, args)

@@ -249,8 +249,9 @@ def add_checkpoint_arguments(parser, sentence=False):
                                                              if sentence else "")))
 
 
-def model_class_flag(parser, what):
+def model_class_flag(parser, what,
+                     example="homework_my_attention_head:TransformerFGWithTemperature"):
+    """``--model-class MODULE:CLASS``; ``example``: one of the family the script trains."""
     parser.add_argument("--model-class", metavar="MODULE:CLASS",
-                        help=f"{what}, e.g. homework_my_attention_head:"
-                             "TransformerFGWithTemperature (its module must be importable "
+                        help=f"{what}, e.g. {example} (its module must be importable "
                              "from the current folder)")

@@ -1,0 +1,132 @@
+"""The pages as a reader meets them: every relative link and #anchor resolves, every figure
+of the results page and the README's headline is made from a result file, and students'
+pages keep to the students (the test suite's internals are the developers' pages')."""
+
+import glob
+import importlib.util
+import json
+import os
+import re
+
+import pytest
+
+from .conftest import ROOT
+
+STUDENT_PAGES = ["README.md", "ExamplesTransformers/README.md", "datasets/README.md",
+                 *sorted(os.path.relpath(p, ROOT)
+                         for p in glob.glob(os.path.join(ROOT, "docs", "*.md")))]
+DEVELOPER_PAGES = sorted(os.path.relpath(p, ROOT)
+                         for p in glob.glob(os.path.join(ROOT, "docs", "developers", "*.md")))
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def anchors(path):
+    """The #anchors a Markdown page offers: its headings, as GitHub spells them."""
+    with open(path, encoding="utf-8") as f:
+        text = re.sub(r"^(    |\t).*$", "", f.read(), flags=re.M)     # not in code blocks
+    found = set()
+    for heading in re.findall(r"^#{1,6}\s+(.+?)\s*#*$", text, flags=re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower().replace("`", ""))
+        found.add(slug.replace(" ", "-"))
+    return found
+
+
+def broken_links(page):
+    """Each relative link of ``page`` whose file or #anchor does not exist."""
+    with open(os.path.join(ROOT, page), encoding="utf-8") as f:
+        text = f.read()
+    problems = []
+    for target in LINK.findall(text):
+        if re.match(r"[a-z]+:", target):                 # https:, mailto:
+            continue
+        path, _, anchor = target.partition("#")
+        file = os.path.normpath(os.path.join(ROOT, os.path.dirname(page), path)) if path \
+            else os.path.join(ROOT, page)
+        if not os.path.exists(file):
+            problems.append(f"{page}: {target}: no such file")
+        elif anchor and file.endswith(".md") and anchor not in anchors(file):
+            problems.append(f"{page}: {target}: no heading #{anchor} there")
+    return problems
+
+
+def test_the_link_reader_finds_a_broken_file_and_a_broken_anchor(tmp_path, monkeypatch):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text(
+        "# A page\n\n## The 30-minute recipes, today\n\n    ## not a heading\n",
+        encoding="utf-8")
+    (tmp_path / "README.md").write_text(
+        "[ok](docs/a.md#the-30-minute-recipes-today) [bad](docs/b.md) "
+        "[gone](docs/a.md#not-a-heading) [web](https://example.org/x#y)\n", encoding="utf-8")
+    monkeypatch.setattr(__import__(__name__, fromlist=["ROOT"]), "ROOT", str(tmp_path))
+    assert broken_links("README.md") == ["README.md: docs/b.md: no such file",
+                                         "README.md: docs/a.md#not-a-heading: no heading "
+                                         "#not-a-heading there"]
+
+
+@pytest.mark.parametrize("page", STUDENT_PAGES + DEVELOPER_PAGES)
+def test_every_link_and_anchor_resolves(page):
+    assert broken_links(page) == []
+
+
+def _tables():
+    spec = importlib.util.spec_from_file_location(
+        "results_tables", os.path.join(ROOT, "benchmarks", "results_tables.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_results_pages_are_made_from_the_result_files(capsys):
+    assert _tables().main(["--check"]) == 0, capsys.readouterr().out
+
+
+def test_a_figure_typed_into_a_table_is_found(tmp_path, capsys):
+    tables = _tables()
+    page = tmp_path / "page.md"
+    made = tables.render("<!-- table bert -->\n<!-- end of table -->\n")
+    page.write_text(made.replace("52.1", "53.1"), encoding="utf-8")
+    assert tables.main(["--check", str(page)]) == 1
+    assert "differ" in capsys.readouterr().out
+
+
+def test_every_result_row_says_how_it_was_made():
+    for path in glob.glob(os.path.join(ROOT, "docs", "results", "*.json")):
+        with open(path, encoding="utf-8") as f:
+            rows = json.load(f)["rows"]
+        assert rows, path
+        for row in rows:
+            for key in ("command", "machine", "date", "commit"):
+                assert row.get(key), f"{path}: a row without its {key}"
+            assert row["machine"].get("cpu") and row["machine"].get("cores"), path
+            text = json.dumps(row)
+            assert "../shared" not in text and "/work/" not in text and "/tmp/" not in text, \
+                f"{path}: a row names a path outside the clone: {row['command']}"
+
+
+def test_the_readme_headline_is_the_result_files():
+    """The README's figures for the 30-minute recipes are the block the table script makes
+    from docs/results/recipes.json (``test_the_results_pages_...`` checks it is current)."""
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    block = re.search(r"<!-- table headline -->\n(.*?)<!-- end of table -->", readme, re.S)
+    assert block, "the README has no headline block"
+    with open(os.path.join(ROOT, "docs", "results", "recipes.json"), encoding="utf-8") as f:
+        rows = json.load(f)["rows"]
+    measured = [r for r in rows if r.get("budget_minutes") == 30 and not r.get("entered")]
+    for row in measured:
+        assert f"{row['greedy_bleu']:.2f}" in block[1], row["command"]
+    outside = re.sub(r"<!-- table \w+ -->.*?<!-- end of table -->", "", readme, flags=re.S)
+    for row in rows:                  # no recipe figure typed anywhere else in the README
+        for d in row["other_decodings"]:
+            assert f"{d['bleu']:.2f}" not in outside, (d, row["command"])
+
+
+ASIDE = re.compile(r"\ba test (checks|compares|proves|moves)|\bthe tests (check|compare)|"
+                   r"`tests/\w|the test suite (checks|runs)", re.I)
+
+
+@pytest.mark.parametrize("page", STUDENT_PAGES)
+def test_students_pages_leave_the_tests_to_the_developers_pages(page):
+    with open(os.path.join(ROOT, page), encoding="utf-8") as f:
+        found = [line for line in f if ASIDE.search(line)]
+    assert found == [], f"{page}: move to docs/developers/: {found}"
