@@ -130,7 +130,7 @@ def main(argv=None):
     p.add_argument("--new", type=int, default=128, help="new tokens (greedy)")
     p.add_argument("--repeats", type=int, default=3, help="timed runs after a warm-up")
     p.add_argument("--dtypes", default="fp32,bf16", help="fp32, bf16 or both")
-    p.add_argument("--results", metavar="FILE.json",
+    p.add_argument("--results", metavar="FILE.json", default="",
                    help="add the rows to a result file (docs/results/generate_speed.json)")
     p.add_argument("--row", help=argparse.SUPPRESS)      # WHICH:DTYPE:FOLDER, in a child
     args = p.parse_args(argv)

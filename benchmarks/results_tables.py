@@ -59,7 +59,7 @@ def _footer(rows):
     commands = list(dict.fromkeys(r["command"] for r in rows))
     machines = list(dict.fromkeys(
         f"{_machine(r)}, torch {r['machine']['torch']}" for r in rows))
-    out = ["", "Made by:", ""] + [f"    {c}" for c in commands]
+    out = ["", "Made by:", ""] + [f"    {c}   # long" for c in commands]
     out += ["", "On: " + "; ".join(machines) + " (`lscpu | grep 'Model name'`)."]
     entered = [r for r in rows if r.get("entered")]
     if entered:
@@ -227,8 +227,10 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--check", action="store_true",
                    help="change nothing; exit 1 if a page's tables differ from the files")
-    p.add_argument("pages", nargs="*", default=PAGES)
+    p.add_argument("pages", nargs="*",
+                   help="the pages to make (default: README.md and docs/results.md)")
     args = p.parse_args(argv)
+    args.pages = args.pages or PAGES
     stale = []
     for page in args.pages:
         with open(page, encoding="utf-8") as f:

@@ -22,9 +22,10 @@ DOCS = ["README.md", "ExamplesTransformers/README.md", "datasets/README.md",
 COMMAND = re.compile(r"(?:^|\|\s*)((?:\.venv/bin/)?python3?\s|dlstudio\s|make\s|torchrun\s)")
 
 
-def commands(text):
+def commands(text, comments=False):
     """(line number, command) of each command in the indented code blocks of a Markdown
-    text (continuation lines joined, comments and a leading ``VAR=value`` dropped)."""
+    text (continuation lines joined, comments and a leading ``VAR=value`` dropped; with
+    ``comments``, (line number, command, its comment))."""
     found, lines, i = [], text.splitlines(), 0
     while i < len(lines):
         line, start = lines[i], i + 1
@@ -34,7 +35,9 @@ def commands(text):
                 line = line.rstrip()[:-1] + " " + lines[i].strip()
             text_ = line.strip()
             text_ = text_[COMMAND.search(text_).start(1):]       # after "printf ... |"
-            found.append((start, text_.split(" #")[0].strip()))
+            command, _, comment = text_.partition(" #")
+            found.append((start, command.strip(), comment.strip()) if comments
+                         else (start, command.strip()))
         i += 1
     return found
 
@@ -180,3 +183,34 @@ def test_no_page_names_a_path_outside_the_clone():
     for page in DOCS:
         with open(os.path.join(ROOT, page), encoding="utf-8") as f:
             assert "../shared" not in f.read(), page
+
+
+#: Commands that cannot run in the tests: the real archive is not in a clone (nor in CI),
+#: and the recipes and the lecture's run take half an hour to hours.
+NOT_IN_TESTS = re.compile(r"en_es_xformer_8_90000|^make recipe|"
+                          r"^python3? (ExamplesTransformers/)?seq2seq_with_transformer"
+                          r"(FG|PreLN)\.py$")
+
+
+def unmarked(text):
+    """The commands of a page that need the real archive or take long, but do not say so
+    in their comment ("# long", or "# with the real archive")."""
+    return [(n, c) for n, c, comment in commands(text, comments=True)
+            if NOT_IN_TESTS.search(c) and "long" not in comment
+            and "real archive" not in comment]
+
+
+def test_the_marking_reader_finds_an_unmarked_long_command():
+    page = ("    make recipe ARCHIVE=data/en_es_xformer_8_90000.tar.gz   # long: 35 minutes\n"
+            "    python3 seq2seq_with_transformerFG.py\n"
+            "    python -m DLStudio.data inspect data/en_es_xformer_8_90000.tar.gz   # quick\n"
+            "    python3 seq2seq_with_transformerFG.py --archive bundled --epochs 1\n")
+    assert unmarked(page) == [
+        (2, "python3 seq2seq_with_transformerFG.py"),
+        (3, "python -m DLStudio.data inspect data/en_es_xformer_8_90000.tar.gz")]
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_a_command_that_takes_long_or_needs_the_real_archive_says_so(doc):
+    with open(os.path.join(ROOT, doc), encoding="utf-8") as f:
+        assert unmarked(f.read()) == []
