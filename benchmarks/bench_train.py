@@ -208,6 +208,8 @@ def main():
                    help="add a row: ours (sliced heads) through torch.compile; its compile "
                         "time is the warm-up's")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--results", metavar="FILE.json",
+                   help="add the rows to a result file (docs/results/train_speed.json)")
     args = p.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -278,6 +280,18 @@ def main():
         f"{name} {t:.1f}" for name, t in warmup.items()))
     peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak resident memory of this process (all five models): {peak_rss:.0f} MB")
+    if args.results:
+        from DLStudio.cli.common.results import as_typed, record
+        for name, ts in times.items():
+            med = statistics.median(ts)
+            record(args.results, {
+                "model": name, "precision": args.precision,
+                "seconds_per_iteration": round(med, 3), "ratio": round(med / ref, 2),
+                "paired": round(paired[name], 2), "parameters": params(rows[name][2]),
+                "gflop_per_iteration": round(flops[name] / len(timed) / 1e9, 1),
+                "of_peak": round(flops[name] / sum(ts) / peak, 2)},
+                as_typed("benchmarks/bench_train.py", sys.argv[1:]))
+        print(f"rows added to {args.results}")
 
 
 if __name__ == "__main__":

@@ -44,6 +44,8 @@ def parser():
     p = Parser(description=__doc__.split("\n\n")[0])
     p.add_argument("--archive", default=BUNDLED_ARCHIVE)
     p.add_argument("--out", default="bert_bench")
+    p.add_argument("--results", metavar="FILE.json",
+                   help="add the accuracies to a result file (docs/results/bert.json)")
     p.add_argument("--pretrain-minutes", type=positive_float, default=20.0)
     p.add_argument("--pretrain-steps", type=positive_int, default=None,
                    help="instead of minutes (the tests' tiny runs)")
@@ -182,7 +184,26 @@ def main(argv=None):
                 with open(done_path, "w") as f:
                     json.dump(done, f, indent=1)
     print("\n" + table(done))
+    if args.results:
+        keep_rows(args, argv, done)
     return 0
+
+
+def keep_rows(args, argv, done):
+    """``--results``: one row per number of labelled rows, each start's accuracy by seed."""
+    from DLStudio.cli.common.results import as_typed, record
+    command = as_typed("benchmarks/bert_pretraining.py", sys.argv[1:] if argv is None else argv)
+    for labelled in dict.fromkeys(r["labelled"] for r in done):
+        by = {start: {r["seed"]: round(r["accuracy"], 1) for r in done
+                      if r["labelled"] == labelled and r["start"] == start}
+              for start in ("pre-trained", "from scratch")}
+        seeds = sorted(set(by["pre-trained"]) & set(by["from scratch"]))
+        if seeds:
+            record(args.results, {
+                "rows_per_label": labelled, "seeds": seeds,
+                "pretrained": [by["pre-trained"][s] for s in seeds],
+                "scratch": [by["from scratch"][s] for s in seeds]}, command)
+    print(f"rows added to {args.results}")
 
 
 if __name__ == "__main__":

@@ -11,8 +11,10 @@ A page holds a table between two comments:
     <!-- end of table -->
 
 The result files are written by the scripts that measure (``--results FILE``: the training
-scripts, ``make recipe RESULTS=...``, recipe_sweep.py, bench_generate.py); figures from
-before result files existed were entered once by hand, and their rows say so ("entered").
+scripts and ``make recipe RESULTS=...``, compare_fg_preln.py, recipe_sweep.py,
+bench_train.py, bench_generate.py, bert_pretraining.py); figures from before result files
+existed were entered once by hand, and their rows say so ("entered"). bleu_vs_time.py and
+pretraining_experiment.py write none yet: their tables are the hand-entered rows.
 """
 
 import argparse
@@ -131,7 +133,17 @@ def sweep(rows):
                    lines)] + _footer(rows)
 
 
+def _at_steps(row, steps, key="bleu"):
+    """A design row's BLEU after ``steps`` steps: entered (``bleu_1000``) or written by
+    compare_fg_preln.py --results (its evaluations)."""
+    if f"{key}_{steps}" in row:
+        return row[f"{key}_{steps}"]
+    return next((e[key] for e in row.get("evaluations", ()) if e["steps"] == steps), None)
+
+
 def design(rows):
+    rows = [{**r, "bleu_500": _at_steps(r, 500), "bleu_1000": _at_steps(r, 1000),
+             "sacrebleu_1000": _at_steps(r, 1000, "sacrebleu")} for r in rows]
     lines = []
     for r in rows:
         # the compared row: the latest before this one of that run (the same sitting's)
@@ -175,11 +187,11 @@ def bert(rows):
     lines = []
     for r in rows:
         p, s = r["pretrained"], r["scratch"]
-        spread = max(abs(p[0] - p[1]), abs(s[0] - s[1]))
+        spread = max(max(p) - min(p), max(s) - min(s))
         lines.append([r["rows_per_label"], ", ".join(map(str, p)), ", ".join(map(str, s)),
                       f"{mean(p) - mean(s):+.1f} ({spread:.1f})", _source(r)])
-    return [_table(["labelled rows per label", "pre-trained (seeds 0, 1)",
-                    "from scratch (seeds 0, 1)", "gain (seed-to-seed spread)",
+    return [_table(["labelled rows per label", "pre-trained (by seed)",
+                    "from scratch (by seed)", "gain (seed-to-seed spread)",
                     "date, commit"], lines)] + _footer(rows)
 
 

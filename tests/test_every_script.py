@@ -133,8 +133,8 @@ def runs(w):
             (["--exhibit", "no_causal_mask", "--steps", 3, "--archive", a, *TINY, "--out",
               "museum", "--cpu"], "with the bug")],
         "ExamplesTransformers/compare_fg_preln.py": [
-            (["--archive", a, "--steps", 4, "--every", 2, *TINY, "--out", "cmp"],
-             "final held-out BLEU"),
+            (["--archive", a, "--steps", 4, "--every", 2, *TINY, "--out", "cmp", "--results",
+              "design.json"], "runs added to design.json"),
             (["--archive", a, "--steps", 2, "--every", 2, *TINY, "--out", "cmp_modern", "--runs",
               "PreLN,PreLN:positions=rope:full_width_heads:kv_heads=1"], "kv_heads 1")],
         "ExamplesTransformers/demo.py": [
@@ -257,10 +257,10 @@ def runs(w):
             (["--archive", a, "--out", "bert_bench", "--pretrain-steps", 3, "--finetune-steps",
               2, "--labelled", "5,all", "--seeds", "0,1", "--embedding-size", 16,
               "--num-layers", 1, "--num-atten-heads", 2, "--vocab-size", 300, "--test-rows",
-              20], "all per label: pre-training's gain")],
+              20, "--results", "bert.json"], "rows added to bert.json")],
         "benchmarks/bench_train.py": [
             (["--archive", a, *TINY, "--num-atten-heads", 2, "--batch-size", 16, "--iters", 2,
-              "--warmup", 1], "s/iter")],
+              "--warmup", 1, "--results", "train_speed.json"], "rows added to train_speed.json")],
         "benchmarks/results_tables.py": [(["--check"], "up to date: README.md, docs/results.md")],
         "benchmarks/same_arithmetic.py": [
             (["--base", "HEAD", "--steps", 2, "--sentences", 3], "identical")],

@@ -6,6 +6,7 @@ ExamplesTransformers/ is a few lines that call one of these; ``dlstudio <script>
 
 import csv
 import os
+import sys
 
 from ..data import BUNDLED_ARCHIVE, load_archive
 from ..runtime.distributed import DistributedError, single_process_only
@@ -143,6 +144,9 @@ def compare_fg_preln_main(argv=None):
                         "followed by :switch or :switch=value (switches: "
                         + ", ".join(SWITCHES) + ")")
     p.add_argument("--out", default="compare_fg_preln")
+    p.add_argument("--results", metavar="FILE.json",
+                   help="add each run's held-out figures to a result file "
+                        "(docs/results/design_1000_steps.json)")
     args = p.parse_args(argv)
     try:
         single_process_only("compare_fg_preln.py")
@@ -162,7 +166,7 @@ def compare_fg_preln_main(argv=None):
     setups = {"FG": (TransformerFG, args.num_warmup_steps, None),
               "FG-no-warmup": (TransformerFG, 0, peak),
               "PreLN": (TransformerPreLN, args.num_warmup_steps, args.preln_lr)}
-    runs = {}
+    runs, sizes = {}, {}
     for name, (base, switches) in specs.items():
         cls, warmup, lr = setups[base]
         dls = DLStudio(use_gpu=True, batch_size=args.batch_size, epochs=100_000, seed=0,
@@ -175,6 +179,7 @@ def compare_fg_preln_main(argv=None):
         rate = f"lr {lr:.2e}" if lr else f"warm-up {warmup}, peak {peak:.2e}"
         print(f"== {name} ({rate}; " + ", ".join(f"{k} {v}" for k, v in switches.items())
               + ")", flush=True)
+        sizes[name] = sum(q.numel() for q in x.EncoderDecoder(x, enc, dec).parameters())
         runs[name] = budget_run(x, enc, dec, budget, args.every, unit=unit, report=lambda r: print(
             f"   {r['minutes']:6.2f} min  step {r['steps']:6d}  loss {r['loss']:.3f}  "
             f"BLEU {r['bleu']:6.2f}", flush=True))
@@ -197,4 +202,26 @@ def compare_fg_preln_main(argv=None):
     print("final held-out BLEU: " + ", ".join(f"{n} {rows[-1]['bleu']:.2f}"
                                               for n, rows in runs.items() if rows))
     print(f"wrote {path} and {args.out}/compare_fg_preln.csv")
+    if args.results:
+        keep_runs(args, argv, runs, sizes)
     return 0
+
+
+def keep_runs(args, argv, runs, sizes):
+    """``--results``: each run's evaluations, with how they were made, added to the result
+    file; a run is compared with the run it adds a switch to, where that ran too, else FG."""
+    from .common.results import as_typed, record
+    command = as_typed("ExamplesTransformers/compare_fg_preln.py",
+                       sys.argv[1:] if argv is None else argv)
+    for name, rows in runs.items():
+        parent = name.rsplit(":", 1)[0]
+        record(args.results, {
+            "run": name, "change": name, "parameters": sizes[name],
+            "seconds_per_step": round(60 * rows[-1]["minutes"] / max(rows[-1]["steps"], 1), 3)
+            if rows else None,
+            "evaluations": [{"steps": r["steps"], "minutes": round(r["minutes"], 2),
+                             "bleu": round(r["bleu"], 2), "sacrebleu": round(r["sacrebleu"], 2)}
+                            for r in rows],
+            "compared_with": None if name == "FG" else parent if parent in runs and
+            parent != name else "FG"}, command)
+    print(f"runs added to {args.results}")
