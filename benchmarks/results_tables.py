@@ -86,16 +86,25 @@ def _decoding(row, weights, beam):
                  if d["weights"] == weights and d["beam"] == beam), {})
 
 
+def _budget(row):
+    """A recipe row's minutes of training: recorded, or (rows written before the field) as
+    its command gave them, the recipes' 30 by default."""
+    if row.get("budget_minutes") is not None:
+        return row["budget_minutes"]
+    given = re.search(r"--max-minutes[ =]([\d.]+)", row["command"])
+    return float(given[1]) if given else 30.0
+
+
 def recipes(rows):
     """The 30-minute recipes through the training scripts (``make recipe``), at 10 and 30
     minutes: held-out greedy with the raw weights, and the best use the checkpoint records."""
-    rows = sorted(rows, key=lambda r: (r.get("budget_minutes", 30), r["recipe"], r["date"]))
+    rows = sorted(rows, key=lambda r: (_budget(r), r["recipe"], r["date"], r["seed"]))
     lines = []
     for r in rows:
         best = _decoding(r, "average", 4)
         sacre = f" ({best['sacrebleu']:.2f})" if best.get("sacrebleu") is not None else ""
         lines.append([f"`{r['recipe']}` ({r['variant']})", r["seed"],
-                      f"{r.get('budget_minutes', round(r.get('train_minutes', 0))):g}",
+                      f"{_budget(r):g}",
                       f"{r['steps']:,}", _bleu(r["greedy_bleu"]),
                       _bleu(_decoding(r, "average", 1).get("bleu")),
                       f"**{_bleu(best.get('bleu'))}**{sacre}", _machine(r), _source(r)])
@@ -104,20 +113,29 @@ def recipes(rows):
                     "machine", "date, commit"], lines)] + _footer(rows)
 
 
+def _and(items):
+    items = [str(x) for x in items]
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+HEADLINE = {"modern30": "`make recipe` (modern30: today's parts, the PreLN script)",
+            "fast30": "`make recipe RECIPE=fast30` (the 2017 model, the FG script)"}
+
+
 def headline(rows):
     """The README's headline: each recipe's 30-minute runs through ``make recipe``."""
     out = []
-    for recipe in ("modern30", "fast30"):
-        runs = [r for r in rows if r["recipe"] == recipe and r.get("budget_minutes", 30) == 30
-                and not r.get("entered")]
+    for recipe, what in HEADLINE.items():
+        runs = sorted((r for r in rows if r["recipe"] == recipe and _budget(r) == 30
+                       and not r.get("entered")), key=lambda r: r["seed"])
         if runs:
-            best = ", ".join(_bleu(_decoding(r, "average", 4)["bleu"]) for r in runs)
-            greedy = ", ".join(_bleu(r["greedy_bleu"]) for r in runs)
-            steps = ", ".join(f"{r['steps']:,}" for r in runs)
-            out.append(f"- `make recipe RECIPE={recipe}`: held-out BLEU **{best}** (averaged "
-                       f"weights, beam 4), {greedy} greedy, for seeds "
-                       f"{', '.join(str(r['seed']) for r in runs)} ({steps} steps in 30 "
-                       f"minutes; {_machine(runs[0])}).")
+            seeds = "seed" + ("s " if len(runs) > 1 else " ") + _and(r["seed"] for r in runs)
+            best = _and(_bleu(_decoding(r, "average", 4)["bleu"]) for r in runs)
+            greedy = _and(_bleu(r["greedy_bleu"]) for r in runs)
+            steps = _and(f"{r['steps']:,}" for r in runs)
+            out.append(f"- {what}: held-out BLEU **{best}** (averaged weights, beam 4), "
+                       f"{greedy} greedy, for {seeds}; {steps} steps in 30 minutes on one "
+                       f"{runs[0]['machine']['cpu']} with {runs[0]['machine']['cores']} cores.")
     return out
 
 

@@ -52,8 +52,8 @@ def test_a_recipe_scores_its_other_decodings(tmp_path, monkeypatch, capsys):
     assert [row["seed"] for row in rows] == [0, 1]
     assert f"{rows[0]['greedy_bleu']:.2f}" == greedy
     assert rows[0]["other_decodings"] == [{"weights": "average", "beam": 2,
-                                           "length_penalty": 1.0,
-                                           "bleu": round(r["bleu"], 2)}]
+                                           "length_penalty": 1.0, "bleu": round(r["bleu"], 2),
+                                           "sacrebleu": round(r["sacrebleu"], 2)}]
     assert rows[0]["steps"] == 12 and rows[0]["machine"]["cores"] >= 1
     assert rows[1]["command"] == ("python3 ExamplesTransformers/seq2seq_with_transformerFG.py "
                                   "--recipe tiny --checkpoints-dir ck --overwrite --seed 1 "

@@ -154,7 +154,8 @@ def recipe_scores(args, xformer, trainer):
         print(f"held-out BLEU, {weights} weights, {how}: {r['bleu']:.2f} "
               f"(sacreBLEU {r.get('sacrebleu', float('nan')):.2f})")
         scores.append({"weights": weights, "beam": beam, "length_penalty": alpha,
-                       "bleu": round(r["bleu"], 2)})
+                       "bleu": round(r["bleu"], 2), "sacrebleu": round(r["sacrebleu"], 2)
+                       if "sacrebleu" in r else None})
     return scores
 
 
