@@ -3,28 +3,22 @@
 a homework's container beside the unmodified one (``ExamplesTransformers/homework_*.py``)."""
 
 import os
-import platform
 import time
 
 import torch
 
 from ..evaluation.decode_and_score import evaluate_bleu
 from ..runtime.studio import DLStudio
+from .common.results import machine_fields
 
 __all__ = ["budget_run", "compare_containers", "format_comparison", "machine"]
 
 
 def machine():
     """The processor (and GPU) a benchmark ran on, and torch's version and threads."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f
-                       if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    gpu = f", GPU {torch.cuda.get_device_name()}" if torch.cuda.is_available() else ""
-    return (f"{cpu}, {os.cpu_count()} cores{gpu}; torch {torch.__version__}, "
+    m = machine_fields()
+    gpu = f", GPU {m['gpu']}" if m["gpu"] else ""
+    return (f"{m['cpu']}, {m['cores']} cores{gpu}; torch {torch.__version__}, "
             f"{torch.get_num_threads()} threads")
 
 
