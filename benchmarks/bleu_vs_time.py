@@ -64,6 +64,9 @@ def main():
                    help="torch threads (two runs side by side: one each)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="bleu_vs_time", help="folder for the CSV and the plot")
+    p.add_argument("--results", metavar="FILE.json",
+                   help="add the run's BLEU at each evaluation to a result file "
+                        "(docs/results/bleu_vs_time.json)")
     args = p.parse_args()
     logging.basicConfig(level=logging.WARNING)
     if args.threads:
@@ -120,6 +123,15 @@ def main():
     ax.set_title(f"Transformer{args.variant}")
     fig.savefig(stem + ".png", dpi=100)
     print(f"wrote {stem}.csv and {stem}.png")
+    if args.results:
+        from DLStudio.cli.common.results import as_typed, record
+        at = {f"{round(r['minutes']) if unit == 'minutes' else r['steps']}":
+              [round(r["bleu"], 1), round(r["sacrebleu"], 1)] for r in rows}
+        record(args.results, {"variant": args.variant, "tokenizer": args.tokenizer,
+                              "unit": unit, "bleu_by_minutes" if unit == "minutes"
+                              else "bleu_by_steps": at},
+               as_typed("benchmarks/bleu_vs_time.py", sys.argv[1:]))
+        print(f"row added to {args.results}")
 
 
 if __name__ == "__main__":

@@ -13,8 +13,8 @@ A page holds a table between two comments:
 The result files are written by the scripts that measure (``--results FILE``: the training
 scripts and ``make recipe RESULTS=...``, compare_fg_preln.py, recipe_sweep.py,
 bench_train.py, bench_generate.py, bert_pretraining.py); figures from before result files
-existed were entered once by hand, and their rows say so ("entered"). bleu_vs_time.py and
-pretraining_experiment.py write none yet: their tables are the hand-entered rows.
+existed were entered once by hand, and their rows say so ("entered").
+pretraining_experiment.py writes none yet: its table is the hand-entered rows.
 """
 
 import argparse
@@ -182,10 +182,11 @@ def design(rows):
 
 
 def bleu_vs_time(rows):
-    minutes = list(rows[0]["bleu_by_minutes"])
+    rows = [r for r in rows if "bleu_by_minutes" in r]        # (a run counted in steps: not here)
+    minutes = list(dict.fromkeys(m for r in rows for m in r["bleu_by_minutes"]))
     lines = [[f"{r['variant']}, {r['tokenizer']}"] + [
-        f"{b:.1f} ({s:.1f})" for b, s in r["bleu_by_minutes"].values()] + [_source(r)]
-        for r in rows]
+        "{:.1f} ({:.1f})".format(*r["bleu_by_minutes"][m]) if m in r["bleu_by_minutes"] else ""
+        for m in minutes] + [_source(r)] for r in rows]
     return [_table(["held-out BLEU (sacreBLEU) after minutes"] + minutes + ["date, commit"],
                    lines)] + _footer(rows)
 

@@ -273,7 +273,8 @@ def runs(w):
              "| modern-gqa | variant=PreLN, norm=rmsnorm, positions=rope")],
         "benchmarks/bleu_vs_time.py": [
             (["--archive", a, "--minutes", 0.02, "--every", 0.01, *TINY, "--batch-size", 32,
-              "--num-warmup-steps", 20, "--out", "bvt"], "BLEU")],
+              "--num-warmup-steps", 20, "--out", "bvt", "--results", "bvt.json"],
+             "row added to bvt.json")],
     }
 
 
