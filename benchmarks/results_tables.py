@@ -12,9 +12,9 @@ A page holds a table between two comments:
 
 The result files are written by the scripts that measure (``--results FILE``: the training
 scripts and ``make recipe RESULTS=...``, compare_fg_preln.py, recipe_sweep.py,
-bench_train.py, bench_generate.py, bert_pretraining.py); figures from before result files
+bench_train.py, bench_generate.py, bert_pretraining.py, bleu_vs_time.py,
+pretraining_experiment.py); figures from before result files
 existed were entered once by hand, and their rows say so ("entered").
-pretraining_experiment.py writes none yet: its table is the hand-entered rows.
 """
 
 import argparse

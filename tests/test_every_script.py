@@ -206,7 +206,8 @@ def runs(w):
         "ExamplesTransformers/pretraining_experiment.py": [
             (["--archive", a, "--pairs", 100, "--steps", 6, "--pretrain-steps", 2, *TINY,
               "--num-atten-heads", 2, "--batch-size", 16, "--runs", "a,b,c",
-              "--vocab-size", 300], "| bpe | c: encoder and decoder pre-trained"),
+              "--vocab-size", 300, "--results", "pre.json"],
+             "| bpe | c: encoder and decoder pre-trained"),
             (["--archive", a, "--pairs", "60,100", "--steps", 6, "--pretrain-steps", 2, *TINY,
               "--num-atten-heads", 2, "--batch-size", 16, "--runs", "a,b", "--tokenizers",
               "bpe", "--vocab-size", 300, "--pretraining", "outside"],

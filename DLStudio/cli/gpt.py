@@ -241,6 +241,8 @@ def pretraining_parser():
                     "an archive as labelled data, the Spanish (and English) of the others as "
                     "unlabelled text; every run gets the same number of optimiser steps.")
     p.add_argument("--archive", default=BUNDLED_ARCHIVE)
+    p.add_argument("--results", metavar="FILE.json",
+                   help="add each run's row to a result file (docs/results/pretraining.json)")
     p.add_argument("--pairs", type=positive_ints, default=[10_000], metavar="N[,N...]",
                    help="labelled pairs (several: the experiment for each, e.g. 1000,3000)")
     p.add_argument("--steps", type=positive_int, default=3000,
@@ -338,8 +340,32 @@ def pretraining_main(argv=None):
                                           counted=counted)
                     rows.append(dict(row, tokenizer=tokenizer, pairs=len(labelled)))
         print("\n" + _table(rows))
+        if args.results:
+            _keep_rows(args, argv, rows)
         return 0
     return run_job(run, argv)
+
+
+def _keep_rows(args, argv, rows):
+    """``--results``: each run as docs/results/pretraining.json holds it."""
+    from .common.results import as_typed, record
+    command = as_typed("ExamplesTransformers/pretraining_experiment.py",
+                       sys.argv[1:] if argv is None else argv)
+    for r in rows:
+        pre = r["pretrain_steps"]
+        record(args.results, {
+            "pretraining": args.pretraining, "pairs": r["pairs"], "run": f"{r['run']}: "
+            f"{_RUNS[r['run']]}", "tokenizer": f"BPE {args.vocab_size:,}"
+            if r["tokenizer"] == "bpe" else r["tokenizer"],
+            "steps": f"{pre:,} + {r['finetune_steps']:,}" if pre else
+            f"0 + {r['finetune_steps']:,}",
+            "minutes": f"{r['pretrain_minutes']:.1f} + {r['finetune_minutes']:.1f}" if pre
+            else f"{r['finetune_minutes']:.1f}",
+            "gpt_perplexity": ", ".join(f"{lang} {r[f'ppl_{lang}']:.1f}" for lang in ("es", "en")
+                                        if f"ppl_{lang}" in r),
+            "bleu": round(r["bleu"], 2), "sacrebleu": round(r["sacrebleu"], 2),
+            "translatable": r["translatable"], "sentences": r["sentences"]}, command)
+    print(f"rows added to {args.results}")
 
 
 _RUNS = {"a": "from scratch", "b": "decoder pre-trained (GPT, Spanish)",
