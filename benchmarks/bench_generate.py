@@ -171,21 +171,29 @@ def main(argv=None):
                     print(f"{who} {dtype}: failed\n{done.stderr[-2000:]}")
                     return 1
                 rows.append((who, dtype, json.loads(done.stdout.strip().splitlines()[-1])))
-    table = ["| model | dtype | tokens/s | vs transformers | peak memory (MB) | same tokens |",
-             "|---|---|---|---|---|---|"]
+    compared = []                      # each row beside transformers' in the same dtype
     for who, dtype, r in rows:
         theirs = next((t for w, d, t in rows if w == "transformers" and d == dtype), None)
-        ratio = f"{r['tokens_per_s'] / theirs['tokens_per_s']:.2f}x" if theirs else "-"
-        same = "-" if not theirs else "yes" if r["tokens"] == theirs["tokens"] else "no"
-        table.append(f"| {who} | {dtype} | {r['tokens_per_s']:.1f} | {ratio} | "
-                     f"{r['peak_mb']:.0f} | {same} |")
+        compared.append({
+            "model": who, "dtype": dtype, "tokens_per_second": round(r["tokens_per_s"], 1),
+            "vs_transformers": round(r["tokens_per_s"] / theirs["tokens_per_s"], 2)
+            if theirs else None,
+            "peak_memory_mb": round(r["peak_mb"]),
+            "same_tokens": r["tokens"] == theirs["tokens"] if theirs else None})
+    table = ["| model | dtype | tokens/s | vs transformers | peak memory (MB) | same tokens |",
+             "|---|---|---|---|---|---|"]
+    for c in compared:
+        ratio = "-" if c["vs_transformers"] is None else f"{c['vs_transformers']:.2f}x"
+        same = {None: "-", True: "yes", False: "no"}[c["same_tokens"]]
+        table.append(f"| {c['model']} | {c['dtype']} | {c['tokens_per_second']:.1f} | {ratio} | "
+                     f"{c['peak_memory_mb']} | {same} |")
     print("\n".join(table))
     if args.results:
-        keep_rows(args, rows, argv)
+        keep_rows(args, compared, argv)
     return 0
 
 
-def keep_rows(args, rows, argv):
+def keep_rows(args, compared, argv):
     """``--results``: each row, with how it was made, added to the result file."""
     from DLStudio.cli.common.results import as_typed, record
     try:
@@ -194,15 +202,8 @@ def keep_rows(args, rows, argv):
     except ImportError:
         version = None
     command = as_typed("benchmarks/bench_generate.py", sys.argv[1:] if argv is None else argv)
-    for who, dtype, r in rows:
-        theirs = next((t for w, d, t in rows if w == "transformers" and d == dtype), None)
-        record(args.results, {
-            "model": who, "dtype": dtype, "tokens_per_second": round(r["tokens_per_s"], 1),
-            "vs_transformers": round(r["tokens_per_s"] / theirs["tokens_per_s"], 2)
-            if theirs else None,
-            "peak_memory_mb": round(r["peak_mb"]),
-            "same_tokens": r["tokens"] == theirs["tokens"] if theirs else None,
-            "transformers": version}, command)
+    for c in compared:
+        record(args.results, {**c, "transformers": version}, command)
     print(f"rows added to {args.results}")
 
 

@@ -357,8 +357,7 @@ def _keep_rows(args, argv, rows):
             "pretraining": args.pretraining, "pairs": r["pairs"], "run": f"{r['run']}: "
             f"{_RUNS[r['run']]}", "tokenizer": f"BPE {args.vocab_size:,}"
             if r["tokenizer"] == "bpe" else r["tokenizer"],
-            "steps": f"{pre:,} + {r['finetune_steps']:,}" if pre else
-            f"0 + {r['finetune_steps']:,}",
+            "steps": f"{pre:,} + {r['finetune_steps']:,}",
             "minutes": f"{r['pretrain_minutes']:.1f} + {r['finetune_minutes']:.1f}" if pre
             else f"{r['finetune_minutes']:.1f}",
             "gpt_perplexity": ", ".join(f"{lang} {r[f'ppl_{lang}']:.1f}" for lang in ("es", "en")
