@@ -337,3 +337,19 @@ def test_an_unexpected_error_is_answered_500_in_one_line_and_the_server_goes_on(
         server.server_close()
     said = capsys.readouterr().err
     assert "RuntimeError: the model broke" in said and "Traceback" not in said
+
+
+def test_a_request_that_fails_outside_its_answer_is_one_line_and_a_hang_up_none(capsys):
+    """A client that hangs up before its answer is written (BrokenPipeError in the handler:
+    seen once under load) prints nothing; any other failure one line, never a traceback."""
+    server = ExplorerServer("<html></html>", lambda text: {"output": text})
+    try:
+        for error in (BrokenPipeError(32, "Broken pipe"), RuntimeError("odd\nfailure")):
+            try:
+                raise error
+            except Exception:
+                server.handle_error(None, ("127.0.0.1", 5))
+    finally:
+        server.server_close()
+    said = capsys.readouterr().err
+    assert said == "a request from 127.0.0.1 failed: RuntimeError: odd failure\n"

@@ -277,6 +277,14 @@ class ExplorerServer(ThreadingHTTPServer):
         self.hosts = {f"127.0.0.1:{self.port}", f"localhost:{self.port}"}
         self.url = f"http://127.0.0.1:{self.port}/"
 
+    def handle_error(self, request, client_address):
+        """One line for a request that failed outside `do_POST`'s answers (a client that hung
+        up before its answer was written: BrokenPipeError), never a traceback."""
+        error = sys.exc_info()[1]
+        if not isinstance(error, (BrokenPipeError, ConnectionResetError)):
+            said = " ".join(f"{type(error).__name__}: {error}".split())[:300]
+            print(f"a request from {client_address[0]} failed: {said}", file=sys.stderr)
+
 
 def explore_main(argv=None):
     """``dlstudio explore DIR N "sentence" ... --out FILE.html`` or ``... --serve``."""
