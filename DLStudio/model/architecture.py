@@ -57,6 +57,7 @@ from .kv_cache import NO_CACHE, KeyValueCache, attached_to_decoder
 from .overrides import check_forwards, runs_base
 from .recorder import record_attention
 from .since_2017 import RMSNorm, RotaryEmbedding, SwiGLU, grouped_heads, repeat_kv, rotary_heads
+from .summed_loss import summed_cross_entropy  # F.cross_entropy(..., reduction="sum")
 from .tokens import causal_mask, padding_mask
 
 __all__ = ["TransformerParts", "EncoderDecoderParts", "GPTParts", "scaled_dot_product",
@@ -581,8 +582,7 @@ class EncoderDecoderParts(TransformerParts):
             keep = ~padding_mask(labels)                                  # (B, T_tgt - 1)
             run = self if run is None else run     # (a compiled model has no truth value)
             logits = run(src, tgt_in, keep)                               # (N, V_es)
-            return F.cross_entropy(logits, labels[keep], label_smoothing=label_smoothing,
-                                   reduction="sum"), len(logits)
+            return summed_cross_entropy(logits, labels[keep], label_smoothing), len(logits)
 
         def decode_newest(self, ys, memory, cross_mask):
             """Inside `decoding`: logits for the word after ys (B, t), computing the newest
@@ -685,8 +685,7 @@ class GPTParts(TransformerParts, nn.Module):
         inputs, labels = ids[:, :-1], ids[:, 1:]                          # (B, T - 1)
         keep = ~padding_mask(labels)
         logits = (self if run is None else run)(inputs, keep)             # (N, V)
-        return F.cross_entropy(logits, labels[keep], reduction="sum",
-                               label_smoothing=label_smoothing), len(logits)
+        return summed_cross_entropy(logits, labels[keep], label_smoothing), len(logits)
 
     def decode_newest(self, ys):
         """Inside `decoding`: logits (B, V) for the token after ys (B, t), the newest only."""
