@@ -5,6 +5,7 @@ nn.Transformer of equal size, and how close each comes to the machine's matmul p
     python benchmarks/bench_train.py                                   # bundled corpus
     python benchmarks/bench_train.py --archive ../shared/data/en_es_xformer_8_90000.tar.gz
     python benchmarks/bench_train.py --precision bf16                  # all rows in bf16
+    python benchmarks/bench_train.py --cpu        # on the CPU where a GPU is (default: CUDA)
 
 The rows (one model each, all built with the same sizes):
   ours, sliced heads          DLStudio's heads: head i reads slice i of the embedding, no W^O
@@ -97,7 +98,8 @@ class Baseline(nn.Module):
 
     def hidden(self, src, tgt_in):
         src_pad, tgt_pad = padding_mask(src), padding_mask(tgt_in)
-        causal = nn.Transformer.generate_square_subsequent_mask(tgt_in.size(1), dtype=torch.bool)
+        causal = nn.Transformer.generate_square_subsequent_mask(tgt_in.size(1), dtype=torch.bool,
+                                                                device=tgt_in.device)
         x = self.src_emb(src) * self.scale + self.pe[:src.size(1)]
         y = self.tgt_emb(tgt_in) * self.scale + self.pe[:tgt_in.size(1)]
         return self.transformer(x, y, tgt_mask=causal, src_key_padding_mask=src_pad,
@@ -131,15 +133,26 @@ def baseline_step(model, optimizer, precision):
     return step
 
 
-def matmul_peak(dtype, n=2048, seconds=1.0):
+def synchronize(device):
+    """Wait for the device's queued work (a GPU's kernels run after the call returns)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+
+
+def matmul_peak(dtype, n=2048, seconds=1.0, device="cpu"):
     """FLOP/s of a large torch.mm (n x n) in ``dtype``, repeated for about ``seconds``
     (twice at least): the machine's dense matmul peak."""
-    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+    device = torch.device(device)
+    a, b = (torch.randn(n, n, device=device).to(dtype) for _ in range(2))
     torch.mm(a, b)
+    synchronize(device)
     reps, t0 = 0, time.perf_counter()
     while reps < 2 or time.perf_counter() - t0 < seconds:
         torch.mm(a, b)
         reps += 1
+        synchronize(device)
     return 2 * n ** 3 * reps / (time.perf_counter() - t0)
 
 
@@ -180,7 +193,7 @@ def build(args, corpus, dls, precision):
     for name, fair in (("nn.Transformer, same size", True), ("nn.Transformer, tutorial", False)):
         torch.manual_seed(args.seed)
         base = Baseline(x.vocab_en_size, x.vocab_es_size, M, H, L, F_hidden, x.max_seq_length,
-                        norm_first=cls.norm_first, fair=fair)
+                        norm_first=cls.norm_first, fair=fair).to(dls.device)
         opt = (adam(base.parameters(), 1e-4, x.optimizer_params) if fair else
                torch.optim.Adam(base.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9))
         rows[name] = (baseline_step(base, opt, precision), base.loss, base)
@@ -208,13 +221,14 @@ def main():
                    help="add a row: ours (sliced heads) through torch.compile; its compile "
                         "time is the warm-up's")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--cpu", action="store_true", help="the CPU even where CUDA is")
     p.add_argument("--results", metavar="FILE.json",
                    help="add the rows to a result file (docs/results/train_speed.json)")
     args = p.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     corpus = archive_or_usage(p, args.archive)
-    dls = DLStudio(use_gpu=False, batch_size=args.batch_size, epochs=1, seed=args.seed,
+    dls = DLStudio(use_gpu=not args.cpu, batch_size=args.batch_size, epochs=1, seed=args.seed,
                    learning_rate=1e-4)
     precision = Precision(args.precision, dls.device)
     rows, trainer, x, F_hidden = build(args, corpus, dls, precision)
@@ -227,8 +241,10 @@ def main():
         if i >= args.warmup:
             timed.append((src, tgt))
         for name, (step, _, _) in rows.items():
+            synchronize(dls.device)
             t0 = time.perf_counter()
             step(src, tgt)
+            synchronize(dls.device)
             if i >= args.warmup:
                 times[name].append(time.perf_counter() - t0)
             else:
@@ -238,9 +254,9 @@ def main():
     for name, (_, loss_fn, model) in rows.items():
         with precision.autocast():
             flops[name] = counted_flops(loss_fn, model, timed)
-    peak = matmul_peak(precision.dtype, args.peak_size)
+    peak = matmul_peak(precision.dtype, args.peak_size, device=dls.device)
     other = torch.bfloat16 if precision.dtype == torch.float32 else torch.float32
-    other_peak = matmul_peak(other, min(args.peak_size, 1024))
+    other_peak = matmul_peak(other, min(args.peak_size, 1024), device=dls.device)
 
     def params(model):
         return sum(q.numel() for q in model.parameters())
