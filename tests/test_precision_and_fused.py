@@ -172,3 +172,18 @@ def test_fp16_decoding_off_cuda_is_refused_in_one_line(trained, capsys):
     assert translate_main([str(folder / "ck"), "last", "she is tired", "--precision",
                            "fp16"]) == 1
     assert "fp16 needs a CUDA GPU" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("max_norm", [0.5, 1000.0])     # clipped, and not
+def test_clipping_is_clip_grad_norm_to_the_bit(max_norm):
+    from DLStudio.training.schedule import clip_gradient_norm
+    torch.manual_seed(0)
+    grads = [torch.randn(7, 5), torch.randn(3), torch.randn(40)]
+    ours, theirs = ([torch.nn.Parameter(torch.zeros_like(g)) for g in grads] for _ in range(2))
+    for a, b, g in zip(ours, theirs, grads):
+        a.grad, b.grad = g.clone(), g.clone()
+    total = clip_gradient_norm(ours, max_norm)
+    want = torch.nn.utils.clip_grad_norm_(theirs, max_norm)
+    assert torch.equal(total, want)
+    assert all(torch.equal(a.grad, b.grad) for a, b in zip(ours, theirs))
+    assert (max_norm < want) == (not torch.equal(ours[0].grad, grads[0]))
