@@ -95,6 +95,12 @@ def _budget(row):
     return float(given[1]) if given else 30.0
 
 
+def _precision(row):
+    """A row's --precision: recorded, or as its command gave it (fp32 by default)."""
+    given = re.search(r"--precision[ =](\w+)", row["command"])
+    return row.get("precision") or (given[1] if given else "fp32")
+
+
 def recipes(rows):
     """The 30-minute recipes through the training scripts (``make recipe``), at 10 and 30
     minutes: held-out greedy with the raw weights, and the best use the checkpoint records."""
@@ -104,11 +110,12 @@ def recipes(rows):
         best = _decoding(r, "average", 4)
         sacre = f" ({best['sacrebleu']:.2f})" if best.get("sacrebleu") is not None else ""
         lines.append([f"`{r['recipe']}` ({r['variant']})", r["seed"],
-                      f"{_budget(r):g}",
+                      f"{_budget(r):g}", _precision(r),
                       f"{r['steps']:,}", _bleu(r["greedy_bleu"]),
                       _bleu(_decoding(r, "average", 1).get("bleu")),
                       f"**{_bleu(best.get('bleu'))}**{sacre}", _machine(r), _source(r)])
-    return [_table(["recipe (script)", "seed", "minutes", "steps", "held-out, greedy raw",
+    return [_table(["recipe (script)", "seed", "minutes", "precision", "steps",
+                    "held-out, greedy raw",
                     "greedy averaged", "**averaged, beam 4, alpha 1.0** (sacreBLEU)",
                     "machine", "date, commit"], lines)] + _footer(rows)
 
@@ -127,7 +134,8 @@ def headline(rows):
     out = []
     for recipe, what in HEADLINE.items():
         runs = sorted((r for r in rows if r["recipe"] == recipe and _budget(r) == 30
-                       and not r.get("entered")), key=lambda r: r["seed"])
+                       and not r.get("entered") and r["command"].startswith("make recipe")
+                       and _precision(r) == "fp32"), key=lambda r: r["seed"])
         if runs:
             seeds = "seed" + ("s " if len(runs) > 1 else " ") + _and(r["seed"] for r in runs)
             best = _and(_bleu(_decoding(r, "average", 4)["bleu"]) for r in runs)

@@ -167,6 +167,7 @@ def record_run(args, argv, variant, xformer, trainer, greedy, scores):
         sys.argv[1:] if argv is None else argv)
     record(args.results, {
         "recipe": args.recipe, "variant": variant, "seed": args.seed,
+        "precision": args.precision,
         "training_pairs": len(xformer.training_corpus),
         "held_out_pairs": len(xformer.held_out_corpus), "budget_minutes": args.max_minutes,
         "steps": trainer.step,
