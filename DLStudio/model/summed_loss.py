@@ -9,7 +9,8 @@ tensor per step. The gradient of this loss has a closed form,
 
     d loss / d z_ij = p_ij - (1 - eps) [j = y_i] - eps / V        (p = softmax(z))
 
-so the backward pass here writes it in one exp pass and one in-place pass. The forward pass
+so the backward pass here writes it in one exp pass and one in-place product (and, with
+label smoothing, one in-place subtraction). The forward pass
 is PyTorch's own (log_softmax, then nll_loss and the row sums): the loss it returns is
 PyTorch's to the last bit; the gradient agrees with PyTorch's to rounding (a test checks
 both, and that autograd's gradcheck holds).
