@@ -12,7 +12,10 @@ The rows (one model each, all built with the same sizes):
   ours, sliced, readable      the same with softmax(QK^T)V written out (fused = False)
   ours, full-width heads      --full-width-heads: standard multi-head attention with W^O
   nn.Transformer, same size   the full-width model's architecture and parameter count, trained
-                              as ours is: fused Adam, clipping, logits on the same positions
+                              with torch's clipping, then fused Adam, logits on the same
+                              positions as ours
+  nn.Transformer, clipped in Adam   the same, trained as ours is: the clipping inside the
+                              fused Adam step (DLStudio.training.schedule.ClippingAdam)
   nn.Transformer, tutorial    logits at every position, plain Adam (a PyTorch tutorial's way)
 The ratio column divides medians by "nn.Transformer, same size"; "paired" is the median of
 each batch's time over the reference's on the same batch (steadier when the machine's speed
@@ -122,13 +125,15 @@ class Baseline(nn.Module):
                    for p in n.parameters())
 
 
-def baseline_step(model, optimizer, precision):
+def baseline_step(model, optimizer, precision, inside=False):
+    """One iteration of nn.Transformer: torch's clipping then the step, or (``inside``) the
+    clipping inside our fused Adam's step, as our trainer does."""
     def step(src, tgt):
         optimizer.zero_grad()
         with precision.autocast():
             loss = model.loss(src, tgt)
         loss.backward()
-        clip_gradient_norm(model.parameters(), 1.0)
+        clip_gradient_norm(model.parameters(), 1.0, optimizer if inside else None)
         optimizer.step()
     return step
 
@@ -190,13 +195,15 @@ def build(args, corpus, dls, precision):
                 m.fused = fused
         rows[name] = (trainer.train_step, trainer.loss_on_batch, trainer.model)
     F_hidden = x.FeedForward.expansion * M
-    for name, fair in (("nn.Transformer, same size", True), ("nn.Transformer, tutorial", False)):
+    for name, fair, inside in (("nn.Transformer, same size", True, False),
+                               ("nn.Transformer, clipped in Adam", True, True),
+                               ("nn.Transformer, tutorial", False, False)):
         torch.manual_seed(args.seed)
         base = Baseline(x.vocab_en_size, x.vocab_es_size, M, H, L, F_hidden, x.max_seq_length,
                         norm_first=cls.norm_first, fair=fair).to(dls.device)
         opt = (adam(base.parameters(), 1e-4, x.optimizer_params) if fair else
                torch.optim.Adam(base.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9))
-        rows[name] = (baseline_step(base, opt, precision), base.loss, base)
+        rows[name] = (baseline_step(base, opt, precision, inside), base.loss, base)
     return rows, trainer, x, F_hidden
 
 
@@ -275,14 +282,14 @@ def main():
     ref = statistics.median(times["nn.Transformer, same size"])
     paired = {name: statistics.median(t / r for t, r in zip(ts, times["nn.Transformer, same size"]))
               for name, ts in times.items()}      # each batch's time over the reference's
-    print(f"{'model':<27}{'s/iter':>8}{'p25-p75':>15}{'tokens/s':>10}{'ratio':>7}{'paired':>7}"
+    print(f"{'model':<33}{'s/iter':>8}{'p25-p75':>15}{'tokens/s':>10}{'ratio':>7}{'paired':>7}"
           f"{'params':>12}{'GFLOP/it':>10}{'GFLOP/s':>9}{'of peak':>9}")
     for name, ts in times.items():
         q = statistics.quantiles(ts, n=4)
         med = statistics.median(ts)
         per_iter = flops[name] / len(timed)
         achieved = flops[name] / sum(ts)
-        print(f"{name:<27}{med:>8.4f}{f'{q[0]:.3f}-{q[2]:.3f}':>15}"
+        print(f"{name:<33}{med:>8.4f}{f'{q[0]:.3f}-{q[2]:.3f}':>15}"
               f"{tokens / sum(ts):>10.0f}{med / ref:>7.2f}{paired[name]:>7.2f}"
               f"{params(rows[name][2]):>12,}"
               f"{per_iter / 1e9:>10.2f}{achieved / 1e9:>9.1f}{achieved / peak:>9.0%}")
@@ -295,7 +302,7 @@ def main():
     print("warm-up iterations, seconds in all: " + ", ".join(
         f"{name} {t:.1f}" for name, t in warmup.items()))
     peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"peak resident memory of this process (all five models): {peak_rss:.0f} MB")
+    print(f"peak resident memory of this process (all the models): {peak_rss:.0f} MB")
     if args.results:
         from DLStudio.cli.common.results import as_typed, record
         for name, ts in times.items():

@@ -187,3 +187,58 @@ def test_clipping_is_clip_grad_norm_to_the_bit(max_norm):
     assert torch.equal(total, want)
     assert all(torch.equal(a.grad, b.grad) for a, b in zip(ours, theirs))
     assert (max_norm < want) == (not torch.equal(ours[0].grad, grads[0]))
+
+
+def _adam_pairs(max_norm, steps=3):
+    """The same parameters and gradients through (a) torch's clipping, then the step, and
+    (b) the clipping inside our fused Adam's step; returns both parameter lists and norms."""
+    from DLStudio.training.schedule import ClippingAdam, adam, clip_gradient_norm
+    runs = []
+    for inside in (False, True):
+        torch.manual_seed(0)
+        params = [torch.nn.Parameter(torch.randn(s)) for s in ((64, 32), (32,), (300, 8))]
+        opt = adam(params, 1e-2, {})
+        assert isinstance(opt, ClippingAdam)
+        norms = []
+        for step in range(steps):
+            g = torch.Generator().manual_seed(step)
+            for p in params:
+                p.grad = 3 * torch.randn(p.shape, generator=g)
+            norms.append(clip_gradient_norm(params, max_norm, opt if inside else None))
+            opt.step()
+            assert not hasattr(opt, "grad_scale")          # never carried to the next step
+        runs.append((params, norms))
+    return runs
+
+
+def test_clipping_inside_the_fused_step_is_torchs_clipping_to_rounding():
+    (theirs, their_norms), (ours, our_norms) = _adam_pairs(max_norm=1.0)
+    assert all(torch.equal(a, b) for a, b in zip(our_norms, their_norms))   # the same norm
+    assert all(n > 1.0 for n in their_norms)                                # and clipped
+    for a, b in zip(ours, theirs):
+        assert torch.allclose(a, b, rtol=1e-6, atol=1e-7)
+        assert torch.allclose(a.grad, b.grad, rtol=1e-6, atol=0)     # .grad: clipped, as before
+
+
+def test_unclipped_gradients_step_to_the_bit():
+    (theirs, _), (ours, _) = _adam_pairs(max_norm=1e6)     # factor 1: x / 1 is x
+    assert all(torch.equal(a, b) and torch.equal(a.grad, b.grad) for a, b in zip(ours, theirs))
+
+
+def test_a_step_not_taken_leaves_no_clipping_behind():
+    from DLStudio.training.schedule import adam, clip_gradient_norm
+    p = torch.nn.Parameter(torch.ones(4))
+    opt = adam([p], 0.1, {})
+    p.grad = torch.full((4,), 100.0)
+    clip_gradient_norm([p], 1.0, opt)               # then the trainer stops (a NaN, say)
+    opt.zero_grad()
+    assert not hasattr(opt, "grad_scale")
+
+
+def test_an_optimiser_without_the_fused_step_is_clipped_by_torch():
+    from DLStudio.training.schedule import clip_gradient_norm
+    p = torch.nn.Parameter(torch.ones(4))
+    opt = torch.optim.Adam([p], 0.1)
+    p.grad = torch.full((4,), 100.0)
+    clip_gradient_norm([p], 1.0, opt)
+    assert torch.allclose(p.grad, torch.full((4,), 0.5), rtol=1e-5)   # clipped here and now

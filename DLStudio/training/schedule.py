@@ -8,7 +8,7 @@ container may override it like any other nested class.
 import torch
 
 __all__ = ["ScheduledOptim", "BudgetedOptim", "RecentSpeed", "budget_end", "adam",
-           "clip_gradient_norm", "ADAM_DEFAULTS", "SCHEDULES"]
+           "clip_gradient_norm", "ClippingAdam", "ADAM_DEFAULTS", "SCHEDULES"]
 
 #: The learning-rate schedules a container's ``schedule`` setting names.
 SCHEDULES = ("warmup", "budget")
@@ -19,25 +19,62 @@ ADAM_DEFAULTS = {"beta1": 0.9, "beta2": 0.98, "epsilon": 1e-9}
 
 def adam(params, lr, optimizer_params):
     """Adam with DLStudio's ``optimizer_params`` ({"beta1", "beta2", "epsilon"}), as one fused
-    kernel for all parameters where PyTorch has it (>= 2.4: the same maths, faster)."""
+    kernel for all parameters where PyTorch has it (>= 2.4: the same maths, faster; then a
+    `ClippingAdam`, which can also clip the gradients inside that kernel)."""
     p = optimizer_params
     kwargs = {"lr": lr, "betas": (p.get("beta1", 0.9), p.get("beta2", 0.98)),
               "eps": p.get("epsilon", 1e-9)}
     params = list(params)
     try:
-        return torch.optim.Adam(params, fused=True, **kwargs)
+        return ClippingAdam(params, fused=True, **kwargs)
     except (RuntimeError, TypeError):
         return torch.optim.Adam(params, **kwargs)
 
 
-def clip_gradient_norm(params, max_norm):
+class ClippingAdam(torch.optim.Adam):
+    """PyTorch's fused Adam, which can take the clipping of the gradients into its step.
+
+    Clipping multiplies every gradient by c = min(1, max_norm / (norm + 1e-6)), a pass over
+    all of them (one call per parameter tensor on a CPU); the fused step reads every
+    gradient anyway, and divides it by a ``grad_scale`` as it reads it (PyTorch's way of
+    unscaling fp16 gradients). `clip_in_step` hands it 1 / c: the same clipping, in one
+    pass fewer, and the clipped gradients are left in ``.grad`` as before. (x / (1 / c) and
+    x * c differ in the last bit, rounding only: tests/test_precision_and_fused.py.)
+    """
+
+    def clip_in_step(self, params, max_norm):
+        """Measure the gradients' norm now, clip them in the next `step`. Returns the
+        norm before clipping, as `clip_gradient_norm` does."""
+        grads = [p.grad for p in params]
+        norm = torch.nn.utils.get_total_norm(grads, foreach=True)
+        self.grad_scale = torch.clamp((norm + 1e-6) / max_norm, min=1.0)
+        return norm
+
+    def step(self, closure=None):
+        try:
+            return super().step(closure)
+        finally:
+            self.__dict__.pop("grad_scale", None)       # for this step only
+
+    def zero_grad(self, set_to_none=True):
+        self.__dict__.pop("grad_scale", None)           # a step not taken: its clipping too
+        super().zero_grad(set_to_none)
+
+
+def clip_gradient_norm(params, max_norm, optimizer=None):
     """torch.nn.utils.clip_grad_norm_, with its one-call (foreach) kernels on the CPU too,
     where PyTorch would otherwise take each parameter's norm in a call of its own (our
     model has one W_Q, W_K, W_V per head: three times nn.Transformer's number of tensors).
+    With ``optimizer`` (a ScheduledOptim, or the optimiser itself) built by `adam`, the
+    gradients are clipped inside its next step instead (`ClippingAdam`).
 
     Returns: the total norm of the gradients before clipping (a 0-dim tensor).
     """
     params = [p for p in params if p.grad is not None]
+    inner = getattr(optimizer, "optimizer", optimizer)
+    if isinstance(inner, ClippingAdam) and inner.defaults.get("fused") \
+            and hasattr(torch.nn.utils, "get_total_norm"):             # (torch >= 2.6)
+        return inner.clip_in_step(params, max_norm)
     on_cpu = all(p.grad.device.type == "cpu" for p in params)
     return torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=True if on_cpu else None)
 

@@ -301,7 +301,8 @@ class Trainer:
         scaler.scale(loss).backward()
         if self.clip_grad_norm:
             scaler.unscale_(self.optimizer)
-            norm = clip_gradient_norm(self.model.parameters(), self.clip_grad_norm)
+            inside = None if self.precision.scales else self.optimizer    # (fp16: the scaler's)
+            norm = clip_gradient_norm(self.model.parameters(), self.clip_grad_norm, inside)
             if not torch.isfinite(norm) and not self.precision.scales:
                 self.diverged(f"the gradient norm became {norm.item()}")
         scaler.step(self.optimizer)
