@@ -43,7 +43,7 @@ class SummedCrossEntropy(torch.autograd.Function):
     def backward(ctx, grad_loss):
         """Writes the gradient over the saved log-probabilities, in place of a fresh (N, V)
         tensor: over a 27,000-word vocabulary that is 38 MB a step, which the operating
-        system hands over page by page (14 ms of a 20 ms backward, measured). So a second
+        system hands over page by page (14 of an 18 ms backward, measured). So a second
         backward through the same loss (retain_graph) is refused, as PyTorch refuses one
         without retain_graph."""
         log_probs, ctx.log_probs = ctx.log_probs, None
