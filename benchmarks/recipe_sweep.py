@@ -24,7 +24,10 @@ The "modern" rows are today's parts together in place of the 2017 model's: pre-L
 5e-4, no warm-up), RMSNorm, rotary positions and SwiGLU (model/since_2017.py), two seeds;
 "modern-gqa" is the same with one key/value head for the four query heads (full-width
 heads, which grouped-query attention needs). "best" never combines them (they are another
-model, not one lever); they are compared with the baseline and seed1 rows.
+model, not one lever); they are compared with the baseline and seed1 rows. The rows
+"modern-gqa-rate", "modern-gqa-budget" and "modern-gqa-nodrop" change one thing more in
+modern-gqa: Adam at 1e-3 instead of 5e-4; 1e-3 falling to zero at the budget's end; no
+dropout.
 
 Runs one at a time on an otherwise idle machine. Each finished row is one file, OUT/ROW.json;
 a row stopped midway (Ctrl-C, a closed laptop) resumes from its last checkpoint, its
@@ -56,6 +59,7 @@ from DLStudio.evaluation.decode_and_score import evaluate_bleu  # noqa: E402
 from DLStudio.training.trainer import TrainingInterrupted  # noqa: E402
 
 MODERN = {"variant": "PreLN", "norm": "rmsnorm", "positions": "rope", "feed_forward": "swiglu"}
+MODERN_GQA = {**MODERN, "full_width_heads": True, "kv_heads": 1}
 #: Each row: what it changes from today's recipe (training flags by argparse name).
 LEVERS = {
     "baseline": {},
@@ -67,8 +71,13 @@ LEVERS = {
     # positions, SwiGLU; then the same with one key/value head for the four query heads
     "modern": MODERN,
     "modern-seed1": {**MODERN, "seed": 1},
-    "modern-gqa": {**MODERN, "full_width_heads": True, "kv_heads": 1},
-    "modern-gqa-seed1": {**MODERN, "full_width_heads": True, "kv_heads": 1, "seed": 1},
+    "modern-gqa": MODERN_GQA,
+    "modern-gqa-seed1": {**MODERN_GQA, "seed": 1},
+    # modern-gqa (the modern30 recipe) with one more change each: twice the rate; the rate
+    # down to zero at the budget's end from twice the peak; no dropout
+    "modern-gqa-rate": {**MODERN_GQA, "learning_rate": 1e-3},
+    "modern-gqa-budget": {**MODERN_GQA, "learning_rate": 1e-3, "schedule": "budget"},
+    "modern-gqa-nodrop": {**MODERN_GQA, "dropout": 0.0},
 }
 COMBINED = ("best", "best-10")
 VARIANTS = {"FG": TransformerFG, "PreLN": TransformerPreLN}

@@ -152,10 +152,10 @@ def sweep(rows):
               _bleu(r["dev_greedy_raw"]), f"{_bleu(r['dev_best'])} ({r['dev_choice']})",
               _bleu(r["held_out_greedy_raw"]),
               f"**{_bleu(r['held_out_chosen'])}** ({_bleu(r['held_out_chosen_sacrebleu'])})",
-              _source(r)] for r in rows]
+              _machine(r), _source(r)] for r in rows]
     return [_table(["row", "change from today30", "minutes", "steps", "dev, greedy raw",
                     "dev, best (its decoding)", "held-out, greedy raw",
-                    "**held-out, the dev's choice** (sacreBLEU)", "date, commit"],
+                    "**held-out, the dev's choice** (sacreBLEU)", "machine", "date, commit"],
                    lines)] + _footer(rows)
 
 
