@@ -67,7 +67,7 @@ def test_modern30_is_todays_parts_and_only_the_preln_script_runs_it(tmp_path, ca
     args = parse_training_args("PreLN", ["--recipe", "modern30"])
     assert (args.norm, args.positions, args.feed_forward, args.kv_heads, args.full_width_heads,
             args.ema, args.learning_rate, args.tokenizer) == \
-        ("rmsnorm", "rope", "swiglu", 1, True, 0.998, 5e-4, "bpe")
+        ("rmsnorm", "rope", "swiglu", 1, True, 0.998, 1e-3, "bpe")
     assert train_main("FG", ["--recipe", "modern30"]) == 1
     said = capsys.readouterr().err
     assert "run seq2seq_with_transformerPreLN.py --recipe modern30" in said
