@@ -73,7 +73,7 @@ LEVERS = {
     "modern-seed1": {**MODERN, "seed": 1},
     "modern-gqa": MODERN_GQA,
     "modern-gqa-seed1": {**MODERN_GQA, "seed": 1},
-    # modern-gqa (the modern30 recipe) with one more change each: twice the rate; the rate
+    # modern-gqa (modern30 as it was, at 5e-4) with one more change each: twice the rate; the rate
     # down to zero at the budget's end from twice the peak; no dropout
     "modern-gqa-rate": {**MODERN_GQA, "learning_rate": 1e-3},
     "modern-gqa-budget": {**MODERN_GQA, "learning_rate": 1e-3, "schedule": "budget"},
