@@ -66,8 +66,11 @@ setup(
         # nbclient and ipykernel: the test suite runs the notebook tour top to bottom.
         # setuptools and build: it builds the wheel and the sdist and installs them.
         # selenium: the attention explorer's tests drive Debian's chromium (chromedriver).
-        "dev": ["pytest>=7", "ruff>=0.4", "hypothesis>=6", "nbclient>=0.7", "nbformat>=5.7",
-                "ipykernel>=6", "setuptools>=70.1", "build>=1", "selenium>=4.10"],
+        # pytest-xdist: make test runs the quick suite on every core (one torch thread each):
+        # half the time on 2 cores, which no hand-written runner would do as well
+        "dev": ["pytest>=7", "pytest-xdist>=3", "ruff>=0.4", "hypothesis>=6", "nbclient>=0.7",
+                "nbformat>=5.7", "ipykernel>=6", "setuptools>=70.1", "build>=1",
+                "selenium>=4.10"],
         "notebook": ["notebook>=7", "ipykernel>=6"],     # make notebook: Jupyter itself
         # make test-all: a Hugging Face BERT built by transformers, read into ours (parity);
         # never a runtime need

@@ -7,6 +7,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # pytest -n auto (make test): one worker a core, one torch thread each; the scripts a
+    # test starts inherit it
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    import torch
+    torch.set_num_threads(1)
+
 REAL_ARCHIVE = os.path.join(ROOT, "..", "shared", "data", "en_es_xformer_8_90000.tar.gz")
 
 
