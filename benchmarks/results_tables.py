@@ -109,7 +109,8 @@ def recipes(rows):
     for r in rows:
         best = _decoding(r, "average", 4)
         sacre = f" ({best['sacrebleu']:.2f})" if best.get("sacrebleu") is not None else ""
-        lines.append([f"`{r['recipe']}` ({r['variant']})", r["seed"],
+        change = f", `{r['change']}`" if r.get("change") else ""   # a flag beside the recipe
+        lines.append([f"`{r['recipe']}` ({r['variant']}){change}", r["seed"],
                       f"{_budget(r):g}", _precision(r),
                       f"{r['steps']:,}", _bleu(r["greedy_bleu"]),
                       _bleu(_decoding(r, "average", 1).get("bleu")),
