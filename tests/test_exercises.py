@@ -604,6 +604,9 @@ def test_train_trains_a_switch_beside_the_model_with_it_switched_on(tmp_path, ca
 
 
 def test_train_pre_trains_the_masking_beside_the_standard_one(tmp_path, capsys, monkeypatch):
+    # --model-class masking:MyBERT imports "masking": this test's file, not another test's
+    # masking.py that the checks loaded earlier in this process under the same name
+    monkeypatch.delitem(sys.modules, "masking", raising=False)
     path = tmp_path / "masking.py"
     path.write_text(solution("masking"))
     status, out, _ = command(capsys, "check", "masking", str(path), "--train", "--steps", "3",
