@@ -16,6 +16,18 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 REAL_ARCHIVE = os.path.join(ROOT, "..", "shared", "data", "en_es_xformer_8_90000.tar.gz")
 
+#: The files whose slow tests start processes with time limits of their own (the grader's
+#: sandbox, torchrun's ranks, the SIGKILL stress run, the browser): they are also marked
+#: ``alone``, and make test-all runs them one at a time after the rest, which share the cores.
+ALONE = {"test_grading.py", "test_exercises.py", "test_distributed.py", "test_robustness.py",
+         "test_explorer_browser.py"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if item.get_closest_marker("slow") and item.path.name in ALONE:
+            item.add_marker(pytest.mark.alone)
+
 
 @pytest.fixture
 def tiny_corpus():
