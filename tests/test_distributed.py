@@ -118,7 +118,8 @@ def test_a_budget_and_an_average_on_two_ranks(tmp_path):
     run(FG, TINY_FG + timed, tmp_path, nproc=2)
     payload = load_checkpoint(newest(tmp_path / "timed"))
     assert payload["optimizer"]["total_steps"] == payload["step"] > 10
-    assert 6 <= payload["train_seconds"] < 9
+    # the last step is the one estimated to end within the 6 s: up to a step short of them
+    assert 5.5 <= payload["train_seconds"] < 9
 
 
 @pytest.mark.slow
