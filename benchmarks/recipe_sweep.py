@@ -39,11 +39,15 @@ a row stopped midway (Ctrl-C, a closed laptop) resumes from its last checkpoint,
 training time counted across the stops.
 """
 
+import argparse
+import copy
 import json
 import logging
 import os
 import sys
 import time
+
+import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -115,8 +119,39 @@ def settings_of(row, minutes, short_minutes, sizes, best=None):
     return s
 
 
-def train_row(folder, s, corpus, split, ema):
-    """Train (or go on training) one row; returns its last checkpoint's path."""
+class OtherAverages:
+    """Moving averages of the weights at other decays than the trainer's own (--also-ema),
+    kept beside it in one run: the decays are compared on one training, free of the
+    seed-to-seed noise that two runs would add. A callback of ``Trainer.run``: every
+    ``every`` steps, average <- d^every average + (1 - d^every) weights, d as the trainer's
+    own (Trainer.update_average), which a window of hundreds of steps barely tells from
+    every step, at a fraction of the cost. Saved to ``averages.pt`` beside the checkpoints
+    when training ends; a row resumed after a stop starts them again (its JSON says so)."""
+
+    def __init__(self, model, decays, every=4):
+        self.model, self.every = model, every
+        self.averages = {d: copy.deepcopy(model).requires_grad_(False) for d in decays}
+        self.since_step = None
+
+    def __call__(self, trainer):
+        if self.since_step is None:
+            self.since_step = trainer.step - 1
+        if trainer.step % self.every == 0:
+            now = [p.detach() for p in self.model.parameters()]
+            with torch.no_grad():
+                for decay, average in self.averages.items():
+                    d = min(decay, (1 + trainer.step) / (10 + trainer.step)) ** self.every
+                    torch._foreach_lerp_(list(average.parameters()), now, 1 - d)
+        return False                                     # never stops the run
+
+    def save(self, path):
+        torch.save({"since_step": self.since_step, "averages": {
+            str(d): m.state_dict() for d, m in self.averages.items()}}, path)
+
+
+def train_row(folder, s, corpus, split, ema, also_ema=()):
+    """Train (or go on training) one row; returns its last checkpoint's path (and writes
+    ``averages.pt`` beside it when ``also_ema`` names other decays)."""
     done = checkpoint_files(folder)
     payload = load_checkpoint(done[-1]) if done else None
     if payload and payload.get("train_seconds", 0) >= 60 * s["max_minutes"] - 1:
@@ -136,23 +171,35 @@ def train_row(folder, s, corpus, split, ema):
         full_width_heads=s["full_width_heads"], **since)
     enc = x.MasterEncoder(dls, x, s["num_encoder_layers"], s["num_atten_heads"])
     dec = x.MasterDecoderWithMasking(dls, x, s["num_decoder_layers"], s["num_atten_heads"])
-    trainer = x.run_code_for_training(dls, enc, dec, checkpoints_dir=folder,
-                                      max_minutes=s["max_minutes"], ema=ema,
-                                      resume=bool(done), overwrite=not done)
+    trainer = x.trainer(enc, dec, folder, max_minutes=s["max_minutes"], ema=ema,
+                        resume=bool(done), overwrite=not done)
+    others = OtherAverages(trainer.model, also_ema) if also_ema else None
+    trainer.run(callback=others)
+    if others:
+        others.save(os.path.join(folder, "averages.pt"))
     return trainer.last_checkpoint
 
 
 def score_row(path, dev, held_out):
-    """BLEU of every decoding on the development split, raw and averaged weights; held-out
-    BLEU of greedy raw weights and of the development split's choice."""
+    """BLEU of every decoding on the development split, raw and averaged weights (and, with
+    ``averages.pt`` beside the checkpoint, each other decay's average, greedy and the
+    recipe's beam 4 at alpha 1.0, as "ema<decay>"); held-out BLEU of greedy raw weights and
+    of the development split's choice."""
     scores, models = {}, {}
     variant = VARIANTS[load_checkpoint(path).get("variant", "FG")]
+    decodings = {"raw": DECODINGS, "average": DECODINGS}
     for weights in ("raw", "average"):
         xformer, models[weights], _ = variant.from_checkpoint(path, weights=weights)
-        for beam, alpha in DECODINGS:
+    others = os.path.join(os.path.dirname(path), "averages.pt")
+    if os.path.isfile(others):
+        for decay, state in torch.load(others, weights_only=True)["averages"].items():
+            models[f"ema{decay}"] = copy.deepcopy(models["raw"])
+            models[f"ema{decay}"].load_state_dict(state)
+            decodings[f"ema{decay}"] = [(1, 0.6), (4, 1.0)]
+    for weights, model in models.items():
+        for beam, alpha in decodings[weights]:
             t0 = time.monotonic()
-            r = evaluate_bleu(models[weights], xformer.vocab, dev, beam, show=0,
-                              length_penalty=alpha)
+            r = evaluate_bleu(model, xformer.vocab, dev, beam, show=0, length_penalty=alpha)
             scores[f"{weights} beam {beam} alpha {alpha}"] = {
                 "bleu": r["bleu"], "seconds": time.monotonic() - t0}
     choice = max(scores, key=lambda k: scores[k]["bleu"])
@@ -164,6 +211,14 @@ def score_row(path, dev, held_out):
         held[name] = {"bleu": r["bleu"], "sacrebleu": r.get("sacrebleu"),
                       "translatable": r["translatable"], "sentences": r["sentences"]}
     return {"dev": scores, "dev_choice": choice, "held_out": held}
+
+
+def decays(text):
+    """An argparse type: comma-separated decays of moving averages, each between 0 and 1."""
+    values = [positive_float(part) for part in text.split(",")]
+    if any(not 0 < d < 1 for d in values):
+        raise argparse.ArgumentTypeError(f"each decay is between 0 and 1, got {text}")
+    return tuple(values)
 
 
 def best_levers(results):
@@ -216,7 +271,10 @@ def result_row(r):
             "held_out_chosen_sacrebleu": None if held["chosen"]["sacrebleu"] is None
             else round(held["chosen"]["sacrebleu"], 2),
             "translatable": held["chosen"]["translatable"],
-            "sentences": held["chosen"]["sentences"]}
+            "sentences": held["chosen"]["sentences"],
+            **({"dev_averages": {k: round(v["bleu"], 2) for k, v in dev.items()
+                                 if k.startswith(("average ", "ema"))}}
+               if any(k.startswith("ema") for k in dev) else {})}
 
 
 def main():
@@ -233,6 +291,9 @@ def main():
                    help="distinct English sentences of the development split")
     p.add_argument("--ema", type=positive_float, default=0.998,
                    help="decay of the averaged weights every row keeps")
+    p.add_argument("--also-ema", type=decays, default=(),
+                   help="other decays of the average, kept beside --ema's in the same run and "
+                        "scored on the development split (0.999,0.9995)")
     p.add_argument("--embedding-size", type=positive_int, default=256)
     p.add_argument("--num-layers", type=positive_int, default=4)
     p.add_argument("--num-atten-heads", type=positive_int, default=4)
@@ -292,7 +353,8 @@ def main():
                 continue
         s = settings_of(row, args.minutes, args.short_minutes, sizes, best)
         print(f"{row}: training for {s['max_minutes']:g} minutes: {s}", flush=True)
-        path = train_row(os.path.join(args.out, row), s, corpus, (train, held_out), args.ema)
+        path = train_row(os.path.join(args.out, row), s, corpus, (train, held_out), args.ema,
+                         args.also_ema)
         payload = load_checkpoint(path)
         result = {"row": row, "change": ({k: True for k in best} if best is not None
                                          else LEVERS[row]),
