@@ -75,7 +75,7 @@ from .model.kv_cache import KeyValueCache
 from .model.tokens import causal_mask, padding_mask
 from .model.vision import VisionParts
 from .runtime.studio import DLStudio
-from .training.schedule import BudgetedOptim, ScheduledOptim, adam
+from .training.schedule import COOLDOWN, BudgetedOptim, ScheduledOptim, adam
 
 __all__ = ["TransformerFG", "TransformerPreLN", "TransformerGPT", "TransformerBERT",
            "visTransformer",
@@ -116,16 +116,19 @@ class Container:
         the warm-up of `ScheduledOptim`; pre-LN, or FG with ``num_warmup_steps=0`` (to see
         what the warm-up is for), at ``dl_studio.learning_rate``. ``schedule="budget"``:
         `BudgetedOptim` from the same peak (FG: after its warm-up), down to zero at the end
-        of ``max_steps`` or ``max_minutes``."""
+        of ``max_steps`` or ``max_minutes``; ``"cooldown"``: the same, falling over the
+        budget's last fifth only (`COOLDOWN`)."""
         warm_up = not self.norm_first and self.num_warmup_steps
-        if getattr(self, "schedule", "warmup") == "budget":
+        schedule = getattr(self, "schedule", "warmup")
+        if schedule in ("budget", "cooldown"):
             # the same peak as without a budget (FG: the warm-up's; PreLN: the rate), then
             # down to zero at the budget's end (the trainer tells it where that is)
             peak = (self.ScheduledOptim(None, self.lr_mul, self.embedding_size,
                                         self.num_warmup_steps).lr_at(self.num_warmup_steps)
                     if warm_up else self.dl_studio.learning_rate)
             return self.BudgetedOptim(adam(params, 0.0, self.optimizer_params), peak,
-                                      self.num_warmup_steps if warm_up else 0)
+                                      self.num_warmup_steps if warm_up else 0,
+                                      cooldown=COOLDOWN if schedule == "cooldown" else 1.0)
         if not warm_up:
             return adam(params, self.dl_studio.learning_rate, self.optimizer_params)
         return self.ScheduledOptim(adam(params, 0.0, self.optimizer_params), self.lr_mul,

@@ -29,10 +29,16 @@ model, not one lever); they are compared with the baseline and seed1 rows. The r
 modern-gqa: Adam at 1e-3 instead of 5e-4 (``--recipe modern30`` since it scored highest of
 the three at 10 minutes); 1e-3 falling to zero at the budget's end; no dropout.
 "modern30-nodrop" is modern30 as it now is (modern-gqa-rate without dropout);
-"modern30-batch64" and "modern30-nols" change one thing more in it: a batch of 64
-sentences instead of 128; no label smoothing (2.0 higher on the development split at 10
-minutes, but 0.7 lower held out at 30, where the model sees each sentence 7 times:
-``--recipe modern30`` keeps it).
+"modern30-batch64", "modern30-nols" and "modern30-cooldown" change one thing more in it:
+a batch of 64 sentences instead of 128; no label smoothing (2.0 higher on the development
+split at 10 minutes, but 0.7 lower held out at 30, where the model sees each sentence 7 times:
+``--recipe modern30`` keeps it); the rate down to zero over the budget's last fifth
+(``--schedule cooldown``).
+
+``--also-ema 0.999,0.9995`` keeps moving averages of the weights at other decays beside
+--ema's in the same run (OtherAverages), each then scored on the development split (greedy
+and the recipes' beam 4 at alpha 1.0) and a candidate for the row's choice: decays compared
+on one training, with none of the seed-to-seed noise two runs would add.
 
 Runs one at a time on an otherwise idle machine. Each finished row is one file, OUT/ROW.json;
 a row stopped midway (Ctrl-C, a closed laptop) resumes from its last checkpoint, its
@@ -95,6 +101,11 @@ LEVERS = {
     "modern30-batch64": {**MODERN_GQA, "learning_rate": 1e-3, "dropout": 0.0, "batch_size": 64},
     "modern30-nols": {**MODERN_GQA, "learning_rate": 1e-3, "dropout": 0.0,
                       "label_smoothing": 0.0},
+    # modern30-nodrop with the rate kept at 1e-3, then down to zero over the budget's last
+    # fifth ("warmup-stable-decay"): with the same seed, the same steps as modern30-nodrop's
+    # until the fall starts, so the two rows differ by the fall alone
+    "modern30-cooldown": {**MODERN_GQA, "learning_rate": 1e-3, "dropout": 0.0,
+                          "schedule": "cooldown"},
 }
 COMBINED = ("best", "best-10")
 VARIANTS = {"FG": TransformerFG, "PreLN": TransformerPreLN}
@@ -131,11 +142,12 @@ class OtherAverages:
     def __init__(self, model, decays, every=4):
         self.model, self.every = model, every
         self.averages = {d: copy.deepcopy(model).requires_grad_(False) for d in decays}
-        self.since_step = None
+        self.since_step = self.seen = None
 
     def __call__(self, trainer):
         if self.since_step is None:
             self.since_step = trainer.step - 1
+        self.seen = trainer.step
         if trainer.step % self.every == 0:
             now = [p.detach() for p in self.model.parameters()]
             with torch.no_grad():
@@ -143,6 +155,12 @@ class OtherAverages:
                     d = min(decay, (1 + trainer.step) / (10 + trainer.step)) ** self.every
                     torch._foreach_lerp_(list(average.parameters()), now, 1 - d)
         return False                                     # never stops the run
+
+    def finish(self, trainer):
+        """After ``run``: the last step's update (a budget's end stops the run before
+        calling back)."""
+        if trainer.step != self.seen:
+            self(trainer)
 
     def save(self, path):
         torch.save({"since_step": self.since_step, "averages": {
@@ -176,6 +194,7 @@ def train_row(folder, s, corpus, split, ema, also_ema=()):
     others = OtherAverages(trainer.model, also_ema) if also_ema else None
     trainer.run(callback=others)
     if others:
+        others.finish(trainer)
         others.save(os.path.join(folder, "averages.pt"))
     return trainer.last_checkpoint
 
@@ -257,6 +276,23 @@ def table(results):
     return "\n".join(lines)
 
 
+def averages_line(r):
+    """The development BLEU of each average a row kept (--ema's and --also-ema's), greedy
+    and beam 4 at alpha 1.0: one line, or "" for a row that kept only --ema's."""
+    dev = r["dev"]
+    others = sorted({k.split()[0] for k in dev if k.startswith("ema")})
+    if not others:
+        return ""
+    said = []
+    for weights in ["average", *others]:
+        name = f"{weights} ({r.get('ema', '--ema')})" if weights == "average" else weights
+        said.append(f"{name}: " + " / ".join(
+            f"{dev[f'{weights} beam {b} alpha {a}']['bleu']:.2f}" for b, a in ((1, 0.6),
+                                                                             (4, 1.0))))
+    return (f"{r['row']}: development BLEU of its averages, greedy / beam 4 alpha 1.0: "
+            + "; ".join(said))
+
+
 def result_row(r):
     """A finished row as docs/results/sweep.json holds it (benchmarks/results_tables.py)."""
     dev, held = r["dev"], r["held_out"]
@@ -272,7 +308,7 @@ def result_row(r):
             else round(held["chosen"]["sacrebleu"], 2),
             "translatable": held["chosen"]["translatable"],
             "sentences": held["chosen"]["sentences"],
-            **({"dev_averages": {k: round(v["bleu"], 2) for k, v in dev.items()
+            **({"ema": r.get("ema"), "dev_averages": {k: round(v["bleu"], 2) for k, v in dev.items()
                                  if k.startswith(("average ", "ema"))}}
                if any(k.startswith("ema") for k in dev) else {})}
 
@@ -360,6 +396,7 @@ def main():
                                          else LEVERS[row]),
                   "settings": s, "checkpoint": path, "steps": payload["step"],
                   "minutes": payload["train_seconds"] / 60, "machine": machine(),
+                  "ema": args.ema,
                   **score_row(path, dev, held_out)}
         with open(os.path.join(args.out, f"{row}.json"), "w", encoding="utf-8") as f:
             json.dump(result, f, indent=1)
@@ -367,6 +404,8 @@ def main():
             record(args.results, result_row(result), as_typed("benchmarks/recipe_sweep.py",
                                                              sys.argv[1:]))
         print(table({row: result}), flush=True)
+        if averages_line(result):
+            print(averages_line(result), flush=True)
     print("\n" + table(finished()))
     return 0
 

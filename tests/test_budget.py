@@ -41,6 +41,30 @@ def test_the_rate_warms_up_then_falls_linearly_to_zero_at_the_end():
     assert [short.lr_at(s) for s in (2, 4, 6, 8)] == pytest.approx([0.5, 1.0, 0.5, 0.0])
 
 
+def test_the_cooldown_keeps_the_peak_then_falls_over_the_last_fifth():
+    opt = BudgetedOptim(None, peak=1.0, n_warmup_steps=0, total_steps=100, cooldown=0.2)
+    assert [opt.lr_at(s) for s in (1, 50, 80, 90, 99, 100, 101)] == pytest.approx(
+        [1.0, 1.0, 1.0, 0.5, 0.05, 0.0, 0.0])
+    warm = BudgetedOptim(None, peak=1.0, n_warmup_steps=10, total_steps=110, cooldown=0.5)
+    assert [warm.lr_at(s) for s in (5, 10, 60, 85, 110)] == pytest.approx(
+        [0.5, 1.0, 1.0, 0.5, 0.0])                     # falls over half of the 100 after it
+    whole = BudgetedOptim(None, peak=2e-3, n_warmup_steps=10, total_steps=30, cooldown=1.0)
+    assert [whole.lr_at(s) for s in (20, 29)] == pytest.approx([1e-3, 1e-4])  # = "budget"
+    with pytest.raises(ValueError, match="0 < cooldown <= 1"):
+        BudgetedOptim(None, peak=1.0, n_warmup_steps=0, cooldown=0.0)
+
+
+def test_pre_ln_cools_down_over_the_last_fifth_of_its_steps(tmp_path):
+    dls = DLStudio(use_gpu=False, batch_size=16, epochs=100, seed=1, learning_rate=1e-3)
+    x = TransformerPreLN(dl_studio=dls, corpus=CORPUS, embedding_size=16, checkpoint_freq=1000,
+                         schedule="cooldown")
+    enc = x.MasterEncoder(dls, x, num_basic_encoders=1, num_atten_heads=2)
+    dec = x.MasterDecoderWithMasking(dls, x, num_basic_decoders=1, num_atten_heads=2)
+    seen = rates(x.trainer(enc, dec, str(tmp_path / "ck"), max_steps=50))
+    assert len(seen) == 50 and seen[:40] == pytest.approx([1e-3] * 40)
+    assert seen[-1] == 0.0 and all(a > b for a, b in zip(seen[39:], seen[40:]))
+
+
 def test_a_step_budget_ends_at_zero_from_fgs_peak(tmp_path):
     x, t = budget_run(tmp_path / "ck", max_steps=40)
     seen = rates(t)
@@ -69,7 +93,7 @@ def test_a_resumed_budget_takes_the_rates_of_an_unbroken_run(tmp_path):
 def test_a_budget_schedule_needs_a_budget(tmp_path):
     with pytest.raises(ValueError, match="--max-minutes or --max-steps"):
         budget_run(tmp_path / "ck")
-    with pytest.raises(ValueError, match="schedule must be one of warmup, budget"):
+    with pytest.raises(ValueError, match="schedule must be one of warmup, budget, cooldown"):
         TransformerFG(dl_studio=DLStudio(use_gpu=False), corpus=CORPUS, schedule="cosine")
 
 

@@ -270,7 +270,10 @@ def runs(w):
               *TINY, "--num-atten-heads", 2, "--rows", "baseline,seed1", "--results",
               "sweep.json"], "| seed1 | seed=1"),
             (["--archive", a, "--out", "sweep_modern", "--minutes", 0.005, "--dev-sentences",
-              10, *TINY, "--num-atten-heads", 2, "--rows", "modern-gqa"],
+              10, *TINY, "--num-atten-heads", 2, "--rows", "modern-gqa", "--also-ema", 0.99],
+             "modern-gqa: development BLEU of its averages, greedy / beam 4 alpha 1.0: "
+             "average (0.998): "),
+            (["--out", "sweep_modern", "--table"],
              "| modern-gqa | variant=PreLN, norm=rmsnorm, positions=rope")],
         "benchmarks/bleu_vs_time.py": [
             (["--archive", a, "--minutes", 0.02, "--every", 0.01, *TINY, "--batch-size", 32,

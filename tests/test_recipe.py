@@ -190,3 +190,41 @@ def test_make_recipe_runs_the_script_the_recipe_names(tmp_path):
         said = r.stdout + r.stderr
         assert r.returncode != 0 and "missing.tar.gz" in said, said
         assert "this script trains" not in said and "Traceback" not in said, said
+
+
+def test_the_sweeps_other_averages_match_the_trainers_own_at_its_decay(tmp_path):
+    """--also-ema keeps its averages beside the trainer's: at the trainer's decay and every
+    step they must be the trainer's average (the same formula, the same weights); every 4
+    steps with the decay raised to the 4th power, close to it; the file holds each decay."""
+    import torch
+
+    from DLStudio import DLStudio, TransformerPreLN
+    from DLStudio.data import BUNDLED_ARCHIVE
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    from recipe_sweep import OtherAverages, decays
+    dls = DLStudio(use_gpu=False, batch_size=16, epochs=1, seed=0, learning_rate=1e-3)
+    x = TransformerPreLN(dl_studio=dls, data_archive=BUNDLED_ARCHIVE, embedding_size=16,
+                         checkpoint_freq=1)
+    enc, dec = x.MasterEncoder(dls, x, 1, 2), x.MasterDecoderWithMasking(dls, x, 1, 2)
+    trainer = x.trainer(enc, dec, str(tmp_path / "ck"), max_steps=30, ema=0.9)
+    same, sparse = OtherAverages(trainer.model, [0.9], every=1), OtherAverages(
+        trainer.model, [0.9], every=4)
+    trainer.run(callback=lambda t: same(t) or sparse(t))
+    same.finish(trainer)
+    sparse.finish(trainer)
+    own = dict(trainer.average.named_parameters())
+    for name, p in same.averages[0.9].named_parameters():
+        assert torch.equal(p, own[name]), name
+    far = max((p - own[n]).abs().max().item() / (own[n].abs().max().item() + 1e-12)
+              for n, p in sparse.averages[0.9].named_parameters())
+    assert far < 0.05
+    moved = max((p - dict(trainer.model.named_parameters())[n]).abs().max().item()
+                for n, p in same.averages[0.9].named_parameters())
+    assert moved > 0                                   # an average, not the weights
+    same.save(str(tmp_path / "averages.pt"))
+    saved = torch.load(str(tmp_path / "averages.pt"), weights_only=True)
+    assert set(saved["averages"]) == {"0.9"} and saved["since_step"] == 0
+    assert decays("0.999,0.9995") == (0.999, 0.9995)
+    import argparse
+    with pytest.raises(argparse.ArgumentTypeError):
+        decays("0.999,1.5")

@@ -173,7 +173,7 @@ class TranslationSettings(Settings):
     embedding_size: int = setting(256, shapes=True)
     save_checkpoints: bool = setting(True, recorded=False)
     num_warmup_steps: int = setting(4000)
-    schedule: str = setting("warmup")      # "budget": to zero at the end of the budget
+    schedule: str = setting("warmup")      # "budget", "cooldown": to zero at its end
     optimizer_params: dict = setting(None)
     lr_mul: float = setting(1.0)
     masking: bool = setting(True, recorded=False)

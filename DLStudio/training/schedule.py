@@ -8,10 +8,17 @@ container may override it like any other nested class.
 import torch
 
 __all__ = ["ScheduledOptim", "BudgetedOptim", "RecentSpeed", "budget_end", "adam",
-           "clip_gradient_norm", "ClippingAdam", "ADAM_DEFAULTS", "SCHEDULES"]
+           "clip_gradient_norm", "ClippingAdam", "ADAM_DEFAULTS", "SCHEDULES", "COOLDOWN"]
 
-#: The learning-rate schedules a container's ``schedule`` setting names.
-SCHEDULES = ("warmup", "budget")
+#: The learning-rate schedules a container's ``schedule`` setting names: the lecture's
+#: warm-up (pre-LN: a constant rate); "budget", down to zero over the whole budget;
+#: "cooldown", constant, then down to zero over the budget's last `COOLDOWN` (a fifth).
+SCHEDULES = ("warmup", "budget", "cooldown")
+
+#: The part of a budget (after its warm-up) over which schedule="cooldown" brings the rate
+#: down to zero: "warmup-stable-decay" (Hägele et al. 2024 found a fifth enough to match a
+#: schedule that decays all along, at any length of run).
+COOLDOWN = 0.2
 
 #: Adam's settings in the lecture (DLStudio's optimizer_params).
 ADAM_DEFAULTS = {"beta1": 0.9, "beta2": 0.98, "epsilon": 1e-9}
@@ -133,6 +140,10 @@ class BudgetedOptim(ScheduledOptim):
         lr(step) = peak * step / warmup                       step <= warmup
                  = peak * (total - step) / (total - warmup)   after, 0 from total on
 
+    With ``cooldown`` < 1 (schedule="cooldown") the rate stays at its peak and falls only
+    over that part of the steps after the warm-up: from decay = total - cooldown * (total -
+    warmup) on, peak * (total - step) / (total - decay). (cooldown=1: the line above.)
+
     The warm-up is fixed once, when the run starts (`fix_warmup`): ``n_warmup_steps``, or
     half of a step budget that is not longer than it; the state keeps it, so a resumed run
     warms up as it began. ``total_steps`` is the trainer's to set, at every step if it must
@@ -142,9 +153,12 @@ class BudgetedOptim(ScheduledOptim):
     and falls at the same slope to zero at its end.
     """
 
-    def __init__(self, optimizer, peak, n_warmup_steps, total_steps=None):
+    def __init__(self, optimizer, peak, n_warmup_steps, total_steps=None, cooldown=1.0):
         super().__init__(optimizer, 1.0, 1, n_warmup_steps)
-        self.peak, self.total_steps = peak, total_steps
+        if not 0 < cooldown <= 1:
+            raise ValueError(f"cooldown is the part of the budget the rate falls over, "
+                             f"0 < cooldown <= 1; got {cooldown}")
+        self.peak, self.total_steps, self.cooldown = peak, total_steps, cooldown
         self.fix_warmup(total_steps)
 
     def fix_warmup(self, max_steps=None):
@@ -161,7 +175,8 @@ class BudgetedOptim(ScheduledOptim):
             return self.peak * step / warm
         if total is None:
             return self.peak
-        return self.peak * max(0, total - step) / max(1, total - warm)
+        falls = max(1, self.cooldown * (total - warm))          # steps the rate falls over
+        return self.peak * min(1.0, max(0, total - step) / falls)
 
     def state_dict(self):
         return {**super().state_dict(), "total_steps": self.total_steps,

@@ -133,9 +133,10 @@ def add_run_arguments(parser, checkpoints_dir, score, what):
                                          "them in each checkpoint: --weights average uses it")
     p.add_argument("--schedule", choices=SCHEDULES, default="warmup",
                    help="the learning rate: warmup (the lecture's: FG warms up, then decays as "
-                        "1/sqrt(step); PreLN keeps --learning-rate) or budget (the same peak, "
+                        "1/sqrt(step); PreLN keeps --learning-rate), budget (the same peak, "
                         "then down to zero when --max-minutes or --max-steps ends, counted "
-                        "over the whole run, resumes included)")
+                        "over the whole run, resumes included) or cooldown (the peak kept, "
+                        "down to zero over the budget's last fifth)")
     p.add_argument(f"--track-{score}", action="store_true",
                    help=f"{what} at every checkpoint (plotted with the loss)")
     p.add_argument("--seed", type=int, default=0)
