@@ -49,6 +49,7 @@ import argparse
 import copy
 import json
 import logging
+import math
 import os
 import sys
 import time
@@ -136,8 +137,10 @@ class OtherAverages:
     seed-to-seed noise that two runs would add. A callback of ``Trainer.run``: every
     ``every`` steps, average <- d^every average + (1 - d^every) weights, d as the trainer's
     own (Trainer.update_average), which a window of hundreds of steps barely tells from
-    every step, at a fraction of the cost. Saved to ``averages.pt`` beside the checkpoints
-    when training ends; a row resumed after a stop starts them again (its JSON says so)."""
+    every step, at a fraction of the cost; like the trainer's, a decay counts only from
+    step `reached_at` on (0.999: 8,990), the start-up's average until then. Saved to
+    ``averages.pt`` beside the checkpoints when training ends; a row resumed after a stop
+    starts them again (the file's ``since_step`` says from which step)."""
 
     def __init__(self, model, decays, every=4):
         self.model, self.every = model, every
@@ -158,13 +161,27 @@ class OtherAverages:
 
     def finish(self, trainer):
         """After ``run``: the last step's update (a budget's end stops the run before
-        calling back)."""
+        calling back), and a word on each decay the run never reached."""
         if trainer.step != self.seen:
             self(trainer)
+        for decay in self.averages:
+            reached = reached_at(decay)
+            if trainer.step < reached:
+                print(f"--also-ema {decay}: never reached in {trainer.step:,} steps (the "
+                      f"start-up decay (1 + step) / (10 + step) is below it until step "
+                      f"{reached:,}): this average is the start-up's, as --ema's would be",
+                      flush=True)
 
     def save(self, path):
         torch.save({"since_step": self.since_step, "averages": {
             str(d): m.state_dict() for d, m in self.averages.items()}}, path)
+
+
+def reached_at(decay):
+    """The first step at which an average's decay is ``decay`` and no longer the start-up's
+    (1 + step) / (10 + step) (Trainer.update_average)."""
+    step = math.ceil((10 * decay - 1) / (1 - decay) - 1e-6)     # (1 + s) / (10 + s) >= decay
+    return step if (1 + step) / (10 + step) >= decay else step + 1
 
 
 def train_row(folder, s, corpus, split, ema, also_ema=()):
@@ -329,7 +346,9 @@ def main():
                    help="decay of the averaged weights every row keeps")
     p.add_argument("--also-ema", type=decays, default=(),
                    help="other decays of the average, kept beside --ema's in the same run and "
-                        "scored on the development split (0.999,0.9995)")
+                        "scored on the development split (0.999,0.9995); a decay d counts "
+                        "from step (10 d - 1) / (1 - d) on (0.999: 8,990), the average's "
+                        "start-up until then")
     p.add_argument("--embedding-size", type=positive_int, default=256)
     p.add_argument("--num-layers", type=positive_int, default=4)
     p.add_argument("--num-atten-heads", type=positive_int, default=4)

@@ -162,23 +162,6 @@ def sweep(rows):
                    lines)] + _footer(rows)
 
 
-def sweep_averages(rows):
-    """The sweep rows that kept averages at other decays (recipe_sweep.py --also-ema): each
-    average's development BLEU, greedy and beam 4 at alpha 1.0, side by side (one training)."""
-    rows = [r for r in rows if r.get("dev_averages")]
-    names = []
-    for r in rows:
-        names += [k.split()[0] for k in r["dev_averages"] if k.split()[0] not in names]
-    lines = [[r["row"], f"{r['minutes']:g}", f"{r['steps']:,}"]
-             + [" / ".join(_bleu(r["dev_averages"].get(f"{n} beam {b} alpha {a}"))
-                           for b, a in ((1, 0.6), (4, 1.0))) for n in names]
-             + [_machine(r), _source(r)] for r in rows]
-    ema = (rows[0].get("ema") or 0.998) if rows else None        # the run's --ema
-    header = [f"{ema} (--ema)" if n == "average" else n[3:] for n in names]
-    return [_table(["row", "minutes", "steps", *(f"decay {h}: greedy / beam 4" for h in header),
-                    "machine", "date, commit"], lines)] + _footer(rows)
-
-
 def _at_steps(row, steps, key="bleu"):
     """A design row's BLEU after ``steps`` steps: entered (``bleu_1000``) or written by
     compare_fg_preln.py --results (its evaluations)."""
@@ -263,8 +246,7 @@ def generate_speed(rows):
 
 
 TABLES = {"recipes": ("recipes", recipes), "headline": ("recipes", headline),
-          "sweep": ("sweep", sweep), "sweep-averages": ("sweep", sweep_averages),
-          "design": ("design_1000_steps", design),
+          "sweep": ("sweep", sweep), "design": ("design_1000_steps", design),
           "bleu-vs-time": ("bleu_vs_time", bleu_vs_time),
           "pretraining": ("pretraining", pretraining), "bert": ("bert", bert),
           "train-speed": ("train_speed", train_speed),

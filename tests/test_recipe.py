@@ -225,6 +225,11 @@ def test_the_sweeps_other_averages_match_the_trainers_own_at_its_decay(tmp_path)
     saved = torch.load(str(tmp_path / "averages.pt"), weights_only=True)
     assert set(saved["averages"]) == {"0.9"} and saved["since_step"] == 0
     assert decays("0.999,0.9995") == (0.999, 0.9995)
+    from recipe_sweep import reached_at
+    for decay in (0.9, 0.998, 0.999, 0.9995):
+        s = reached_at(decay)
+        assert (1 + s) / (10 + s) >= decay > (1 + s - 1) / (10 + s - 1)
+    assert reached_at(0.999) == 8990
     import argparse
     with pytest.raises(argparse.ArgumentTypeError):
         decays("0.999,1.5")
