@@ -142,8 +142,8 @@ class OtherAverages:
     ``averages.pt`` beside the checkpoints when training ends; a row resumed after a stop
     starts them again (the file's ``since_step`` says from which step)."""
 
-    def __init__(self, model, decays, every=4):
-        self.model, self.every = model, every
+    def __init__(self, model, decays, every=4, start=10):
+        self.model, self.every, self.start = model, every, start
         self.averages = {d: copy.deepcopy(model).requires_grad_(False) for d in decays}
         self.since_step = self.seen = None
 
@@ -155,8 +155,8 @@ class OtherAverages:
             now = [p.detach() for p in self.model.parameters()]
             with torch.no_grad():
                 for decay, average in self.averages.items():
-                    d = min(decay, (1 + trainer.step) / (10 + trainer.step)) ** self.every
-                    torch._foreach_lerp_(list(average.parameters()), now, 1 - d)
+                    d = min(decay, (1 + trainer.step) / (self.start + trainer.step))
+                    torch._foreach_lerp_(list(average.parameters()), now, 1 - d ** self.every)
         return False                                     # never stops the run
 
     def finish(self, trainer):
@@ -165,10 +165,10 @@ class OtherAverages:
         if trainer.step != self.seen:
             self(trainer)
         for decay in self.averages:
-            reached = reached_at(decay)
+            reached = reached_at(decay, self.start)
             if trainer.step < reached:
                 print(f"--also-ema {decay}: never reached in {trainer.step:,} steps (the "
-                      f"start-up decay (1 + step) / (10 + step) is below it until step "
+                      f"start-up decay (1 + step) / ({self.start} + step) is below it until step "
                       f"{reached:,}): this average is the start-up's, as --ema's would be",
                       flush=True)
 
@@ -177,14 +177,14 @@ class OtherAverages:
             str(d): m.state_dict() for d, m in self.averages.items()}}, path)
 
 
-def reached_at(decay):
+def reached_at(decay, start=10):
     """The first step at which an average's decay is ``decay`` and no longer the start-up's
-    (1 + step) / (10 + step) (Trainer.update_average)."""
-    step = math.ceil((10 * decay - 1) / (1 - decay) - 1e-6)     # (1 + s) / (10 + s) >= decay
-    return step if (1 + step) / (10 + step) >= decay else step + 1
+    (1 + step) / (start + step) (Trainer.update_average's, start 10)."""
+    step = math.ceil((start * decay - 1) / (1 - decay) - 1e-6)  # (1 + s) / (c + s) >= decay
+    return step if (1 + step) / (start + step) >= decay else step + 1
 
 
-def train_row(folder, s, corpus, split, ema, also_ema=()):
+def train_row(folder, s, corpus, split, ema, also_ema=(), start=10):
     """Train (or go on training) one row; returns its last checkpoint's path (and writes
     ``averages.pt`` beside it when ``also_ema`` names other decays)."""
     done = checkpoint_files(folder)
@@ -208,7 +208,7 @@ def train_row(folder, s, corpus, split, ema, also_ema=()):
     dec = x.MasterDecoderWithMasking(dls, x, s["num_decoder_layers"], s["num_atten_heads"])
     trainer = x.trainer(enc, dec, folder, max_minutes=s["max_minutes"], ema=ema,
                         resume=bool(done), overwrite=not done)
-    others = OtherAverages(trainer.model, also_ema) if also_ema else None
+    others = OtherAverages(trainer.model, also_ema, start=start) if also_ema else None
     trainer.run(callback=others)
     if others:
         others.finish(trainer)
@@ -325,7 +325,8 @@ def result_row(r):
             else round(held["chosen"]["sacrebleu"], 2),
             "translatable": held["chosen"]["translatable"],
             "sentences": held["chosen"]["sentences"],
-            **({"ema": r.get("ema"), "dev_averages": {k: round(v["bleu"], 2) for k, v in dev.items()
+            **({"ema": r.get("ema"), "also_ema_start": r.get("also_ema_start"),
+                "dev_averages": {k: round(v["bleu"], 2) for k, v in dev.items()
                                  if k.startswith(("average ", "ema"))}}
                if any(k.startswith("ema") for k in dev) else {})}
 
@@ -349,6 +350,10 @@ def main():
                         "scored on the development split (0.999,0.9995); a decay d counts "
                         "from step (10 d - 1) / (1 - d) on (0.999: 8,990), the average's "
                         "start-up until then")
+    p.add_argument("--also-ema-start", type=positive_float, default=10.0,
+                   help="the --also-ema averages' start-up, d = min(decay, (1 + step) / "
+                        "(START + step)): 10 is the trainer's; 2 reaches 0.999 at step 998, "
+                        "its window about step / (START - 1) steps until then")
     p.add_argument("--embedding-size", type=positive_int, default=256)
     p.add_argument("--num-layers", type=positive_int, default=4)
     p.add_argument("--num-atten-heads", type=positive_int, default=4)
@@ -357,6 +362,9 @@ def main():
                    help="add each row, when it finishes, to a result file (docs/results/)")
     args = p.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")   # the trainer's progress
+    if args.also_ema_start <= 1:
+        p.error(f"--also-ema-start {args.also_ema_start}: the start-up (1 + step) / (START + "
+                "step) must be below 1, so START > 1 (10 is the trainer's)")
     rows = args.rows.split(",")
     unknown = [r for r in rows if r not in LEVERS and r not in COMBINED]
     if unknown:
@@ -409,13 +417,13 @@ def main():
         s = settings_of(row, args.minutes, args.short_minutes, sizes, best)
         print(f"{row}: training for {s['max_minutes']:g} minutes: {s}", flush=True)
         path = train_row(os.path.join(args.out, row), s, corpus, (train, held_out), args.ema,
-                         args.also_ema)
+                         args.also_ema, args.also_ema_start)
         payload = load_checkpoint(path)
         result = {"row": row, "change": ({k: True for k in best} if best is not None
                                          else LEVERS[row]),
                   "settings": s, "checkpoint": path, "steps": payload["step"],
                   "minutes": payload["train_seconds"] / 60, "machine": machine(),
-                  "ema": args.ema,
+                  "ema": args.ema, "also_ema_start": args.also_ema_start,
                   **score_row(path, dev, held_out)}
         with open(os.path.join(args.out, f"{row}.json"), "w", encoding="utf-8") as f:
             json.dump(result, f, indent=1)

@@ -229,7 +229,9 @@ def test_the_sweeps_other_averages_match_the_trainers_own_at_its_decay(tmp_path)
     for decay in (0.9, 0.998, 0.999, 0.9995):
         s = reached_at(decay)
         assert (1 + s) / (10 + s) >= decay > (1 + s - 1) / (10 + s - 1)
-    assert reached_at(0.999) == 8990
+    assert reached_at(0.999) == 8990 and reached_at(0.999, start=4) == 2996
+    quick = OtherAverages(trainer.model, [0.5], every=1, start=4)
+    assert quick.start == 4
     import argparse
     with pytest.raises(argparse.ArgumentTypeError):
         decays("0.999,1.5")
