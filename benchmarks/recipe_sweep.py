@@ -348,8 +348,8 @@ def main():
     p.add_argument("--also-ema", type=decays, default=(),
                    help="other decays of the average, kept beside --ema's in the same run and "
                         "scored on the development split (0.999,0.9995); a decay d counts "
-                        "from step (10 d - 1) / (1 - d) on (0.999: 8,990), the average's "
-                        "start-up until then")
+                        "from step (START d - 1) / (1 - d) on (START: --also-ema-start; "
+                        "0.999 at 10: 8,990), the average's start-up until then")
     p.add_argument("--also-ema-start", type=positive_float, default=10.0,
                    help="the --also-ema averages' start-up, d = min(decay, (1 + step) / "
                         "(START + step)): 10 is the trainer's; 2 reaches 0.999 at step 998, "
@@ -431,8 +431,9 @@ def main():
             record(args.results, result_row(result), as_typed("benchmarks/recipe_sweep.py",
                                                              sys.argv[1:]))
         print(table({row: result}), flush=True)
-        if averages_line(result):
-            print(averages_line(result), flush=True)
+        line = averages_line(result)
+        if line:
+            print(line, flush=True)
     print("\n" + table(finished()))
     return 0
 
