@@ -130,23 +130,40 @@ HEADLINE = {"modern30": "`make recipe` (modern30: today's parts, the PreLN scrip
             "fast30": "`make recipe RECIPE=fast30` (the 2017 model, the FG script)"}
 
 
+#: A run of the recipe as it stands: these flags choose where it reads and writes, its seed and
+#: its arithmetic, never the training (a flag beside them, like ``--dropout 0.1``, is a variant).
+PLAIN = re.compile(r"(make recipe( (ARCHIVE|RECIPE|SEED|RESULTS)=\S+)*|python3 "
+                   r"ExamplesTransformers/seq2seq_with_transformer\w+\.py"
+                   r"( --(recipe|seed|archive|checkpoints-dir|results|precision) \S+"
+                   r"| --overwrite)*)$")
+
+
+def plain(row):
+    """Is a row the recipe as it stands (``make recipe``, or its training script given no flag
+    that changes the training)?"""
+    return not row.get("entered") and not row.get("change") and bool(PLAIN.match(row["command"]))
+
+
 def headline(rows):
-    """The README's headline: each recipe's 30-minute runs through ``make recipe``, the
-    latest of each seed (a recipe measured again after it changed: what it does now)."""
+    """The README's headline: each recipe's 30-minute fp32 runs as it stands, all from one
+    machine (seeds measured on two machines are not one figure): the machine of its latest
+    run, the latest run of each seed there (a recipe measured again after it changed: what it
+    does now)."""
     out = []
     for recipe, what in HEADLINE.items():
-        latest = {r["seed"]: r for r in rows if r["recipe"] == recipe and _budget(r) == 30
-                  and not r.get("entered") and r["command"].startswith("make recipe")
-                  and _precision(r) == "fp32"}                    # (the file runs in time order)
+        mine = [r for r in rows if r["recipe"] == recipe and _budget(r) == 30 and plain(r)
+                and _precision(r) == "fp32"]                    # (the file runs in time order)
+        if not mine:
+            continue
+        latest = {r["seed"]: r for r in mine if r["machine"] == mine[-1]["machine"]}
         runs = [latest[seed] for seed in sorted(latest)]
-        if runs:
-            seeds = "seed" + ("s " if len(runs) > 1 else " ") + _and(r["seed"] for r in runs)
-            best = _and(_bleu(_decoding(r, "average", 4)["bleu"]) for r in runs)
-            greedy = _and(_bleu(r["greedy_bleu"]) for r in runs)
-            steps = _and(f"{r['steps']:,}" for r in runs)
-            out.append(f"- {what}: held-out BLEU **{best}** (averaged weights, beam 4), "
-                       f"{greedy} greedy, for {seeds}; {steps} steps in 30 minutes on one "
-                       f"{runs[0]['machine']['cpu']} with {runs[0]['machine']['cores']} cores.")
+        seeds = "seed" + ("s " if len(runs) > 1 else " ") + _and(r["seed"] for r in runs)
+        best = _and(_bleu(_decoding(r, "average", 4)["bleu"]) for r in runs)
+        greedy = _and(_bleu(r["greedy_bleu"]) for r in runs)
+        steps = _and(f"{r['steps']:,}" for r in runs)
+        out.append(f"- {what}: held-out BLEU **{best}** (averaged weights, beam 4), "
+                   f"{greedy} greedy, for {seeds}; {steps} steps in 30 minutes on one "
+                   f"{runs[0]['machine']['cpu']} with {runs[0]['machine']['cores']} cores.")
     return out
 
 

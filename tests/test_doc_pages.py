@@ -116,13 +116,35 @@ def test_the_readme_headline_is_the_result_files():
                 and "--max-minutes" not in r["command"] and "--precision" not in r["command"]
                 and r.get("budget_minutes", 30) == 30 and not r.get("entered")]
     assert measured
-    latest = {r["command"]: r for r in measured}       # each recipe and seed: its last run
+    latest = {r["recipe"]: r for r in measured}            # each recipe: its last run
     for row in latest.values():
         assert f"{row['greedy_bleu']:.2f}" in block[1], row["command"]
     outside = re.sub(r"<!-- table \w+ -->.*?<!-- end of table -->", "", readme, flags=re.S)
     for row in rows:                  # no recipe figure typed anywhere else in the README
         for d in row["other_decodings"]:
             assert f"{d['bleu']:.2f}" not in outside, (d, row["command"])
+
+
+def _run(seed, cpu, best, command=None):
+    return {"recipe": "modern30", "seed": seed, "budget_minutes": 30.0, "precision": "fp32",
+            "steps": 5000 + seed, "greedy_bleu": best - 8, "machine": {"cpu": cpu, "cores": 2},
+            "other_decodings": [{"weights": "average", "beam": 4, "bleu": best}],
+            "command": command or f"make recipe ARCHIVE=data/a.tar.gz SEED={seed}"}
+
+
+def test_the_headline_never_puts_two_machines_seeds_side_by_side():
+    """Seed 1 measured again on another CPU: the headline is that CPU's runs alone (its seed 0
+    by the training script's own command), not the old CPU's seed 0 beside the new seed 1;
+    a run with a flag that changes the training is no run of the recipe."""
+    script = ("python3 ExamplesTransformers/seq2seq_with_transformerPreLN.py --recipe modern30 "
+              "--seed 0 --archive data/a.tar.gz --checkpoints-dir run --overwrite")
+    rows = [_run(0, "Xeon", 49.11), _run(1, "Xeon", 49.22), _run(0, "EPYC", 50.33, script),
+            _run(0, "EPYC", 51.99, script + " --dropout 0.1"), _run(1, "EPYC", 50.44)]
+    line, = _tables().headline(rows)[:1]
+    assert "**50.33 and 50.44**" in line and "on one EPYC with 2 cores" in line, line
+    assert "49.11" not in line and "51.99" not in line, line
+    line, = _tables().headline(rows[:2] + rows[4:])[:1]     # no seed 0 there: that seed only
+    assert "**50.44**" in line and "for seed 1;" in line, line
 
 
 ASIDE = re.compile(r"\ba test (checks|compares|proves|moves)|\bthe tests (check|compare)|"
