@@ -107,8 +107,8 @@ LEVERS = {
     # until the fall starts, so the two rows differ by the fall alone
     "modern30-cooldown": {**MODERN_GQA, "learning_rate": 1e-3, "dropout": 0.0,
                           "schedule": "cooldown"},
-    # modern30-nodrop with half the BPE pieces (4,000 a language): a smaller output layer (a
-    # fifth of the step's products at 8,000), longer sentences in pieces; small corpora often
+    # modern30-nodrop with half the BPE pieces (4,000 a language): half the output layer's
+    # products and embeddings, sentences a little longer in pieces; small corpora often
     # translate better with fewer pieces (Sennrich and Zhang 2019)
     "modern30-bpe4k": {**MODERN_GQA, "learning_rate": 1e-3, "dropout": 0.0, "vocab_size": 4000},
 }
