@@ -94,6 +94,8 @@ LEVERS = {
     "modern-gqa-rate": {**MODERN_GQA, "learning_rate": 1e-3},
     "modern-gqa-budget": {**MODERN_GQA, "learning_rate": 1e-3, "schedule": "budget"},
     "modern-gqa-nodrop": {**MODERN_GQA, "dropout": 0.0},
+    # modern-gqa-rate (modern30 with dropout 0.1 put back) at its second seed
+    "modern-gqa-rate-seed1": {**MODERN_GQA, "learning_rate": 1e-3, "seed": 1},
     # modern30 as it is (modern-gqa-rate) with no dropout: at these budgets the model sees
     # each sentence a few times, and dropout's masks are a tenth of the CPU step
     "modern30-nodrop": {**MODERN_GQA, "learning_rate": 1e-3, "dropout": 0.0},
@@ -118,6 +120,8 @@ LEVERS = {
     # doubling (modern-gqa to modern-gqa-rate) was worth the most of any change at 30 minutes
     # held out, and 8 passes over the pairs leave the model far from converged
     "modern30-rate2e3": {**MODERN_GQA, "learning_rate": 2e-3, "dropout": 0.0},
+    # ... and at its second seed
+    "modern30-rate2e3-seed1": {**MODERN_GQA, "learning_rate": 2e-3, "dropout": 0.0, "seed": 1},
     # modern30-nodrop with the output layer reading the target word vectors (Press and Wolf
     # 2017): 2 million weights fewer, and every output step trains the decoder's embeddings
     "modern30-tied": {**MODERN_GQA, "learning_rate": 1e-3, "dropout": 0.0,
