@@ -8,6 +8,7 @@ import re
 import sys
 
 import pytest
+import torch
 
 from DLStudio.checkpoints import checkpoint_files
 from DLStudio.cli import common
@@ -235,3 +236,24 @@ def test_the_sweeps_other_averages_match_the_trainers_own_at_its_decay(tmp_path)
     import argparse
     with pytest.raises(argparse.ArgumentTypeError):
         decays("0.999,1.5")
+
+
+def test_the_sweeps_tied_row_trains_a_tied_output_layer(tmp_path):
+    """modern30-tied: the sweep hands tie_embeddings to the model it trains (the output
+    layer is the decoder's word vectors, in the checkpoint too); modern30-nodrop's is not."""
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    from recipe_sweep import VARIANTS, settings_of, train_row
+
+    from DLStudio.data import BUNDLED_ARCHIVE, load_archive, split_pairs
+    corpus = load_archive(BUNDLED_ARCHIVE)
+    split = split_pairs(corpus.pairs)
+    sizes = {"embedding_size": 16, "num_layers": 1, "num_atten_heads": 2}
+    tied = {}
+    for row in ("modern30-tied", "modern30-nodrop"):
+        s = {**settings_of(row, 0.003, 0.003, sizes), "tokenizer": "word"}
+        path = train_row(str(tmp_path / row), s, corpus, split, ema=None)
+        _, model, _ = VARIANTS["PreLN"].from_checkpoint(path)
+        out, words = model.decoder.out.weight, model.embeddings_generator_es.embedding.weight
+        tied[row] = out.data_ptr() == words.data_ptr()
+        assert tied[row] == torch.equal(out, words)
+    assert tied == {"modern30-tied": True, "modern30-nodrop": False}
