@@ -100,7 +100,7 @@ LEVERS = {
     # each sentence a few times, and dropout's masks are a tenth of the CPU step
     "modern30-nodrop": {**MODERN_GQA, "learning_rate": 1e-3, "dropout": 0.0},
     # its second seed: the two modern30-nodrop rows of the table are two stops of one
-    # training (seed 0), so every change below was measured against one seed
+    # training (seed 0), the one seed the changes below were first measured against
     "modern30-nodrop-seed1": {**MODERN_GQA, "learning_rate": 1e-3, "dropout": 0.0, "seed": 1},
     # modern30-nodrop with one more change each: half the batch (twice the steps for about
     # the same sentences a minute); no label smoothing (the one regulariser left)
