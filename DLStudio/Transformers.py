@@ -222,7 +222,7 @@ class TransformerBase(Container, EncoderDecoderParts):
             dropout=self.dropout, full_width_heads=self.full_width_heads,
             positions=self.positions, tie_embeddings=self.tie_embeddings,
             shared_vocab=self.shared_vocab, norm=self.norm, feed_forward=self.feed_forward,
-            kv_heads=self.kv_heads)
+            kv_heads=self.kv_heads, feed_forward_size=self.feed_forward_size)
 
     __init__.__signature__ = TranslationSettings.signature(
         dl_studio=inspect.Parameter.empty, corpus=None, vocab=None, data=None)

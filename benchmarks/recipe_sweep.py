@@ -126,6 +126,19 @@ LEVERS = {
     # 2017): 2 million weights fewer, and every output step trains the decoder's embeddings
     "modern30-tied": {**MODERN_GQA, "learning_rate": 1e-3, "dropout": 0.0,
                       "tie_embeddings": True},
+    # modern30-nodrop with a larger model, fewer steps in the same minutes: every change of
+    # the recipe's training scored about 50 held out, with 4,000 to 7,300 steps (docs/results.md):
+    # past about 4,500 steps the lecture's model gains little, and its feed-forward network is
+    # narrow (F = 2 M, where 2017's is 4 M; SwiGLU's hidden width round(2 F / 3): 341). Each:
+    # a feed-forward width of 4 M; embedding 320; six encoder layers and four decoder layers
+    "modern30-ffn1024": {**MODERN_GQA, "learning_rate": 1e-3, "dropout": 0.0,
+                         "feed_forward_size": 1024},
+    "modern30-ffn1024-seed1": {**MODERN_GQA, "learning_rate": 1e-3, "dropout": 0.0,
+                               "feed_forward_size": 1024, "seed": 1},
+    "modern30-emb320": {**MODERN_GQA, "learning_rate": 1e-3, "dropout": 0.0,
+                        "embedding_size": 320},
+    "modern30-6+4": {**MODERN_GQA, "learning_rate": 1e-3, "dropout": 0.0,
+                     "num_encoder_layers": 6, "num_decoder_layers": 4},
 }
 COMBINED = ("best", "best-10")
 VARIANTS = {"FG": TransformerFG, "PreLN": TransformerPreLN}
@@ -139,7 +152,7 @@ def settings_of(row, minutes, short_minutes, sizes, best=None):
          "num_encoder_layers": sizes["num_layers"], "num_decoder_layers": sizes["num_layers"],
          "max_minutes": minutes, "variant": "FG", "norm": "layernorm",
          "positions": "sinusoidal", "feed_forward": "relu", "full_width_heads": False,
-         "kv_heads": None, "tie_embeddings": False}
+         "kv_heads": None, "tie_embeddings": False, "feed_forward_size": None}
     if row in COMBINED:
         for lever in best:
             s.update(LEVERS[lever])
@@ -208,7 +221,9 @@ def train_row(folder, s, corpus, split, ema, also_ema=(), start=10):
     ``averages.pt`` beside it when ``also_ema`` names other decays)."""
     done = checkpoint_files(folder)
     payload = load_checkpoint(done[-1]) if done else None
-    if payload and payload.get("train_seconds", 0) >= 60 * s["max_minutes"] - 1:
+    steps = s.get("max_steps")
+    if payload and (payload["step"] >= steps if steps else
+                    payload.get("train_seconds", 0) >= 60 * s["max_minutes"] - 1):
         return done[-1]                                       # trained: score it
     rate = {"learning_rate": s["learning_rate"]} if s["variant"] == "PreLN" else {}
     dls = DLStudio(use_gpu=True, batch_size=s["batch_size"], epochs=s["epochs"], seed=s["seed"],
@@ -223,10 +238,11 @@ def train_row(folder, s, corpus, split, ema, also_ema=(), start=10):
         dropout=s["dropout"], label_smoothing=s["label_smoothing"], tokenizer=s["tokenizer"],
         vocab_size=s["vocab_size"], shared_vocab=s["shared_vocab"], checkpoint_freq=1,
         full_width_heads=s["full_width_heads"],
-        tie_embeddings=s["tie_embeddings"], **since)
+        tie_embeddings=s["tie_embeddings"], feed_forward_size=s["feed_forward_size"], **since)
     enc = x.MasterEncoder(dls, x, s["num_encoder_layers"], s["num_atten_heads"])
     dec = x.MasterDecoderWithMasking(dls, x, s["num_decoder_layers"], s["num_atten_heads"])
-    trainer = x.trainer(enc, dec, folder, max_minutes=s["max_minutes"], ema=ema,
+    trainer = x.trainer(enc, dec, folder, max_minutes=None if steps else s["max_minutes"],
+                        max_steps=steps, ema=ema,
                         resume=bool(done), overwrite=not done)
     others = OtherAverages(trainer.model, also_ema, start=start) if also_ema else None
     trainer.run(callback=others)
@@ -359,6 +375,10 @@ def main():
                    help="which rows, in this order (default: all)")
     p.add_argument("--minutes", type=positive_float, default=30.0,
                    help="training time per row (default: %(default)s)")
+    p.add_argument("--max-steps", type=positive_int, default=None,
+                   help="train each row for this many steps instead of --minutes: the steps "
+                        "another machine trains in --minutes (a GPU screening a 2-core CPU's "
+                        "rows; the row's 'steps' in the CPU's result file)")
     p.add_argument("--short-minutes", type=positive_float, default=10.0,
                    help="training time of best-10 (default: %(default)s)")
     p.add_argument("--dev-sentences", type=positive_int, default=1000,
@@ -435,7 +455,11 @@ def main():
                 print(reason, flush=True)
                 continue
         s = settings_of(row, args.minutes, args.short_minutes, sizes, best)
-        print(f"{row}: training for {s['max_minutes']:g} minutes: {s}", flush=True)
+        if args.max_steps:
+            s["max_steps"] = args.max_steps
+        budget = (f"{args.max_steps:,} steps" if args.max_steps
+                  else f"{s['max_minutes']:g} minutes")
+        print(f"{row}: training for {budget}: {s}", flush=True)
         path = train_row(os.path.join(args.out, row), s, corpus, (train, held_out), args.ema,
                          args.also_ema, args.also_ema_start)
         payload = load_checkpoint(path)

@@ -17,7 +17,7 @@ arguments must fit the model, and what ``--resume`` compares.
     ['dataroot', 'data_archive', 'max_seq_length']
     >>> TranslationSettings.shape_names()
     ['max_seq_length', 'embedding_size', 'full_width_heads', 'tie_embeddings', 'positions',
-     'shared_vocab', 'norm', 'feed_forward', 'kv_heads']
+     'shared_vocab', 'norm', 'feed_forward', 'kv_heads', 'feed_forward_size']
 """
 
 import dataclasses
@@ -193,12 +193,17 @@ class TranslationSettings(Settings):
     norm: str = setting(MODEL["norm"], shapes=True)                   # since 2017: "rmsnorm"
     feed_forward: str = setting(MODEL["feed_forward"], shapes=True)   # "gelu", "swiglu"
     kv_heads: int = setting(MODEL["kv_heads"], shapes=True)           # G key/value heads
+    feed_forward_size: int = setting(None, shapes=True)   # F, the hidden width; None: 2 M
 
     def __post_init__(self):
         super().__post_init__()
         if self.shared_vocab and self.tokenizer != "bpe":
             raise ValueError("shared_vocab is one BPE vocabulary learnt from both languages: "
                              "give tokenizer='bpe' with it (--tokenizer bpe --shared-vocab)")
+        F = self.feed_forward_size
+        if F is not None and (not isinstance(F, int) or isinstance(F, bool) or F < 1):
+            raise ValueError(f"feed_forward_size is the feed-forward network's hidden width "
+                             f"(a whole number >= 1), or None for 2 M; got {F!r}")
     pairs_options: dict = setting(None)
 
 
