@@ -139,6 +139,12 @@ LEVERS = {
                         "embedding_size": 320},
     "modern30-6+4": {**MODERN_GQA, "learning_rate": 1e-3, "dropout": 0.0,
                      "num_encoder_layers": 6, "num_decoder_layers": 4},
+    # the wider feed-forward network with dropout 0.1 (a larger model may need it); and
+    # modern30-nodrop with twice the batch at 1.4 times the rate (square root of 2)
+    "modern30-ffn1024-drop": {**MODERN_GQA, "learning_rate": 1e-3, "dropout": 0.1,
+                              "feed_forward_size": 1024},
+    "modern30-batch256": {**MODERN_GQA, "learning_rate": 1.4e-3, "dropout": 0.0,
+                          "batch_size": 256},
 }
 COMBINED = ("best", "best-10")
 VARIANTS = {"FG": TransformerFG, "PreLN": TransformerPreLN}
@@ -216,9 +222,10 @@ def reached_at(decay, start=10):
     return step if (1 + step) / (start + step) >= decay else step + 1
 
 
-def train_row(folder, s, corpus, split, ema, also_ema=(), start=10):
+def train_row(folder, s, corpus, split, ema, also_ema=(), start=10, callback=None):
     """Train (or go on training) one row; returns its last checkpoint's path (and writes
-    ``averages.pt`` beside it when ``also_ema`` names other decays)."""
+    ``averages.pt`` beside it when ``also_ema`` names other decays; ``callback``: the
+    trainer's, called after each step, where ``also_ema`` names none)."""
     done = checkpoint_files(folder)
     payload = load_checkpoint(done[-1]) if done else None
     steps = s.get("max_steps")
@@ -245,11 +252,43 @@ def train_row(folder, s, corpus, split, ema, also_ema=(), start=10):
                         max_steps=steps, ema=ema,
                         resume=bool(done), overwrite=not done)
     others = OtherAverages(trainer.model, also_ema, start=start) if also_ema else None
-    trainer.run(callback=others)
+    trainer.run(callback=others or callback)
     if others:
         others.finish(trainer)
         others.save(os.path.join(folder, "averages.pt"))
     return trainer.last_checkpoint
+
+
+class StepClock:
+    """A trainer's callback that notes when each step ended (``Trainer.run``)."""
+
+    def __init__(self):
+        self.ends = []
+
+    def __call__(self, trainer):
+        self.ends.append(time.perf_counter())
+        return False                                     # never stops the run
+
+    def median(self, skip=10):
+        """The median seconds of a step, the first ``skip`` steps left out (warming up)."""
+        took = sorted(b - a for a, b in zip(self.ends[skip:], self.ends[skip + 1:]))
+        return took[len(took) // 2]
+
+
+def time_rows(rows, settings, corpus, split, steps, minutes, folder):
+    """--time-steps: each row's median step time on this machine (``steps`` steps of it,
+    trained into ``folder``), and its steps in ``minutes`` at the first row's count: the
+    --max-steps under which a faster machine trains a row as this one would in ``minutes``."""
+    first = None
+    for row in rows:
+        s = {**settings(row), "max_steps": steps}
+        clock = StepClock()
+        train_row(os.path.join(folder, row), s, corpus, split, None, callback=clock)
+        took = clock.median()
+        first = first or took
+        print(f"{row}: {1000 * took:.1f} ms a step ({steps} steps, the median after the "
+              f"first 10), {took / first:.2f} x {rows[0]}'s; {int(60 * minutes / took):,} "
+              f"steps in {minutes:g} minutes at this speed alone", flush=True)
 
 
 def score_row(path, dev, held_out):
@@ -379,6 +418,10 @@ def main():
                    help="train each row for this many steps instead of --minutes: the steps "
                         "another machine trains in --minutes (a GPU screening a 2-core CPU's "
                         "rows; the row's 'steps' in the CPU's result file)")
+    p.add_argument("--time-steps", type=positive_int, default=None, metavar="N",
+                   help="train each row N steps here, print its step time against the first "
+                        "row's and stop (no scores): what --max-steps to give each row on "
+                        "a faster machine")
     p.add_argument("--short-minutes", type=positive_float, default=10.0,
                    help="training time of best-10 (default: %(default)s)")
     p.add_argument("--dev-sentences", type=positive_int, default=1000,
@@ -436,6 +479,14 @@ def main():
     print(f"machine: {machine()}\n{args.archive}: {len(train)} training pairs, "
           f"{len({en for en, _ in dev})} development and {len({en for en, _ in held_out})} "
           f"held-out English sentences", flush=True)
+    if args.time_steps:
+        if any(row in COMBINED for row in rows):
+            p.error(f"--time-steps times the rows of LEVERS; {', '.join(COMBINED)} are "
+                    "made of the rows that win, known only once they are scored")
+        time_rows(rows, lambda row: settings_of(row, args.minutes, args.short_minutes, sizes),
+                  corpus, (train, held_out), args.time_steps, args.minutes,
+                  os.path.join(args.out, "step_times"))
+        return 0
     for row in rows:
         results = finished()
         if row in results:

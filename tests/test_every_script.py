@@ -273,6 +273,13 @@ def runs(w):
               10, *TINY, "--num-atten-heads", 2, "--rows", "modern-gqa", "--also-ema", 0.99],
              "modern-gqa: development BLEU of its averages, greedy / beam 4 alpha 1.0: "
              "average (0.998): "),
+            (["--archive", a, "--out", "sweep_steps", "--max-steps", 2, "--dev-sentences", 10,
+              *TINY, "--num-atten-heads", 2, "--rows", "modern30-ffn1024"],
+             "feed_forward_size=1024 | 0.0 | 2 |"),
+            (["--archive", a, "--out", "sweep_steps", "--dev-sentences", 10, *TINY,
+              "--num-atten-heads", 2,
+              "--rows", "modern30-nodrop,modern30-6+4", "--time-steps", 13],
+             "x modern30-nodrop's; "),
             (["--out", "sweep_modern", "--table"],
              "| modern-gqa | variant=PreLN, norm=rmsnorm, positions=rope")],
         "benchmarks/bleu_vs_time.py": [

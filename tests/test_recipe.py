@@ -257,3 +257,45 @@ def test_the_sweeps_tied_row_trains_a_tied_output_layer(tmp_path):
         tied[row] = out.data_ptr() == words.data_ptr()
         assert tied[row] == torch.equal(out, words)
     assert tied == {"modern30-tied": True, "modern30-nodrop": False}
+
+
+def test_the_sweeps_larger_rows_train_larger_models_for_max_steps(tmp_path):
+    """modern30-ffn1024, modern30-emb320 and modern30-6+4 train the model they name (the
+    feed-forward width, the embedding, the layers reach the checkpoint), and a row given
+    max_steps (recipe_sweep.py --max-steps) trains that many steps, not its minutes."""
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    from recipe_sweep import VARIANTS, settings_of, train_row
+
+    from DLStudio.data import BUNDLED_ARCHIVE, load_archive, split_pairs
+    corpus = load_archive(BUNDLED_ARCHIVE)
+    split = split_pairs(corpus.pairs)
+    sizes = {"embedding_size": 16, "num_layers": 1, "num_atten_heads": 2}
+    made = {}
+    for row in ("modern30-nodrop", "modern30-ffn1024", "modern30-emb320", "modern30-6+4"):
+        s = {**settings_of(row, 30.0, 30.0, sizes), "tokenizer": "word", "max_steps": 3}
+        path = train_row(str(tmp_path / row), s, corpus, split, ema=None)
+        x, model, payload = VARIANTS["PreLN"].from_checkpoint(path)
+        hidden = model.encoder.basic_encoder_arr[0].feed_forward.W1.out_features    # SwiGLU's
+        made[row] = (payload["step"], x.embedding_size, hidden,
+                     len(model.encoder.basic_encoder_arr), len(model.decoder.basic_decoder_arr))
+    assert made == {"modern30-nodrop": (3, 16, round(2 * 32 / 3), 1, 1),
+                    "modern30-ffn1024": (3, 16, round(2 * 1024 / 3), 1, 1),
+                    "modern30-emb320": (3, 320, round(2 * 640 / 3), 1, 1),
+                    "modern30-6+4": (3, 16, round(2 * 32 / 3), 6, 4)}
+
+
+def test_the_feed_forward_width_is_a_flag_and_a_checked_setting(tmp_path):
+    """--feed-forward-size F reaches the model (ReLU's hidden width F) and its checkpoint,
+    which rebuilds it alone; a width that is no whole number >= 1 is refused by name."""
+    from DLStudio import DLStudio, TransformerPreLN
+    folder = str(tmp_path / "ck")
+    assert train_main("PreLN", ["--archive", "bundled", "--embedding-size", "16",
+                                "--num-layers", "1", "--num-atten-heads", "2",
+                                "--feed-forward-size", "40", "--max-steps", "2",
+                                "--checkpoints-dir", folder, "--no-eval"]) == 0
+    x, model, payload = TransformerPreLN.from_checkpoint(checkpoint_files(folder)[-1])
+    assert payload["container_args"]["feed_forward_size"] == 40 == x.feed_forward_size
+    assert model.decoder.basic_decoder_arr[0].feed_forward.W1.out_features == 40
+    for bad in (0, 2.5, True):
+        with pytest.raises(ValueError, match="feed_forward_size is the feed-forward"):
+            TransformerPreLN(dl_studio=DLStudio(), feed_forward_size=bad)

@@ -68,6 +68,10 @@ def training_parser(variant):
     p.add_argument("--num-decoder-layers", type=positive_int, default=None, metavar="N",
                    help="decoder layers, when they differ from --num-layers")
     p.add_argument("--num-atten-heads", type=positive_int, default=L["num_atten_heads"])
+    p.add_argument("--feed-forward-size", type=positive_int, default=None, metavar="F",
+                   help="the feed-forward network's hidden width (default: 2 x "
+                        "--embedding-size, the lecture's; 2017's model had 4 x; swiglu's "
+                        "hidden width is round(2 F / 3), for the same number of weights)")
     p.add_argument("--max-seq-length", type=positive_int, default=L["max_seq_length"],
                    help="tokens per sentence, SOS and EOS included (with BPE: pieces; it "
                         "grows to fit the longest training sentence)")
@@ -268,6 +272,7 @@ def train_main(variant, argv=None):
                       dropout=args.dropout, label_smoothing=args.label_smoothing,
                       full_width_heads=args.full_width_heads,
                       tie_embeddings=args.tie_embeddings,
+                      feed_forward_size=args.feed_forward_size,
                       learned_positions=args.learned_positions, tokenizer=args.tokenizer,
                       vocab_size=args.vocab_size if args.tokenizer == "bpe" else None,
                       vocab_from=args.vocab_from, shared_vocab=args.shared_vocab,
