@@ -33,7 +33,13 @@ the three at 10 minutes); 1e-3 falling to zero at the budget's end; no dropout.
 a batch of 64 sentences instead of 128; no label smoothing (2.0 higher on the development
 split at 10 minutes, but 0.7 lower held out at 30, where the model sees each sentence 7 times:
 ``--recipe modern30`` keeps it); the rate down to zero over the budget's last fifth
-(``--schedule cooldown``).
+(``--schedule cooldown``). The rows after them change modern30-nodrop's model or batch: a
+feed-forward width of 4 M (modern30-ffn1024, and with dropout), embedding 320, six encoder
+and four decoder layers, 256 sentences a step at 1.4 times the rate.
+
+``--time-steps N`` trains each row N steps and prints its step time against the first row's;
+``--max-steps`` then trains each row on a faster machine (a GPU) for the steps this one
+trains it in --minutes, a screen that takes minutes where the rows take half an hour each.
 
 ``--also-ema 0.999,0.9995`` keeps moving averages of the weights at other decays beside
 --ema's in the same run (OtherAverages), each then scored on the development split (greedy
