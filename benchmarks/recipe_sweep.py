@@ -58,6 +58,7 @@ import logging
 import math
 import os
 import sys
+import tempfile
 import time
 
 import torch
@@ -133,7 +134,7 @@ LEVERS = {
     "modern30-tied": {**MODERN_GQA, "learning_rate": 1e-3, "dropout": 0.0,
                       "tie_embeddings": True},
     # modern30-nodrop with a larger model, fewer steps in the same minutes: every change of
-    # the recipe's training scored about 50 held out, with 4,000 to 7,300 steps (docs/results.md):
+    # the recipe's training scored about 50 held out, with 4,000 to 7,400 steps (docs/results.md):
     # past about 4,500 steps the lecture's model gains little, and its feed-forward network is
     # narrow (F = 2 M, where 2017's is 4 M; SwiGLU's hidden width round(2 F / 3): 341). Each:
     # a feed-forward width of 4 M; embedding 320; six encoder layers and four decoder layers
@@ -281,15 +282,18 @@ class StepClock:
         return took[len(took) // 2]
 
 
-def time_rows(rows, settings, corpus, split, steps, minutes, folder):
+def time_rows(rows, settings, corpus, split, steps, minutes):
     """--time-steps: each row's median step time on this machine (``steps`` steps of it,
-    trained into ``folder``), and its steps in ``minutes`` at the first row's count: the
-    --max-steps under which a faster machine trains a row as this one would in ``minutes``."""
+    trained afresh into a folder that is then deleted) against the first row's: a row's
+    --max-steps on a faster machine is the first row's steps in ``minutes`` here divided by
+    that ratio. Also the steps ``minutes`` would give at that speed alone (a real run spends
+    some of its minutes on checkpoints and so trains fewer)."""
     first = None
     for row in rows:
         s = {**settings(row), "max_steps": steps}
         clock = StepClock()
-        train_row(os.path.join(folder, row), s, corpus, split, None, callback=clock)
+        with tempfile.TemporaryDirectory() as folder:
+            train_row(folder, s, corpus, split, None, callback=clock)
         took = clock.median()
         first = first or took
         print(f"{row}: {1000 * took:.1f} ms a step ({steps} steps, the median after the "
@@ -451,6 +455,9 @@ def main():
                    help="add each row, when it finishes, to a result file (docs/results/)")
     args = p.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")   # the trainer's progress
+    if args.time_steps is not None and args.time_steps < 12:
+        p.error(f"--time-steps {args.time_steps}: the median leaves out the first 10 steps "
+                "(the warm-up of a run) and needs two more at least: give 12 or more")
     if args.also_ema_start <= 1:
         p.error(f"--also-ema-start {args.also_ema_start}: the start-up (1 + step) / (START + "
                 "step) must be below 1, so START > 1 (10 is the trainer's)")
@@ -490,8 +497,7 @@ def main():
             p.error(f"--time-steps times the rows of LEVERS; {', '.join(COMBINED)} are "
                     "made of the rows that win, known only once they are scored")
         time_rows(rows, lambda row: settings_of(row, args.minutes, args.short_minutes, sizes),
-                  corpus, (train, held_out), args.time_steps, args.minutes,
-                  os.path.join(args.out, "step_times"))
+                  corpus, (train, held_out), args.time_steps, args.minutes)
         return 0
     for row in rows:
         results = finished()

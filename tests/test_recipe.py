@@ -299,3 +299,18 @@ def test_the_feed_forward_width_is_a_flag_and_a_checked_setting(tmp_path):
     for bad in (0, 2.5, True):
         with pytest.raises(ValueError, match="feed_forward_size is the feed-forward"):
             TransformerPreLN(dl_studio=DLStudio(), feed_forward_size=bad)
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--time-steps", "11"], "--time-steps 11: the median leaves out the first 10 steps"),
+    (["--time-steps", "20", "--rows", "baseline,best"], "--time-steps times the rows of LEVERS"),
+])
+def test_the_sweeps_step_timing_refuses_what_it_cannot_time(argv, said, tmp_path, monkeypatch,
+                                                            capsys):
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    import recipe_sweep
+    monkeypatch.setattr(sys, "argv", ["recipe_sweep.py", "--out", str(tmp_path / "s"),
+                                      "--dev-sentences", "10", *argv])
+    with pytest.raises(SystemExit) as stop:
+        recipe_sweep.main()
+    assert stop.value.code == 2 and said in capsys.readouterr().err
