@@ -465,6 +465,9 @@ def main():
     unknown = [r for r in rows if r not in LEVERS and r not in COMBINED]
     if unknown:
         p.error(f"no row {unknown[0]!r}; the rows are {', '.join([*LEVERS, *COMBINED])}")
+    if args.time_steps and any(row in COMBINED for row in rows):
+        p.error(f"--time-steps times the rows of LEVERS; {', '.join(COMBINED)} are made of "
+                "the rows that win, known only once they are scored")
     os.makedirs(args.out, exist_ok=True)
 
     def finished():
@@ -493,9 +496,6 @@ def main():
           f"{len({en for en, _ in dev})} development and {len({en for en, _ in held_out})} "
           f"held-out English sentences", flush=True)
     if args.time_steps:
-        if any(row in COMBINED for row in rows):
-            p.error(f"--time-steps times the rows of LEVERS; {', '.join(COMBINED)} are "
-                    "made of the rows that win, known only once they are scored")
         time_rows(rows, lambda row: settings_of(row, args.minutes, args.short_minutes, sizes),
                   corpus, (train, held_out), args.time_steps, args.minutes)
         return 0

@@ -238,9 +238,10 @@ def test_the_sweeps_other_averages_match_the_trainers_own_at_its_decay(tmp_path)
         decays("0.999,1.5")
 
 
-def test_the_sweeps_tied_row_trains_a_tied_output_layer(tmp_path):
-    """modern30-tied: the sweep hands tie_embeddings to the model it trains (the output
-    layer is the decoder's word vectors, in the checkpoint too); modern30-nodrop's is not."""
+def trained_sweep_rows(tmp_path, rows, minutes=30.0, **more):
+    """Each sweep row trained at tiny sizes on the bundled corpus through recipe_sweep.py's
+    own settings_of and train_row (word tokens; ``more``: other settings, e.g. max_steps),
+    restored from its checkpoint: {row: (container, model, checkpoint)}."""
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
     from recipe_sweep import VARIANTS, settings_of, train_row
 
@@ -248,11 +249,20 @@ def test_the_sweeps_tied_row_trains_a_tied_output_layer(tmp_path):
     corpus = load_archive(BUNDLED_ARCHIVE)
     split = split_pairs(corpus.pairs)
     sizes = {"embedding_size": 16, "num_layers": 1, "num_atten_heads": 2}
-    tied = {}
-    for row in ("modern30-tied", "modern30-nodrop"):
-        s = {**settings_of(row, 0.003, 0.003, sizes), "tokenizer": "word"}
+    made = {}
+    for row in rows:
+        s = {**settings_of(row, minutes, minutes, sizes), "tokenizer": "word", **more}
         path = train_row(str(tmp_path / row), s, corpus, split, ema=None)
-        _, model, _ = VARIANTS["PreLN"].from_checkpoint(path)
+        made[row] = VARIANTS["PreLN"].from_checkpoint(path)
+    return made
+
+
+def test_the_sweeps_tied_row_trains_a_tied_output_layer(tmp_path):
+    """modern30-tied: the sweep hands tie_embeddings to the model it trains (the output
+    layer is the decoder's word vectors, in the checkpoint too); modern30-nodrop's is not."""
+    tied = {}
+    rows = ("modern30-tied", "modern30-nodrop")
+    for row, (_, model, _) in trained_sweep_rows(tmp_path, rows, minutes=0.003).items():
         out, words = model.decoder.out.weight, model.embeddings_generator_es.embedding.weight
         tied[row] = out.data_ptr() == words.data_ptr()
         assert tied[row] == torch.equal(out, words)
@@ -263,18 +273,9 @@ def test_the_sweeps_larger_rows_train_larger_models_for_max_steps(tmp_path):
     """modern30-ffn1024, modern30-emb320 and modern30-6+4 train the model they name (the
     feed-forward width, the embedding, the layers reach the checkpoint), and a row given
     max_steps (recipe_sweep.py --max-steps) trains that many steps, not its minutes."""
-    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-    from recipe_sweep import VARIANTS, settings_of, train_row
-
-    from DLStudio.data import BUNDLED_ARCHIVE, load_archive, split_pairs
-    corpus = load_archive(BUNDLED_ARCHIVE)
-    split = split_pairs(corpus.pairs)
-    sizes = {"embedding_size": 16, "num_layers": 1, "num_atten_heads": 2}
     made = {}
-    for row in ("modern30-nodrop", "modern30-ffn1024", "modern30-emb320", "modern30-6+4"):
-        s = {**settings_of(row, 30.0, 30.0, sizes), "tokenizer": "word", "max_steps": 3}
-        path = train_row(str(tmp_path / row), s, corpus, split, ema=None)
-        x, model, payload = VARIANTS["PreLN"].from_checkpoint(path)
+    rows = ("modern30-nodrop", "modern30-ffn1024", "modern30-emb320", "modern30-6+4")
+    for row, (x, model, payload) in trained_sweep_rows(tmp_path, rows, max_steps=3).items():
         hidden = model.encoder.basic_encoder_arr[0].feed_forward.W1.out_features    # SwiGLU's
         made[row] = (payload["step"], x.embedding_size, hidden,
                      len(model.encoder.basic_encoder_arr), len(model.decoder.basic_decoder_arr))

@@ -51,6 +51,11 @@ VISION = _defaults(VisionParts.__init__)
 BERT = _defaults(BERTParts.__init__)
 
 
+def _whole_and_positive(value):
+    """A count of something (heads, hidden units): an int >= 1, and not a bool."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
 def setting(default=None, *, shapes=False, recorded=True, identity=True):
     """One setting: its default and what it is to a checkpoint (see the module docstring)."""
     return field(default=default, metadata={"shapes": shapes, "recorded": recorded,
@@ -152,9 +157,13 @@ class Settings:
                 raise ValueError(f"positions must be one of {', '.join(POSITIONS)}, got "
                                  f"{self.positions!r}")
         kv = getattr(self, "kv_heads", None)
-        if kv is not None and (not isinstance(kv, int) or isinstance(kv, bool) or kv < 1):
+        if kv is not None and not _whole_and_positive(kv):
             raise ValueError(f"kv_heads is a number of key/value heads (>= 1, dividing "
                              f"num_atten_heads), or None for one per head; got {kv!r}")
+        F = getattr(self, "feed_forward_size", None)
+        if F is not None and not _whole_and_positive(F):
+            raise ValueError(f"feed_forward_size is the feed-forward network's hidden width "
+                             f"(a whole number >= 1), or None for the model's own; got {F!r}")
         if getattr(self, "layout", "FG") not in ("FG", "PreLN"):
             raise ValueError(f"layout must be 'FG' or 'PreLN', got {self.layout!r}")
         if self.schedule not in SCHEDULES:
@@ -200,10 +209,6 @@ class TranslationSettings(Settings):
         if self.shared_vocab and self.tokenizer != "bpe":
             raise ValueError("shared_vocab is one BPE vocabulary learnt from both languages: "
                              "give tokenizer='bpe' with it (--tokenizer bpe --shared-vocab)")
-        F = self.feed_forward_size
-        if F is not None and (not isinstance(F, int) or isinstance(F, bool) or F < 1):
-            raise ValueError(f"feed_forward_size is the feed-forward network's hidden width "
-                             f"(a whole number >= 1), or None for 2 M; got {F!r}")
     pairs_options: dict = setting(None)
 
 
