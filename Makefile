@@ -77,13 +77,16 @@ explorer-picture: $(STAMP)
 		tests/test_explorer_browser.py -k file_page -q -p no:randomly
 
 # A measured recipe on the real archive (docs/results.md): make recipe ARCHIVE=data/en_es_xformer_8_90000.tar.gz
-# [RECIPE=fast30] [SEED=1] [RESULTS=docs/results/recipes.json: add the held-out figures there].
+# [RECIPE=fast30] [SEED=1] [MEMBERS=2: two models at once, scored as an ensemble]
+# [RESULTS=docs/results/recipes.json: add the held-out figures there].
 # The training script is the one the recipe names (FG where it names none); it writes recipe_run/.
 RECIPE ?= modern30
 SEED ?= 0
+MEMBERS ?= 1
 RESULTS ?=
 recipe: $(STAMP)
 	@test -n "$(ARCHIVE)" || { echo "make recipe needs the archive: make recipe ARCHIVE=path/to/en_es_xformer_8_90000.tar.gz (docs/data.md says where to get it)"; exit 2; }
 	$(PY) ExamplesTransformers/seq2seq_with_transformer$$($(PY) -c "from DLStudio.cli.common.flags import RECIPES; print(RECIPES.get('$(RECIPE)', {}).get('variant', 'FG'))").py \
 		--recipe $(RECIPE) --seed $(SEED) --archive $(abspath $(ARCHIVE)) --checkpoints-dir recipe_run --overwrite \
-		$(if $(RESULTS),--results $(RESULTS) --results-command "make recipe ARCHIVE=$(ARCHIVE) RECIPE=$(RECIPE) SEED=$(SEED)")
+		$(if $(filter-out 1,$(MEMBERS)),--members $(MEMBERS)) \
+		$(if $(RESULTS),--results $(RESULTS) --results-command "make recipe ARCHIVE=$(ARCHIVE) RECIPE=$(RECIPE) SEED=$(SEED)$(if $(filter-out 1,$(MEMBERS)), MEMBERS=$(MEMBERS))")

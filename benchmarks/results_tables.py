@@ -110,9 +110,9 @@ def recipes(rows):
         best = _decoding(r, "average", 4)
         sacre = f" ({best['sacrebleu']:.2f})" if best.get("sacrebleu") is not None else ""
         change = f", `{r['change']}`" if r.get("change") else ""   # a flag beside the recipe
-        lines.append([f"`{r['recipe']}` ({r['variant']}){change}", r["seed"],
+        lines.append([f"`{r['recipe']}` ({r['variant']}){change}{_members(r)}", _seeds(r),
                       f"{_budget(r):g}", _precision(r),
-                      f"{r['steps']:,}", _bleu(r["greedy_bleu"]),
+                      _steps(r), _bleu(r["greedy_bleu"]),
                       _bleu(_decoding(r, "average", 1).get("bleu")),
                       f"**{_bleu(best.get('bleu'))}**{sacre}", _machine(r), _source(r)])
     return [_table(["recipe (script)", "seed", "minutes", "precision", "steps",
@@ -121,20 +121,42 @@ def recipes(rows):
                     "machine", "date, commit"], lines)] + _footer(rows)
 
 
+def _members(row):
+    """``--members N`` (an ensemble of N models trained at once): said after the recipe."""
+    n = len(row.get("members", ()))
+    return f", {n} members (their ensemble)" if n > 1 else ""
+
+
+def _seeds(row):
+    """The row's seed; for an ensemble, its members' seeds after it."""
+    members = row.get("members")
+    return f"{row['seed']} ({', '.join(str(m['seed']) for m in members)})" if members \
+        else row["seed"]
+
+
+def _steps(row):
+    """Steps: one model's, or each member's (an ensemble's) joined by +."""
+    steps = row["steps"]
+    return " + ".join(f"{s:,}" for s in steps) if isinstance(steps, list) else f"{steps:,}"
+
+
 def _and(items):
     items = [str(x) for x in items]
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
-HEADLINE = {"modern30": "`make recipe` (modern30: today's parts, the PreLN script)",
-            "fast30": "`make recipe RECIPE=fast30` (the 2017 model, the FG script)"}
+#: (recipe, models) -> how the README names it; models > 1: ``--members``, their ensemble
+HEADLINE = {("modern30", 1): "`make recipe` (modern30: today's parts, the PreLN script)",
+            ("modern30", 2): "`make recipe MEMBERS=2` (two modern30 models trained at once, "
+                             "decoded as an ensemble)",
+            ("fast30", 1): "`make recipe RECIPE=fast30` (the 2017 model, the FG script)"}
 
 
 #: A run of the recipe as it stands: these flags choose where it reads and writes, its seed and
 #: its arithmetic, never the training (a flag beside them, like ``--dropout 0.1``, is a variant).
-PLAIN = re.compile(r"(make recipe( (ARCHIVE|RECIPE|SEED|RESULTS)=\S+)*|python3 "
+PLAIN = re.compile(r"(make recipe( (ARCHIVE|RECIPE|SEED|MEMBERS|RESULTS)=\S+)*|python3 "
                    r"ExamplesTransformers/seq2seq_with_transformer\w+\.py"
-                   r"( --(recipe|seed|archive|checkpoints-dir|results|precision) \S+"
+                   r"( --(recipe|seed|archive|checkpoints-dir|results|precision|members) \S+"
                    r"| --overwrite)*)$")
 
 
@@ -150,9 +172,10 @@ def headline(rows):
     run, the latest run of each seed there (a recipe measured again after it changed: what it
     does now)."""
     out = []
-    for recipe, what in HEADLINE.items():
+    for (recipe, models), what in HEADLINE.items():
         mine = [r for r in rows if r["recipe"] == recipe and _budget(r) == 30 and plain(r)
-                and _precision(r) == "fp32"]                    # (the file runs in time order)
+                and _precision(r) == "fp32"
+                and len(r.get("members") or [None]) == models]  # (the file runs in time order)
         if not mine:
             continue
         latest = {r["seed"]: r for r in mine if r["machine"] == mine[-1]["machine"]}
@@ -160,7 +183,7 @@ def headline(rows):
         seeds = "seed" + ("s " if len(runs) > 1 else " ") + _and(r["seed"] for r in runs)
         best = _and(_bleu(_decoding(r, "average", 4)["bleu"]) for r in runs)
         greedy = _and(_bleu(r["greedy_bleu"]) for r in runs)
-        steps = _and(f"{r['steps']:,}" for r in runs)
+        steps = _and(_steps(r) for r in runs)
         out.append(f"- {what}: held-out BLEU **{best}** (averaged weights, beam 4), "
                    f"{greedy} greedy, for {seeds}; {steps} steps in 30 minutes on one "
                    f"{runs[0]['machine']['cpu']} with {runs[0]['machine']['cores']} cores.")

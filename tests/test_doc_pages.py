@@ -147,6 +147,21 @@ def test_the_headline_never_puts_two_machines_seeds_side_by_side():
     assert "**50.44**" in line and "for seed 1;" in line, line
 
 
+def test_an_ensembles_runs_are_a_headline_line_of_their_own():
+    """``make recipe MEMBERS=2`` (two models, their ensemble) is not a seed of the one-model
+    recipe: it has its own line, with each member's steps."""
+    pair = {**_run(0, "EPYC", 51.05, "make recipe ARCHIVE=data/a.tar.gz SEED=0 MEMBERS=2"),
+            "members": [{"seed": 0, "steps": 3000}, {"seed": 1, "steps": 3100}],
+            "steps": [3000, 3100], "date": "2026-11-28", "commit": "abc1234",
+            "variant": "PreLN", "machine": {"cpu": "EPYC", "cores": 2, "torch": "2.14.1"}}
+    single, ensemble = _tables().headline([_run(0, "EPYC", 50.1), _run(1, "EPYC", 50.2), pair])
+    assert "**50.10 and 50.20**" in single and "51.05" not in single, single
+    assert ensemble.startswith("- `make recipe MEMBERS=2`"), ensemble
+    assert "**51.05**" in ensemble and "3,000 + 3,100 steps" in ensemble, ensemble
+    table = "\n".join(_tables().recipes([pair]))
+    assert "2 members (their ensemble) | 0 (0, 1) |" in table and "| 3,000 + 3,100 |" in table
+
+
 ASIDE = re.compile(r"\ba test (checks|compares|proves|moves)|\bthe tests (check|compare)|"
                    r"`tests/\w|the test suite (checks|runs)", re.I)
 

@@ -36,6 +36,7 @@ from .common import (
     since_2017,
     subclass_of,
 )
+from .ensemble import add_ensemble_argument, add_members_argument, train_members, with_ensemble
 
 _VARIANTS = {"FG": TransformerFG, "PreLN": TransformerPreLN}
 
@@ -112,6 +113,7 @@ def training_parser(variant):
     p.add_argument("--init-encoder-from", nargs="+", metavar=("DIR", "N"),
                    help="start the encoder from a GPT checkpoint trained on English")
     p.add_argument("--no-eval", action="store_true", help="skip the held-out evaluation")
+    add_members_argument(p)
     p.add_argument("--recipe", choices=sorted(RECIPES),
                    help="a measured recipe: defaults for the flags above, which flags given "
                         "beside it still override (today30: docs/results.md's 30-minute "
@@ -249,6 +251,8 @@ def train_main(variant, argv=None):
     """``seq2seq_with_transformer{FG,PreLN}.py``: train, checkpoint, evaluate."""
     def run(argv):
         args = parse_training_args(variant, argv)
+        if args.members > 1:
+            return train_members(variant, args, argv)
         if args.max_words and not args.pairs:
             raise UserError("--max-words goes with --pairs (an archive is curated already)")
         archive = args.pairs or resolve_archive(args.archive)
@@ -330,11 +334,13 @@ def test_checkpoint_main(variant, argv=None):
         p.add_argument("--show", type=int, default=20, help="translations to print")
         p.add_argument("--result-file", help="write every held-out translation here")
         add_decoding_precision(p)
+        add_ensemble_argument(p)
         model_class_flag(p, "the container class the checkpoint was trained with, when it "
                              "is a subclass of your own")
         args = p.parse_args(argv)
         path = checkpoint_arguments(p, args)
-        xformer, model = load_translation(path, args.archive, args.model_class, args=args)
+        xformer, first = load_translation(path, args.archive, args.model_class, args=args)
+        model = with_ensemble(args, xformer, first)
         if variant and xformer.variant != variant:
             log.warning("note: this is a Transformer%s checkpoint", xformer.variant)
         if not xformer.held_out_corpus:
@@ -344,7 +350,7 @@ def test_checkpoint_main(variant, argv=None):
                                       if args.beam > 1 else "")
         print(f"Transformer{xformer.variant} checkpoint {path} "
               f"({len(xformer.held_out_corpus)} held-out pairs, {beam}):\n")
-        xformer.run_code_for_evaluating(model.encoder, model.decoder,
+        xformer.run_code_for_evaluating(first.encoder, first.decoder,
                                         result_file=args.result_file, beam_width=args.beam,
                                         checkpoint=None, show=args.show, model=model,
                                         precision=args.precision,
@@ -362,11 +368,13 @@ def translate_main(argv=None):
         add_beam_argument(p)
         add_weights_argument(p)
         add_decoding_precision(p)
+        add_ensemble_argument(p)
         model_class_flag(p, "the container class the checkpoint was trained with, when it "
                              "is a subclass of your own")
         args = p.parse_args(argv)
         path, sentence = checkpoint_arguments(p, args, sentence=True)
         xformer, model = load_translation(path, model_class=args.model_class, args=args)
+        model = with_ensemble(args, xformer, model)
         if sentence != "-":
             print(xformer.translate(model, [sentence], args.beam, args.precision,
                                     args.length_penalty)[0])

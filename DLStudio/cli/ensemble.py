@@ -1,0 +1,184 @@
+"""Ensembles in the translation scripts: ``--ensemble FILE ...`` (test_checkpoint*.py,
+translate_sentence.py) decodes with several checkpoints as one model
+(DLStudio.evaluation.ensemble), and ``--members N`` (the training scripts) trains N models of
+the same flags at once, one process each, then scores their ensemble.
+
+Why train N at once: on a CPU of few cores, one small model uses its cores poorly (its
+products are small), so two processes of one thread each train more steps between them
+than one process of two threads, and an ensemble of two turns those steps into BLEU that
+more steps of one model no longer give (docs/results.md, the 30-minute recipes).
+"""
+
+import os
+import shlex
+import subprocess
+import sys
+
+from ..checkpoints import find_checkpoint, load_checkpoint
+from .common import RECIPES, UserError, existing_file, load_translation, positive_int
+
+__all__ = ["add_ensemble_argument", "with_ensemble", "add_members_argument", "train_members"]
+
+
+def add_ensemble_argument(parser):
+    """``--ensemble FILE ...``: more checkpoints, decoding with the first as one model."""
+    parser.add_argument("--ensemble", nargs="+", metavar="FILE.pt", type=existing_file,
+                        default=[],
+                        help="more checkpoints of the same design and vocabulary (other "
+                             "seeds): translate with the mean of all their next-word "
+                             "probabilities (an ensemble; n models cost n times the "
+                             "decoding)")
+
+
+def _ensemble(models, vocabularies, flag):
+    from ..evaluation.ensemble import Ensemble, same_vocabulary
+    try:
+        same_vocabulary(vocabularies)
+        return Ensemble(models).eval()
+    except ValueError as e:
+        raise UserError(f"{flag}: {e}") from None
+
+
+def with_ensemble(args, xformer, model):
+    """The model, or the `Ensemble` of it and ``--ensemble``'s checkpoints (each with the
+    same --weights as the first)."""
+    if not args.ensemble:
+        return model
+    others = [load_translation(path, model_class=args.model_class, weights=args.weights)
+              for path in args.ensemble]
+    ensemble = _ensemble([model] + [m for _, m in others],
+                         [xformer.vocab] + [x.vocab for x, _ in others], "--ensemble")
+    print(f"an ensemble of {len(ensemble.members)} checkpoints (the first and "
+          f"{', '.join(args.ensemble)}), {args.weights} weights", file=sys.stderr)
+    return ensemble
+
+
+# ---------------------------------------------------------------------------------------
+# --members N: training N models at once.
+def add_members_argument(parser):
+    parser.add_argument("--members", type=positive_int, default=1, metavar="N",
+                        help="train N models of these flags at once, one process each "
+                             "(seeds N x --seed + 0 ... N - 1; DIR/member_I; the cores shared "
+                             "out), then score their ensemble on the held-out split")
+
+
+#: flags a member is given by its parent, not passed on (each takes one value)
+_OWN = ("--members", "--seed", "--checkpoints-dir", "--results", "--results-command")
+
+
+def _passed_on(argv):
+    """The command line less the flags each member gets its own value of."""
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in _OWN:
+            skip = True
+        elif not arg.startswith(tuple(f"{flag}=" for flag in _OWN)):
+            out.append(arg)
+    return out
+
+
+def _cores():
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+def train_members(variant, args, argv):
+    """``--members N``: start N training processes of this script (each with its own seed,
+    checkpoints directory and log, and 1/N of the cores' threads), wait for them, then
+    score the ensemble of their last checkpoints as each member's recipe is scored. Returns
+    the exit status; an interrupted member keeps its last good checkpoint, as any run."""
+    n, top = args.members, args.checkpoints_dir
+    if args.resume or args.no_eval and args.results:
+        raise UserError("--members: --results needs the evaluation (leave out --no-eval)"
+                        if not args.resume else
+                        "--members with --resume: resume each member's directory "
+                        f"({top}/member_0 ...) with the command on the first line of its log "
+                        "(member_I.log), and --resume")
+    os.makedirs(top, exist_ok=True)
+    threads = max(1, _cores() // n)
+    common = _passed_on(sys.argv[1:] if argv is None else argv)
+    members = []
+    for i in range(n):
+        folder = os.path.join(top, f"member_{i}")
+        seed = n * args.seed + i
+        command = [sys.executable, "-m", "DLStudio", f"seq2seq_with_transformer{variant}",
+                   *common, "--seed", str(seed),
+                   "--checkpoints-dir", folder]
+        log = os.path.join(top, f"member_{i}.log")
+        print(f"member {i}: seed {seed}, {threads} thread{'s' * (threads > 1)}, "
+              f"{folder}/ (its output: {log})")
+        with open(log, "w", encoding="utf-8") as out:
+            print(f"OMP_NUM_THREADS={threads} {shlex.join(command)}", file=out, flush=True)
+            members.append((i, folder, log, subprocess.Popen(
+                command, stdout=out, stderr=subprocess.STDOUT,
+                env={**os.environ, "OMP_NUM_THREADS": str(threads)})))
+    try:
+        codes = [process.wait() for *_, process in members]
+    except KeyboardInterrupt:          # Ctrl-C reaches the members too: each saves and stops
+        for *_, process in members:
+            process.wait()
+        print(f"interrupted: each member kept its last checkpoint ({top}/member_I)",
+              file=sys.stderr)
+        return 1
+    failed = [(i, log) for (i, _, log, _), code in zip(members, codes) if code]
+    for i, log in failed:
+        with open(log, encoding="utf-8") as f:
+            lines = [line.strip() for line in f if line.strip()] or ["(no output)"]
+        said = next((line for line in reversed(lines) if "error" in line), lines[-1])
+        print(f"member {i} failed: {said} (all it said: {log})", file=sys.stderr)
+    if failed:
+        return 1
+    if args.no_eval:
+        return 0
+    return _score_members(variant, args, argv, [folder for _, folder, _, _ in members])
+
+
+def _score_members(variant, args, argv, folders):
+    """The ensemble of the members' last checkpoints, decoded as the recipe decodes one
+    model (greedy with the raw weights, then its ``also_score``)."""
+    from ..evaluation.decode_and_score import evaluate_bleu
+    paths = [find_checkpoint(folder, "last") for folder in folders]
+    payloads = [load_checkpoint(path) for path in paths]
+    decodings = [("raw", 1, 0.6)] + list(RECIPES[args.recipe].get("also_score", ())
+                                         if args.recipe else ())
+    scores, loaded = [], {}
+    for weights, beam, alpha in decodings:
+        if weights == "average" and not all(p.get("average") for p in payloads):
+            continue                                   # no average: the run had no --ema
+        if weights not in loaded:
+            members = [load_translation(path, weights=weights) for path in paths]
+            loaded[weights] = members[0][0], _ensemble(
+                [m for _, m in members], [x.vocab for x, _ in members], "--members")
+        xformer, ensemble = loaded[weights]
+        r = evaluate_bleu(ensemble, xformer.vocab, xformer.held_out_corpus, beam,
+                          length_penalty=alpha)
+        how = "greedy" if beam == 1 else f"beam {beam}, length penalty {alpha}"
+        print(f"held-out BLEU, the ensemble of {len(paths)}, {weights} weights, {how}: "
+              f"{r['bleu']:.2f} (sacreBLEU {r.get('sacrebleu', float('nan')):.2f})")
+        scores.append({"weights": weights, "beam": beam, "length_penalty": alpha,
+                       "bleu": round(r["bleu"], 2), "sacrebleu": round(r["sacrebleu"], 2)
+                       if "sacrebleu" in r else None})
+    print(f"to translate with it: python3 translate_sentence.py {paths[0]} \"...\" "
+          f"--ensemble {' '.join(paths[1:])}")
+    if args.results:
+        _record(variant, args, argv, payloads, xformer, scores)
+    return 0
+
+
+def _record(variant, args, argv, payloads, xformer, scores):
+    from .common.results import as_typed, record
+    command = args.results_command or as_typed(
+        f"ExamplesTransformers/seq2seq_with_transformer{variant}.py",
+        sys.argv[1:] if argv is None else argv)
+    record(args.results, {
+        "recipe": args.recipe, "variant": variant, "seed": args.seed,
+        "members": [{"seed": args.members * args.seed + i, "steps": p["step"],
+                     "train_minutes": round(p.get("train_seconds", 0.0) / 60, 1)}
+                    for i, p in enumerate(payloads)],
+        "precision": args.precision,
+        "training_pairs": len(xformer.training_corpus),
+        "held_out_pairs": len(xformer.held_out_corpus), "budget_minutes": args.max_minutes,
+        "steps": [p["step"] for p in payloads],
+        "greedy_bleu": scores[0]["bleu"], "other_decodings": scores[1:]}, command)
+    print(f"figures added to {args.results}")
