@@ -137,7 +137,7 @@ def train_members(variant, args, argv):
 def _score_members(variant, args, argv, folders):
     """The ensemble of the members' last checkpoints, decoded as the recipe decodes one
     model (greedy with the raw weights, then its ``also_score``)."""
-    from ..evaluation.decode_and_score import evaluate_bleu
+    from .common.results import scored_decoding
     paths = [find_checkpoint(folder, "last") for folder in folders]
     payloads = [load_checkpoint(path) for path in paths]
     decodings = [("raw", 1, 0.6)] + list(RECIPES[args.recipe].get("also_score", ())
@@ -151,14 +151,8 @@ def _score_members(variant, args, argv, folders):
             loaded[weights] = members[0][0], _ensemble(
                 [m for _, m in members], [x.vocab for x, _ in members], "--members")
         xformer, ensemble = loaded[weights]
-        r = evaluate_bleu(ensemble, xformer.vocab, xformer.held_out_corpus, beam,
-                          length_penalty=alpha)
-        how = "greedy" if beam == 1 else f"beam {beam}, length penalty {alpha}"
-        print(f"held-out BLEU, the ensemble of {len(paths)}, {weights} weights, {how}: "
-              f"{r['bleu']:.2f} (sacreBLEU {r.get('sacrebleu', float('nan')):.2f})")
-        scores.append({"weights": weights, "beam": beam, "length_penalty": alpha,
-                       "bleu": round(r["bleu"], 2), "sacrebleu": round(r["sacrebleu"], 2)
-                       if "sacrebleu" in r else None})
+        scores.append(scored_decoding(ensemble, xformer, weights, beam, alpha,
+                                      f"the ensemble of {len(paths)}, "))
     print(f"to translate with it: python3 translate_sentence.py {paths[0]} \"...\" "
           f"--ensemble {' '.join(paths[1:])}")
     if args.results:

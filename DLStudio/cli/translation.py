@@ -147,21 +147,14 @@ def parse_training_args(variant, argv):
 def recipe_scores(args, xformer, trainer):
     """A recipe's other decodings of the held-out split, after its greedy raw score: each
     (weights, beam width, length penalty) it names. Returns them with their BLEU."""
-    from ..evaluation.decode_and_score import evaluate_bleu
+    from .common.results import scored_decoding
     scores = []
     for weights, beam, alpha in RECIPES[args.recipe].get("also_score", ()) if args.recipe \
             else ():
         model = trainer.average if weights == "average" else trainer.model
         if model is None:
             continue                        # no average: the run had no --ema
-        r = evaluate_bleu(model.eval(), xformer.vocab, xformer.held_out_corpus, beam,
-                          length_penalty=alpha)
-        how = "greedy" if beam == 1 else f"beam {beam}, length penalty {alpha}"
-        print(f"held-out BLEU, {weights} weights, {how}: {r['bleu']:.2f} "
-              f"(sacreBLEU {r.get('sacrebleu', float('nan')):.2f})")
-        scores.append({"weights": weights, "beam": beam, "length_penalty": alpha,
-                       "bleu": round(r["bleu"], 2), "sacrebleu": round(r["sacrebleu"], 2)
-                       if "sacrebleu" in r else None})
+        scores.append(scored_decoding(model.eval(), xformer, weights, beam, alpha))
     return scores
 
 

@@ -15,7 +15,7 @@ import subprocess
 
 import torch
 
-__all__ = ["machine_fields", "record", "read_rows", "as_typed"]
+__all__ = ["machine_fields", "record", "read_rows", "as_typed", "scored_decoding"]
 
 
 def machine_fields():
@@ -82,3 +82,16 @@ def record(path, figures, command):
         f.write("\n")
     os.replace(path + ".part", path)
     return row
+
+
+def scored_decoding(model, xformer, weights, beam, alpha, who=""):
+    """One decoding of the held-out split, printed (``who``: "the ensemble of 2, " ...) and
+    returned as a result file keeps it: weights, beam, length penalty, BLEU, sacreBLEU."""
+    from ...evaluation.decode_and_score import evaluate_bleu
+    r = evaluate_bleu(model, xformer.vocab, xformer.held_out_corpus, beam, length_penalty=alpha)
+    how = "greedy" if beam == 1 else f"beam {beam}, length penalty {alpha}"
+    print(f"held-out BLEU, {who}{weights} weights, {how}: {r['bleu']:.2f} "
+          f"(sacreBLEU {r.get('sacrebleu', float('nan')):.2f})")
+    return {"weights": weights, "beam": beam, "length_penalty": alpha,
+            "bleu": round(r["bleu"], 2),
+            "sacrebleu": round(r["sacrebleu"], 2) if "sacrebleu" in r else None}
