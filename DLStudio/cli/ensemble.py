@@ -89,12 +89,12 @@ def train_members(variant, args, argv):
     score the ensemble of their last checkpoints as each member's recipe is scored. Returns
     the exit status; an interrupted member keeps its last good checkpoint, as any run."""
     n, top = args.members, args.checkpoints_dir
-    if args.resume or args.no_eval and args.results:
-        raise UserError("--members: --results needs the evaluation (leave out --no-eval)"
-                        if not args.resume else
-                        "--members with --resume: resume each member's directory "
+    if args.resume:
+        raise UserError("--members with --resume: resume each member's directory "
                         f"({top}/member_0 ...) with the command on the first line of its log "
                         "(member_I.log), and --resume")
+    if args.no_eval and args.results:
+        raise UserError("--members: --results needs the evaluation (leave out --no-eval)")
     os.makedirs(top, exist_ok=True)
     threads = max(1, _cores() // n)
     common = _passed_on(sys.argv[1:] if argv is None else argv)
