@@ -23,6 +23,21 @@ ALONE = {"test_grading.py", "test_exercises.py", "test_distributed.py", "test_ro
          "test_explorer_browser.py"}
 
 
+@pytest.fixture(autouse=True)
+def files_of_one_test_forgotten_after_it(tmp_path_factory):
+    """The checker keeps a student's file in sys.modules under the file's name, and
+    --model-class puts the current folder on sys.path: both for the life of a student's
+    process. Tests share a process, so what one test's temporary folder put there is taken
+    away after it; else a later test's patch_embedding.py would import an earlier one's."""
+    path, modules = list(sys.path), set(sys.modules)
+    yield
+    sys.path[:] = path
+    base = str(tmp_path_factory.getbasetemp())
+    for name in set(sys.modules) - modules:
+        if (getattr(sys.modules[name], "__file__", None) or "").startswith(base):
+            del sys.modules[name]
+
+
 def pytest_collection_modifyitems(items):
     for item in items:
         if item.get_closest_marker("slow") and item.path.name in ALONE:
