@@ -79,6 +79,11 @@ def _passed_on(argv):
     return out
 
 
+def _member_seed(args, i):
+    """Member i's seed: N x --seed + i, so the members of two seeds never share one."""
+    return args.members * args.seed + i
+
+
 def _cores():
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
@@ -101,7 +106,7 @@ def train_members(variant, args, argv):
     members = []
     for i in range(n):
         folder = os.path.join(top, f"member_{i}")
-        seed = n * args.seed + i
+        seed = _member_seed(args, i)
         command = [sys.executable, "-m", "DLStudio", f"seq2seq_with_transformer{variant}",
                    *common, "--seed", str(seed),
                    "--checkpoints-dir", folder]
@@ -167,7 +172,7 @@ def _record(variant, args, argv, payloads, xformer, scores):
         sys.argv[1:] if argv is None else argv)
     record(args.results, {
         "recipe": args.recipe, "variant": variant, "seed": args.seed,
-        "members": [{"seed": args.members * args.seed + i, "steps": p["step"],
+        "members": [{"seed": _member_seed(args, i), "steps": p["step"],
                      "train_minutes": round(p.get("train_seconds", 0.0) / 60, 1)}
                     for i, p in enumerate(payloads)],
         "precision": args.precision,
