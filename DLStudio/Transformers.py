@@ -62,7 +62,7 @@ from .data.vocabulary import (
     tokenizer_from_state,
 )
 from .evaluation.decode_and_score import LENGTH_PENALTY, classify, translate_sentences
-from .evaluation.generation import decode, encode, folder_defaults, generate_text, perplexity
+from .evaluation.generation import decode, encode, generate_text, perplexity, with_folder_defaults
 from .model.architecture import (
     EncoderDecoderParts,
     GPTParts,
@@ -451,8 +451,8 @@ class TransformerGPT(TextModel, GPTParts):
 
     def generate(self, prompt, **options):
         """Continue ``prompt`` (a string); see generation.generate_text for the options (a
-        real model's defaults: its folder's, generation.folder_defaults)."""
-        return generate_text(self, prompt, **{**folder_defaults(self), **options})
+        real model's defaults: its folder's, generation.with_folder_defaults)."""
+        return generate_text(self, prompt, **with_folder_defaults(self, options))
 
     def encode(self, text):
         """``text`` as a prompt's ids: SOS first (a folder's: as its tokenizer adds them)."""

@@ -18,17 +18,29 @@ VARIED = ["Hello world", "", " ", "  leading and trailing  ", "a\n\nb\n", "tabs\
           "supercalifragilisticexpialidocious" * 3, "<|endoftext|> inside", "MiXeD CaSe"]
 
 
-def byte_level_bpe(vocab_size=400, specials=("<|endoftext|>",)):
-    """A byte-level BPE trained on CORPUS (GPT-2's pipeline)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+def byte_level_bpe(vocab_size=400, specials=("<|endoftext|>",), specials_last=False):
+    """A byte-level BPE trained on CORPUS (GPT-2's pipeline); its special tokens first (ids
+    0, 1, ...), or after every piece (``specials_last``, as Llama 3 and Qwen2 lay them)."""
+    from tokenizers import (
+        AddedToken,
+        Tokenizer,
+        decoders,
+        models,
+        pre_tokenizers,
+        processors,
+        trainers,
+    )
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     tok.post_processor = processors.ByteLevel(trim_offsets=False)
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(specials),
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size,
+                                  special_tokens=[] if specials_last else list(specials),
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                   show_progress=False)
     tok.train_from_iterator(CORPUS, trainer)
+    if specials_last:
+        tok.add_special_tokens([AddedToken(t, special=True) for t in specials])
     return tok
 
 
@@ -135,4 +147,80 @@ def llama_folder(path, kind="llama", std=0.3, **changes):
     with open(os.path.join(path, "generation_config.json"), "w") as f:
         json.dump({"bos_token_id": settings["bos_token_id"],
                    "eos_token_id": [settings["eos_token_id"], eot]}, f)
+    return path
+
+
+def unusual_llama_folder(path, std=0.3):
+    """A Llama folder unlike our own defaults: its special tokens after every piece (ids
+    0 and 1 are ordinary pieces), a start token but no end token anywhere (config.json nor
+    generation_config.json), a tokenizer.json with truncation and padding blocks (which
+    transformers does not apply unless asked), a context of 1,024 positions. The output
+    row of id 1 is made the likeliest wherever the piece it copies would be, so that a
+    greedy continuation meets id 1 (where the lecture's EOS would have stopped it)."""
+    import torch
+    from tokenizers import processors
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    bos = "<|begin_of_text|>"
+    tok = byte_level_bpe(specials=(bos, "<|pad|>"), specials_last=True)
+    tok.post_processor = processors.Sequence([
+        processors.ByteLevel(trim_offsets=False),
+        processors.TemplateProcessing(single=f"{bos} $A", pair=f"{bos} $A {bos} $B",
+                                      special_tokens=[(bos, tok.token_to_id(bos))])])
+    tok.enable_truncation(max_length=8)
+    tok.enable_padding(length=48, pad_id=tok.token_to_id("<|pad|>"), pad_token="<|pad|>")
+    PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=bos).save_pretrained(path)
+    config = LlamaConfig(vocab_size=tok.get_vocab_size(), hidden_size=64, intermediate_size=96,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=1024, bos_token_id=tok.token_to_id(bos),
+                         eos_token_id=None, pad_token_id=None, tie_word_embeddings=False)
+    torch.manual_seed(0)
+    model = _weights_large(LlamaForCausalLM(config), std).eval()
+    tok.no_truncation()
+    tok.no_padding()
+    prompt = torch.tensor([tok.encode("the quick brown").ids])
+    with torch.no_grad():
+        seen = model.generate(prompt, max_new_tokens=12, do_sample=False, eos_token_id=None,
+                              pad_token_id=0)[0, prompt.size(1) + 3:].tolist()
+        copied = next(i for i in seen if i > 1)
+        head = model.lm_head.weight
+        head[1] = head[copied] * 1.05
+    model.generation_config.eos_token_id = None
+    model.save_pretrained(path)
+    with open(os.path.join(path, "generation_config.json"), "w") as f:
+        json.dump({"bos_token_id": config.bos_token_id}, f)
+    return path
+
+
+def sentencepiece_llama_folder(path, std=0.3, **changes):
+    """A Llama folder with SentencePiece's kind of tokenizer, as TinyLlama ships one:
+    <unk>, <s>, </s> at ids 0, 1, 2, the 256 byte pieces (<0x00> ...) as fallback for any
+    character it lacks, "▁" for a space, and LlamaTokenizer as its class in
+    tokenizer_config.json (``changes``: more of its settings, legacy, add_prefix_space)."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, normalizers, processors, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM
+    specials = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+    tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
+    tok.normalizer = normalizers.Sequence([normalizers.Prepend("\u2581"),
+                                           normalizers.Replace(" ", "\u2581")])
+    tok.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(),
+                                     decoders.Fuse(), decoders.Strip(" ", 1, 0)])
+    tok.train_from_iterator(CORPUS, trainers.BpeTrainer(
+        vocab_size=600, special_tokens=specials, show_progress=False,
+        initial_alphabet=list("\u2581abcdefghijklmnopqrstuvwxyz")))
+    tok.post_processor = processors.TemplateProcessing(
+        single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", 1)])
+    os.makedirs(path, exist_ok=True)
+    tok.save(os.path.join(path, "tokenizer.json"))
+    with open(os.path.join(path, "tokenizer_config.json"), "w") as f:
+        json.dump({"tokenizer_class": "LlamaTokenizer", "add_bos_token": True,
+                   "add_eos_token": False, "bos_token": "<s>", "eos_token": "</s>",
+                   "unk_token": "<unk>", "legacy": False, "model_max_length": 2048,
+                   "clean_up_tokenization_spaces": False, **changes}, f)
+    config = LlamaConfig(vocab_size=tok.get_vocab_size(), hidden_size=64, intermediate_size=96,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
+                         max_position_embeddings=256, bos_token_id=1, eos_token_id=2,
+                         tie_word_embeddings=False)
+    torch.manual_seed(0)
+    _weights_large(LlamaForCausalLM(config), std).eval().save_pretrained(path)
     return path

@@ -30,7 +30,7 @@ from .common import (
     since_2017,
     take_best_use,
 )
-from .real_models import folder_prompts
+from .real_models import folder_prompts, greedy_without_sampling_flags
 
 __all__ = ["gpt_train_main", "prompts_main", "pretraining_main", "read_sentences", "GPT"]
 
@@ -221,6 +221,7 @@ def prompts_main(argv=None):
                    "top_k": 40 if args.top_k is None else args.top_k or None,
                    "max_new_tokens": args.max_new_tokens, "seed": args.seed,
                    "top_p": args.top_p}
+        greedy_without_sampling_flags(args, options)
         prompts = [prompt] if prompt is not None else (line.rstrip("\n") for line in sys.stdin)
         status = 0
         for text in prompts:

@@ -7,7 +7,7 @@ import sys
 import torch
 
 from ..containers import hub
-from ..evaluation.generation import folder_defaults
+from ..evaluation.generation import folder_defaults, not_applied, sampling_ignored
 from ..Transformers import TransformerGPT
 from .common import (
     Parser,
@@ -17,7 +17,7 @@ from .common import (
     run_job,
 )
 
-__all__ = ["folder_prompts", "save_main"]
+__all__ = ["folder_prompts", "save_main", "greedy_without_sampling_flags"]
 
 
 class Printer:
@@ -47,12 +47,14 @@ def folder_prompts(p, args):
     gpt = TransformerGPT.from_huggingface(args.checkpoint,
                                           dtype=torch.bfloat16 if args.bf16 else None)
     options = folder_defaults(gpt)
-    options.setdefault("max_new_tokens", 200)
+    ignored = not_applied(gpt)
+    if ignored:
+        print(f"note: {args.checkpoint}'s generation_config.json sets {', '.join(ignored)}, "
+              "which generation here does not apply", file=sys.stderr)
     for name in ("temperature", "top_k", "top_p", "max_new_tokens", "seed"):
         if getattr(args, name) is not None:
             options[name] = getattr(args, name)
-    if args.temperature == 0:
-        options.update(top_k=None, top_p=None)
+    greedy_without_sampling_flags(args, options)
     samples = args.samples or 1
     if args.chat:
         return _chat(gpt, options)
@@ -63,6 +65,18 @@ def folder_prompts(p, args):
             gpt.generate(prompt, on_token=Printer(gpt), **options)
             print()
     return 0
+
+
+def greedy_without_sampling_flags(args, options):
+    """With temperature 0, --top-k and --top-p change nothing: said in one line where given,
+    and the defaults' (the script's, the folder's) dropped silently."""
+    if (options.get("temperature") or 0) > 0:
+        return
+    said = sampling_ignored(0, args.top_k, args.top_p)
+    if said:
+        print(f"note: {said.replace('top_k', '--top-k').replace('top_p', '--top-p')}",
+              file=sys.stderr)
+    options.update(top_k=None, top_p=None)
 
 
 def _chat(gpt, options):

@@ -21,6 +21,7 @@ import os
 import torch
 
 from ..data.hub_tokenizer import FolderError, HubTokenizer, read_json
+from ..model.tokens import EOS_INDEX, SOS_INDEX
 from ..runtime.studio import DLStudio
 
 __all__ = ["read_folder", "write_folder", "settings_of", "pairs_from_halves",
@@ -53,6 +54,9 @@ def _rope(config, refused):
     if kind not in ROPE_SCALINGS:
         refused.append(f"rope_scaling of type {kind!r} (ours: {', '.join(ROPE_SCALINGS)})")
         return float(base), None
+    if kind == "llama3":      # as transformers: the config's own, else its context length
+        rope.setdefault("original_max_position_embeddings", config.get(
+            "original_max_position_embeddings", config.get("max_position_embeddings")))
     return float(base), {"rope_type": kind, **rope}
 
 
@@ -367,6 +371,16 @@ def refusals(gpt):
     return found
 
 
+def _special_ids(vocab):
+    """bos_token_id and eos_token_id for a folder of ``vocab``: a folder's own as it named
+    them (None where it named none), our tokenizers' SOS and EOS."""
+    if vocab.kind == "hub":
+        ends = list(vocab.end_ids)
+        return {"bos_token_id": vocab.start_id,
+                "eos_token_id": ends[0] if len(ends) == 1 else (ends or None)}
+    return {"bos_token_id": SOS_INDEX, "eos_token_id": EOS_INDEX}
+
+
 def _llama_config(gpt):
     M, H = gpt.embedding_size, gpt.num_atten_heads
     attention = gpt.master_decoder.basic_decoder_arr[0].self_attention
@@ -382,8 +396,7 @@ def _llama_config(gpt):
             "rope_scaling": None if not gpt.rope_scaling else rope,
             "attention_bias": True, "mlp_bias": True,
             "tie_word_embeddings": bool(gpt.tie_embeddings and not gpt.scale_embeddings),
-            "bos_token_id": getattr(vocab, "start_id", 0),
-            "eos_token_id": list(getattr(vocab, "end_ids", ())) or 1,
+            **_special_ids(vocab),
             "torch_dtype": "float32", "initializer_range": 0.02, "pretraining_tp": 1,
             "attention_dropout": 0.0, "use_cache": True}
 

@@ -6,7 +6,7 @@ folder's text gives the ids transformers' tokenizer gives, special tokens as it 
                                      post-processor, decoder), as the library writes it
     vocab.json + merges.txt          GPT-2's older form: byte-level BPE, nothing added
     tokenizer_config.json            the chat template (Jinja2) and the special tokens' names
-    generation_config.json           the end tokens (one id or a list)
+    generation_config.json           the start and end tokens (else config.json's)
 
 A chat template is rendered as transformers renders it (a sandboxed Jinja2 with
 ``trim_blocks`` and ``lstrip_blocks``), then read without adding special tokens again.
@@ -41,6 +41,10 @@ def read_json(path, name, required=True):
         raise FolderError(f"{file} is not JSON ({e})") from None
 
 
+#: tokenizer_config.json classes whose steps transformers rebuilds around the pieces.
+SENTENCEPIECE_LIKE = ("LlamaTokenizer", "LlamaTokenizerFast")
+
+
 def _ids(value):
     """A config's token id setting (None, an int or a list) as a tuple."""
     return () if value is None else tuple(value) if isinstance(value, list) else (value,)
@@ -55,7 +59,10 @@ class HubTokenizer:
     """A folder's tokenizer, as our tokenizers are used (``ids``, ``text``, ``size``), plus
     what a real model needs: ``encode`` (the ids transformers gives, its start token
     included), ``decode`` (special tokens left out), ``start_id`` (a start token for an empty
-    prompt), ``end_ids`` (where generation stops), ``chat`` (the chat template).
+    prompt; None: the folder names none in its vocabulary), ``end_ids`` (where generation
+    stops; empty: nowhere before its length), ``chat`` (the chat template). Both come from
+    generation_config.json, else config.json, and only ids inside the vocabulary count: no
+    fallback to the lecture's SOS and EOS (ids 0 and 1 are ordinary pieces in a folder).
 
     Args: hf (a ``tokenizers.Tokenizer``), size (the model's vocabulary: its embedding rows,
         which may be more than the tokenizer's pieces), start_id, end_ids, chat_template,
@@ -78,17 +85,27 @@ class HubTokenizer:
         from tokenizers import Tokenizer
         config = config if config is not None else read_json(path, "config.json")
         file = os.path.join(path, "tokenizer.json")
+        settings = read_json(path, "tokenizer_config.json", required=False)
         if os.path.isfile(file):
             hf = Tokenizer.from_file(file)
+            hf.no_truncation()              # transformers applies neither block unless asked
+            hf.no_padding()
+            if settings.get("tokenizer_class") in SENTENCEPIECE_LIKE:
+                cls._as_llama_tokenizer(hf, settings)
         elif all(os.path.isfile(os.path.join(path, n)) for n in ("vocab.json", "merges.txt")):
             hf = cls._byte_level(path)
         else:
             raise FolderError(f"{path} has no tokenizer: neither tokenizer.json nor GPT-2's "
                               "vocab.json and merges.txt")
-        settings = read_json(path, "tokenizer_config.json", required=False)
         generation = read_json(path, "generation_config.json", required=False)
-        ends = _ids(generation.get("eos_token_id", config.get("eos_token_id")))
-        start = generation.get("bos_token_id", config.get("bos_token_id"))
+        size = max(config.get("vocab_size") or 0, hf.get_vocab_size(with_added_tokens=True))
+
+        def named(key):        # generation_config.json's, else config.json's; in the vocabulary
+            found = generation.get(key)
+            found = config.get(key) if found is None else found
+            return tuple(i for i in _ids(found)
+                         if isinstance(i, int) and not isinstance(i, bool) and 0 <= i < size)
+        ends, start = named("eos_token_id"), (named("bos_token_id") or (None,))[0]
         template = settings.get("chat_template")
         chat_file = os.path.join(path, "chat_template.jinja")
         if template is None and os.path.isfile(chat_file):       # transformers 5 writes it
@@ -97,6 +114,25 @@ class HubTokenizer:
         special = {name: _token_text(settings.get(name)) for name in ("bos_token", "eos_token")
                    if settings.get(name) is not None}
         return cls(hf, config.get("vocab_size"), start, ends, template, special)
+
+    @staticmethod
+    def _as_llama_tokenizer(hf, settings):
+        """What transformers' LlamaTokenizer makes of a tokenizer.json (SentencePiece's
+        pieces, as Llama 2 and TinyLlama ship them): it keeps the pieces, merges and
+        post-processor, and puts its own steps around them: no normaliser, spaces written
+        as "▁" with one in front of the text unless it begins with one (``legacy``: in
+        front of every split; ``add_prefix_space`` false: never), and the decoder that
+        undoes it, byte pieces (<0x41>) fused back into characters."""
+        from tokenizers import decoders, pre_tokenizers
+        prefix = settings.get("add_prefix_space")
+        prefix = True if prefix is None else prefix
+        scheme = "never" if not prefix else "always" if settings.get("legacy", False) \
+            else "first"
+        hf.normalizer = None
+        hf.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581",
+                                                    prepend_scheme=scheme, split=False)
+        steps = [decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse()]
+        hf.decoder = decoders.Sequence(steps + ([decoders.Strip(" ", 1, 0)] if prefix else []))
 
     @staticmethod
     def _byte_level(path):

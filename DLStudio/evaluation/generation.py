@@ -20,6 +20,7 @@ read once, then each step computes one new position.
 
 import contextlib
 import math
+import warnings
 
 import torch
 import torch.nn.functional as F
@@ -28,8 +29,10 @@ from ..data import normalize
 from ..data.vocabulary import plain_words
 from ..model.tokens import EOS_INDEX, SOS_INDEX, padding_mask
 
-__all__ = ["encode_sentences", "perplexity", "next_token", "generate", "generate_text",
-           "prompt_ids", "encode", "decode", "folder_defaults", "penalised", "until_end"]
+__all__ = ["encode_sentences", "perplexity", "folder_perplexity", "next_token", "generate",
+           "generate_text", "prompt_ids", "encode", "decode", "folder_defaults", "penalised",
+           "until_end", "not_applied", "sampling_ignored", "with_folder_defaults",
+           "FOLDER_NEW_TOKENS"]
 
 
 def encode_sentences(tokenizer, sentences, max_seq_length):
@@ -54,6 +57,8 @@ def perplexity(gpt, sentences, vocab=None, max_seq_length=None, batch_size=256):
     word a word-level tokenizer lacks), "pieces", "words"}
     """
     vocab = vocab if vocab is not None else gpt.vocab
+    if vocab.kind == "hub":
+        return folder_perplexity(gpt, sentences, vocab, max_seq_length, batch_size)
     known = [s for s in sentences if not vocab.unknown(plain_words(s))]
     ids, fitted = encode_sentences(vocab, known, max_seq_length or gpt.max_seq_length)
     if not fitted:
@@ -74,6 +79,43 @@ def perplexity(gpt, sentences, vocab=None, max_seq_length=None, batch_size=256):
     words = sum(len(plain_words(s)) + 1 for s in fitted)                  # + EOS each
     return {"per_piece": math.exp(nll / pieces), "per_word": math.exp(nll / words),
             "sentences": len(fitted), "skipped": len(sentences) - len(fitted),
+            "pieces": pieces, "words": words}
+
+
+@torch.no_grad()
+def folder_perplexity(gpt, texts, vocab=None, max_seq_length=None, batch_size=16):
+    """Perplexity of a real model (its folder's tokenizer, ``vocab``) on ``texts`` as
+    transformers computes ``exp(model(ids, labels=ids).loss)``: each text's ids as the
+    tokenizer gives them (its start token where its post-processor adds one), the text as
+    written, every token after the first scored; several texts weighted by their tokens.
+    Rows are padded to their batch's longest and the padding is never scored (causal
+    attention: a position never reads the padding after it). A text of fewer than two
+    tokens, or longer than ``max_seq_length`` (default: the model's), is skipped.
+
+    Returns: as `perplexity` ("per_word": per whitespace-separated word; no EOS is added)
+    """
+    vocab = vocab if vocab is not None else gpt.vocab
+    limit = max_seq_length or gpt.max_seq_length
+    encoded = [(text, vocab.encode(text)) for text in texts]
+    kept = [(text, ids) for text, ids in encoded if 2 <= len(ids) <= limit]
+    if not kept:
+        raise ValueError("no text to score: each has fewer than two tokens or is longer than "
+                         f"the model's {limit}")
+    was_training, device = gpt.training, next(gpt.parameters()).device
+    gpt.eval()
+    nll, pieces = 0.0, 0
+    for at in range(0, len(kept), batch_size):
+        rows = [ids for _, ids in kept[at:at + batch_size]]
+        T = max(map(len, rows))
+        ids = torch.tensor([r + [0] * (T - len(r)) for r in rows], device=device)    # (B, T)
+        lengths = torch.tensor([len(r) for r in rows], device=device)
+        scored = torch.arange(1, T, device=device) < lengths[:, None]          # (B, T - 1)
+        total, count = gpt.loss(ids, keep=scored)
+        nll, pieces = nll + float(total), pieces + count
+    gpt.train(was_training)
+    words = sum(len(text.split()) for text, _ in kept) or 1
+    return {"per_piece": math.exp(nll / pieces), "per_word": math.exp(nll / words),
+            "sentences": len(kept), "skipped": len(texts) - len(kept),
             "pieces": pieces, "words": words}
 
 
@@ -109,17 +151,18 @@ def penalised(logits, ys, penalty):
 def generate(gpt, prompt, max_new_tokens=None, temperature=0.0, top_k=None, generator=None,
              use_cache=True, top_p=None, repetition_penalty=1.0, end_ids=(EOS_INDEX,),
              on_token=None):
-    """Continue each row of ``prompt`` until it emits one of ``end_ids`` (or
-    max_seq_length is reached); ``on_token(ids)`` is called with each step's tokens (B,).
+    """Continue each row of ``prompt`` until it emits one of ``end_ids`` (none: until
+    max_new_tokens) or max_seq_length is reached; ``on_token(ids)`` is called with each
+    step's tokens (B,).
 
     ``use_cache=False`` re-reads the whole prefix at every step (what the cache saves; a
     test checks both give the same tokens).
 
-    Shape: prompt (B, P) ids starting with SOS -> (B, <= max_seq_length) ids, the prompt
-        included, end_ids[0] after a row's end
+    Shape: prompt (B, P) ids (SOS first, or a folder's own) -> (B, <= max_seq_length) ids,
+        the prompt included, end_ids[0] after a row's end
     """
     gpt.eval()
-    ends = torch.tensor(list(end_ids), device=prompt.device)
+    ends = torch.tensor(list(end_ids), dtype=torch.long, device=prompt.device)
     ys, B = prompt, prompt.size(0)
     room = gpt.max_seq_length - ys.size(1)
     steps = room if max_new_tokens is None else min(room, max_new_tokens)
@@ -136,11 +179,12 @@ def generate(gpt, prompt, max_new_tokens=None, temperature=0.0, top_k=None, gene
             if repetition_penalty != 1.0:
                 logits = penalised(logits, ys, repetition_penalty)
             token = next_token(logits, temperature, top_k, generator, top_p)  # (B,)
-            token = token.masked_fill(done, end_ids[0])
+            if len(ends):                                   # a row that has ended stays so
+                token = token.masked_fill(done, int(ends[0]))
+                done |= torch.isin(token, ends)
             ys = torch.cat([ys, token[:, None]], dim=1)
             if on_token is not None:
                 on_token(token)
-            done |= torch.isin(token, ends)
             if done.all():
                 break
     return ys
@@ -170,10 +214,15 @@ def encode(gpt, text):
 
 def prompt_ids(gpt, prompt):
     """A prompt's ids (1, P) (`encode`; a real model's start token for an empty prompt).
-    Raises ValueError for unknown words or a prompt too long."""
+    Raises ValueError for unknown words, a prompt too long, or an empty prompt to a folder
+    that names no start token (transformers refuses it too: nothing to continue)."""
     ids = encode(gpt, prompt)
     if gpt.vocab.kind == "hub":
-        ids = ids or [gpt.vocab.start_id or 0]
+        if not ids and gpt.vocab.start_id is None:
+            raise ValueError("this model's folder names no start token (bos_token_id) in its "
+                             "vocabulary, so an empty prompt gives it nothing to continue: "
+                             "give a prompt")
+        ids = ids or [gpt.vocab.start_id]
         if len(ids) >= gpt.max_seq_length:
             raise ValueError(f"the prompt is {len(ids)} tokens; this model reads at most "
                              f"{gpt.max_seq_length}: give a shorter one")
@@ -191,31 +240,88 @@ def decode(gpt, ids):
     return gpt.vocab.text(until_end(ids[1:] if ids[:1] == [SOS_INDEX] else ids)[0])
 
 
+#: New tokens a real model's continuation gets when neither the call nor its folder says.
+FOLDER_NEW_TOKENS = 256
+#: Settings of a generation_config.json that generation here does not apply.
+NOT_APPLIED = ("min_p", "no_repeat_ngram_size", "typical_p", "epsilon_cutoff", "eta_cutoff",
+               "num_beams", "length_penalty", "bad_words_ids", "suppress_tokens",
+               "begin_suppress_tokens", "forced_bos_token_id", "forced_eos_token_id",
+               "min_length", "min_new_tokens", "exponential_decay_length_penalty",
+               "encoder_repetition_penalty", "guidance_scale", "sequence_bias")
+#: Values of those that change nothing (transformers' defaults).
+NEUTRAL = {"min_p": None, "no_repeat_ngram_size": 0, "typical_p": 1.0, "epsilon_cutoff": 0.0,
+           "eta_cutoff": 0.0, "num_beams": 1, "length_penalty": 1.0, "min_length": 0,
+           "min_new_tokens": None, "encoder_repetition_penalty": 1.0, "guidance_scale": None}
+
+
 def folder_defaults(gpt):
     """A real model's generation settings as its generation_config.json gives them
-    (transformers' defaults where it is silent: greedy unless do_sample, then top_k 50)."""
+    (transformers' defaults where it is silent: greedy unless do_sample, then top_k 50),
+    with ``max_length`` (prompt included) where it sets one; `not_applied` names the rest."""
     config = getattr(gpt, "generation_config", None) or {}
-    found = {"repetition_penalty": config.get("repetition_penalty", 1.0)}
+    found = {"repetition_penalty": config.get("repetition_penalty") or 1.0}
     if config.get("do_sample"):
         found.update(temperature=config.get("temperature", 1.0), top_k=config.get("top_k", 50),
                      top_p=config.get("top_p", 1.0))
     if config.get("max_new_tokens"):
         found["max_new_tokens"] = config["max_new_tokens"]
+    elif config.get("max_length"):
+        found["max_length"] = config["max_length"]
     return found
+
+
+def with_folder_defaults(gpt, options):
+    """``options`` over `folder_defaults` (a folder's sampling settings left out where the
+    options ask for greedy decoding: they would change nothing)."""
+    found = folder_defaults(gpt)
+    if "temperature" in options and (options["temperature"] or 0) <= 0:
+        found = {k: v for k, v in found.items() if k not in ("top_k", "top_p")}
+    return {**found, **options}
+
+
+def not_applied(gpt):
+    """The settings of a folder's generation_config.json that generation here ignores
+    (with a value that would change the text), by name: what a script says once."""
+    config = getattr(gpt, "generation_config", None) or {}
+    return [f"{name} {config[name]!r}" for name in NOT_APPLIED
+            if config.get(name) not in (None, NEUTRAL.get(name), [], {})]
+
+
+def sampling_ignored(temperature, top_k, top_p):
+    """The line to say when top_k or top_p is given to greedy decoding (None: nothing to
+    say): greedy takes the likeliest token, so they change nothing."""
+    given = [f"{name} {value}" for name, value in (("top_k", top_k), ("top_p", top_p))
+             if value not in (None, 0, 1.0)]
+    if (temperature or 0) > 0 or not given:
+        return None
+    return (f"{' and '.join(given)} ignored: temperature 0 decodes greedily (the likeliest "
+            "token); give a temperature above 0 to sample")
 
 
 def generate_text(gpt, prompt, num_samples=1, max_new_tokens=None, temperature=0.0,
                   top_k=None, seed=None, use_cache=True, top_p=None, repetition_penalty=1.0,
-                  on_token=None, ids=None):
+                  on_token=None, ids=None, max_length=None):
     """Continue a prompt (a string, possibly empty; or ``ids``, a list): ``num_samples``
     sentences (the prompt included), as text; a real model's: the continuation only,
-    as its folder's tokenizer writes it."""
+    as its folder's tokenizer writes it.
+
+    Length: our own model's ends at EOS or at its max_seq_length; a real model's at one of
+    its folder's end tokens (none named: never) or after ``max_new_tokens`` new tokens, or
+    at ``max_length`` tokens with the prompt; with neither given, FOLDER_NEW_TOKENS (256)
+    new tokens. top_k or top_p with temperature 0 are ignored, with a warning saying so.
+    """
+    said = sampling_ignored(temperature, top_k, top_p)
+    if said:
+        warnings.warn(said, stacklevel=2)
     generator = torch.Generator().manual_seed(seed) if seed is not None else None
     hub = gpt.vocab.kind == "hub"
     ids = (prompt_ids(gpt, prompt) if ids is None
            else torch.tensor([ids], device=next(gpt.parameters()).device))
     ids = ids.repeat(num_samples, 1)
-    ends = (gpt.vocab.end_ids or (EOS_INDEX,)) if hub else (EOS_INDEX,)
+    if hub and max_new_tokens is None:
+        max_new_tokens = (max(1, max_length - ids.size(1)) if max_length
+                          else FOLDER_NEW_TOKENS)
+    ends = gpt.vocab.end_ids if hub else (EOS_INDEX,)
     out = generate(gpt, ids, max_new_tokens, temperature, top_k, generator, use_cache,
                    top_p, repetition_penalty, ends, on_token)
     if hub:

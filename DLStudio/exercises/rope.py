@@ -29,8 +29,8 @@ def inputs(seed=0, shape=(B, T, D)):
     return torch.randn(*shape, generator=g, dtype=torch.float64)
 
 
-def reference(x, offset=0, base=10000.0):
-    return RotaryEmbedding(D, base).double()(x, offset)
+def reference(x, offset=0, base=10000.0, scaling=None):
+    return RotaryEmbedding(D, base, scaling).double()(x, offset)
 
 
 def turned_by(x, angle_of):
@@ -47,14 +47,15 @@ def turned_by(x, angle_of):
 
 
 @question
-def turned(module, x, offset=0, base=10000.0):
-    rotary = module.MyRotary(D, base).double()
+def turned(module, x, offset=0, base=10000.0, factor=None):
+    scaling = {"rope_type": "linear", "factor": factor} if factor else None
+    rotary = module.MyRotary(D, base, scaling).double()
     with student_code():
         return rotary(x, offset) if offset else rotary(x)
 
 
-def run(x, offset=0, base=10000.0):
-    return tensor(ask(turned, x, offset, base), "the output", x.shape)
+def run(x, offset=0, base=10000.0, factor=None):
+    return tensor(ask(turned, x, offset, base, factor), "the output", x.shape)
 
 
 @check(CHECKS, "shape", "(..., T, d) -> (..., T, d), for a batch of heads too")
@@ -99,9 +100,22 @@ def base():
     x = inputs(4)
     out = run(x, base=500.0)
     if same(out, reference(x, base=10000.0), TOL):
-        raise Mistake("the base is always 10000: use self.base (this one was built with 500)")
+        raise Mistake("the base is always 10000: turn by self.theta, the module's own "
+                      "frequencies (this one was built with base 500)")
     close(out, reference(x, base=500.0), "the output with base 500", TOL,
-          "theta_i = self.base ** (-2 i / d)")
+          "theta_i = self.theta[i], the frequencies the module was built with")
+
+
+@check(CHECKS, "scaled", "theta_i: the module's own frequencies, also when scaled")
+def scaled():
+    x = inputs(13)
+    out = run(x, factor=4.0)
+    if same(out, reference(x), TOL):
+        raise Mistake("the frequencies were computed afresh from self.base: a model that reads "
+                      "a longer context than it was trained on (a Llama 3 folder) scales "
+                      "them; turn by self.theta[i], the module's own")
+    close(out, reference(x, scaling={"rope_type": "linear", "factor": 4.0}),
+          "the output with frequencies scaled by 1/4", TOL, "theta_i = self.theta[i]")
 
 
 @check(CHECKS, "offset", "offset: the first row's position (the words in the cache)")

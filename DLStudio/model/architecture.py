@@ -680,10 +680,11 @@ class GPTParts(TransformerParts, nn.Module):
     def forward(self, ids, keep=None):
         return self.master_decoder(self.embeddings_generator(ids), None, None, keep)
 
-    def loss(self, ids, label_smoothing=0.0, run=None):
-        """Each next token up to EOS, as EncoderDecoder.loss. Shape: (B, T) -> sum, N"""
+    def loss(self, ids, label_smoothing=0.0, run=None, keep=None):
+        """Each next token up to EOS, as EncoderDecoder.loss; or where ``keep`` (B, T - 1) is
+        True (a real model's text has no EOS padding). Shape: (B, T) -> sum, N"""
         inputs, labels = ids[:, :-1], ids[:, 1:]                          # (B, T - 1)
-        keep = ~padding_mask(labels)
+        keep = ~padding_mask(labels) if keep is None else keep
         logits = (self if run is None else run)(inputs, keep)             # (N, V)
         return summed_cross_entropy(logits, labels[keep], label_smoothing), len(logits)
 

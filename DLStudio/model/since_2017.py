@@ -99,7 +99,8 @@ class RotaryEmbedding(nn.Module):
             raise ValueError(f"rotary positions turn pairs of numbers: a head's width "
                              f"(s_qkv = M / H) must be even, got {size}")
         self.size, self.base = size, base
-        theta = base ** (-torch.arange(0, size, 2, dtype=torch.float32) / size)  # (d/2,)
+        two_i = torch.arange(0, size, 2, dtype=torch.int64).float()       # 2i, (d/2,)
+        theta = 1.0 / (base ** (two_i / size))     # base^(-2i/d), as transformers rounds it
         if scaling:
             theta = ROPE_SCALINGS[scaling["rope_type"]](theta, scaling)
         self.register_buffer("theta", theta, persistent=False)

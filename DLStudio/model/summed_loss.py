@@ -65,6 +65,7 @@ def summed_cross_entropy(logits, labels, label_smoothing=0.0):
     """``F.cross_entropy(logits, labels, label_smoothing=label_smoothing, reduction="sum")``
     with the closed-form backward pass. Shape: logits (N, V), labels (N,) -> a scalar"""
     if not torch.is_grad_enabled() or not logits.requires_grad or logits.dim() != 2:
-        return F.cross_entropy(logits, labels, label_smoothing=label_smoothing,
-                               reduction="sum")
+        low = logits.dtype in (torch.bfloat16, torch.float16)         # scored in fp32, as
+        return F.cross_entropy(logits.float() if low else logits, labels,   # transformers'
+                               label_smoothing=label_smoothing, reduction="sum")
     return SummedCrossEntropy.apply(logits, labels, float(label_smoothing))

@@ -8,8 +8,7 @@ class MyRotary(TransformerPreLN.RotaryEmbedding):
     def forward(self, x, offset=0):
         T, d = x.size(-2), x.size(-1)
         position = torch.arange(offset, offset + T, dtype=torch.float64)[:, None]
-        theta = self.base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
-        angle = position * theta                                  # (T, d/2)
+        angle = position * self.theta.double()[:d // 2]            # (T, d/2)
         cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
         even, odd = x[..., 0::2], x[..., 1::2]
         out = torch.empty_like(x)

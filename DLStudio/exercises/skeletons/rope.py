@@ -7,10 +7,13 @@ Write two methods:
 MyRotary.forward(x, offset=0):  x (..., T, d) -> (..., T, d), d = a head's width (even)
     The row m of x is the word at position p = offset + m (offset: the words already in the
     key/value cache while decoding; 0 otherwise). Its pair i, the numbers 2i and 2i+1, is
-    turned by the angle p * theta_i, theta_i = self.base ** (-2 i / d):
+    turned by the angle p * theta_i:
         x'_2i   = x_2i cos(p theta_i) - x_2i+1 sin(p theta_i)
         x'_2i+1 = x_2i sin(p theta_i) + x_2i+1 cos(p theta_i)
-    (self.size is d, self.base the base; every leading axis, e.g. (B, H), alike.)
+    theta_i is self.theta[i], the module's own frequencies (d/2 of them, float32): the
+    paper's base^(-2i/d) for self.base, changed where the model reads a longer context than
+    it was trained on (a Llama 3 folder's rope_scaling). (self.size is d; every leading
+    axis, e.g. (B, H), alike.)
 
 MyHead.forward(x, mask=None, memory=None):  the attention head, with its queries and keys
     turned by self.rotary (a RotaryEmbedding, set by self-attention) before the scores; the
