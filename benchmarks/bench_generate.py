@@ -118,7 +118,7 @@ def run_row(args, which, dtype_name, folder):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False,
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--layers", type=int, default=30, help="N")
     p.add_argument("--width", type=int, default=576, help="M")

@@ -307,7 +307,7 @@ def render(text, where="a page"):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     p.add_argument("--check", action="store_true",
                    help="change nothing; exit 1 if a page's tables differ from the files")
     p.add_argument("pages", nargs="*",

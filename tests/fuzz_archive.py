@@ -140,7 +140,7 @@ def main():
     import subprocess
 
     from hypothesis import given, settings
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     p.add_argument("--examples", type=int, default=2000)
     p.add_argument("--worst", action="store_true", help="time the costliest inputs instead")
     p.add_argument("--worst-index", type=int, help=argparse.SUPPRESS)

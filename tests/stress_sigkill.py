@@ -65,7 +65,7 @@ def kill_trials(trials, folder, seed=0, min_delay=2.0, max_delay=6.0):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     p.add_argument("--trials", type=int, default=25)
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()

@@ -4,6 +4,7 @@ without them; of one model twice it translates as the model; the scripts take --
 refuse models it cannot average, by name."""
 
 import copy
+import os
 
 import pytest
 import torch
@@ -12,6 +13,8 @@ from DLStudio import TransformerFG
 from DLStudio.checkpoints import checkpoint_files
 from DLStudio.evaluation import beam_search, greedy_decode
 from DLStudio.evaluation.ensemble import Ensemble, same_vocabulary
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def tiny(seed, embedding_size=16):
@@ -138,6 +141,29 @@ def test_translate_sentence_takes_an_ensemble(runs, capsys):
     assert capsys.readouterr().out.splitlines() == expected
 
 
+def test_ensemble_goes_before_or_after_the_checkpoint(runs, capsys):
+    from DLStudio.cli.translation import test_checkpoint_main, translate_main
+    (first, second), root = runs
+    said = []
+    for argv in ([first, "--ensemble", second, "--show", "0"],
+                 ["--ensemble", second, first, "--show", "0"],
+                 ["--ensemble", second, "--ensemble", second, first, "--show", "0"]):
+        capsys.readouterr()
+        assert test_checkpoint_main("FG", argv) == 0, argv
+        said.append(capsys.readouterr())
+    assert said[0].out == said[1].out and "an ensemble of 2" in said[1].err
+    assert "an ensemble of 3" in said[2].err
+    folder = os.path.dirname(first)                     # DIR last, the ensemble first
+    assert translate_main(["--ensemble", second, folder, "last", "she is tired"]) == 0
+    assert translate_main([first, "she is tired", "--ensemble", second]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 2 and out[0] == out[1]
+    with pytest.raises(SystemExit) as usage:        # the old form: one flag, two files
+        test_checkpoint_main("FG", [first, "--ensemble", second, second])
+    assert usage.value.code == 2 and f"unrecognized arguments: {second}" in \
+        capsys.readouterr().err
+
+
 def test_a_model_of_another_vocabulary_is_refused_with_a_message(runs, capsys):
     from DLStudio.cli.translation import test_checkpoint_main
     (first, _), root = runs
@@ -182,6 +208,10 @@ def test_members_train_at_once_and_their_ensemble_is_scored(tmp_path, capsys):
         assert "held-out BLEU, average weights, beam 4" in (top / f"member_{i}.log").read_text()
     row = json.loads(results.read_text())["rows"][-1]
     assert row["steps"] == [12, 12] and [m["seed"] for m in row["members"]] == [2, 3]
+    for i, (member, (x, model, _)) in enumerate(zip(row["members"], members)):
+        alone = evaluate_bleu(model, x.vocab, x.held_out_corpus, 4, length_penalty=1.0)
+        assert member["other_decodings"][-1]["bleu"] == round(alone["bleu"], 2), i
+        assert isinstance(member["greedy_bleu"], (int, float))
     assert row["other_decodings"][-1]["bleu"] == round(bleu, 2)
 
 
@@ -197,3 +227,62 @@ def test_a_member_that_fails_is_reported_with_its_own_message(tmp_path, capsys):
     assert train_main("FG", ["--archive", "bundled", "--members", "2", "--resume",
                              "--checkpoints-dir", str(top)]) == 1
     assert "resume each member's directory" in capsys.readouterr().err
+
+
+def test_an_abbreviated_flag_is_refused_and_starts_nothing(tmp_path, capsys):
+    """argparse would read --member 2 as --members 2; the members' command lines, which
+    strip --members by its spelling, would then start members of their own, without end."""
+    import subprocess
+    import sys
+    top = tmp_path / "run"
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "ExamplesTransformers",
+                                                     "seq2seq_with_transformerFG.py"),
+                        "--member", "2", "--checkpoints-dir", str(top), "--max-steps", "1"],
+                       capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, PYTHONPATH=ROOT))
+    assert r.returncode == 2 and "unrecognized arguments: --member 2" in r.stderr
+    assert not top.exists()
+    from DLStudio.cli.common.flags import Parser
+    assert Parser().allow_abbrev is False
+
+
+def test_members_flags_are_passed_on_by_what_they_set_not_their_spelling():
+    from DLStudio.cli.ensemble import _passed_on
+    from DLStudio.cli.translation import training_parser
+    argv = ["--members=2", "--seed", "3", "--checkpoints-dir=run", "--epochs", "2",
+            "--results", "r.json", "--results-command=x y", "--archive", "bundled"]
+    assert _passed_on(argv, training_parser("FG")) == ["--epochs", "2", "--archive", "bundled"]
+
+
+def test_a_member_never_starts_members(tmp_path, capsys, monkeypatch):
+    from DLStudio.cli.translation import train_main
+    monkeypatch.setenv("DLSTUDIO_MEMBER", "1")
+    assert train_main("FG", ["--members", "2", "--checkpoints-dir", str(tmp_path / "run"),
+                             "--max-steps", "1"]) == 1
+    assert "inside a member" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_result_row_is_not_dirty_by_its_own_result_file(tmp_path):
+    import subprocess
+
+    from DLStudio.cli.common import results
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-c", "user.email=a@b", "-c", "user.name=a"]
+    (repo / "rows.json").write_text('{"rows": []}')
+    (repo / "code.py").write_text("x = 1\n")
+    for command in (["init", "-q"], ["add", "."], ["commit", "-qm", "first"]):
+        subprocess.run(git + command, cwd=repo, check=True)
+
+    def commit():
+        old = results.__file__
+        results.__file__ = str(repo / "code.py")
+        try:
+            return results._commit(str(repo / "rows.json"))
+        finally:
+            results.__file__ = old
+    (repo / "rows.json").write_text('{"rows": [1]}')
+    assert not commit().endswith("-dirty")
+    (repo / "code.py").write_text("x = 2\n")
+    assert commit().endswith("-dirty")

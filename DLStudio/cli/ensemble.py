@@ -21,13 +21,14 @@ __all__ = ["add_ensemble_argument", "with_ensemble", "add_members_argument", "tr
 
 
 def add_ensemble_argument(parser):
-    """``--ensemble FILE ...``: more checkpoints, decoding with the first as one model."""
-    parser.add_argument("--ensemble", nargs="+", metavar="FILE.pt", type=existing_file,
+    """``--ensemble FILE`` (once per file, before or after the other arguments): more
+    checkpoints, decoding with the first as one model."""
+    parser.add_argument("--ensemble", action="append", metavar="FILE.pt", type=existing_file,
                         default=[],
-                        help="more checkpoints of the same design and vocabulary (other "
-                             "seeds): translate with the mean of all their next-word "
-                             "probabilities (an ensemble; n models cost n times the "
-                             "decoding)")
+                        help="one more checkpoint of the same design and vocabulary (another "
+                             "seed), once per file (--ensemble A.pt --ensemble B.pt): "
+                             "translate with the mean of all their next-word probabilities "
+                             "(an ensemble; n models cost n times the decoding)")
 
 
 def _ensemble(models, vocabularies, flag):
@@ -62,19 +63,25 @@ def add_members_argument(parser):
                              "out), then score their ensemble on the held-out split")
 
 
-#: flags a member is given by its parent, not passed on (each takes one value)
-_OWN = ("--members", "--seed", "--checkpoints-dir", "--results", "--results-command")
+#: the settings (argparse destinations) a member is given by its parent, not passed on
+#: (each flag of them takes one value)
+_OWN = ("members", "seed", "checkpoints_dir", "results", "results_command")
+#: set in a member's environment: a member never starts members of its own
+MEMBER = "DLSTUDIO_MEMBER"
 
 
-def _passed_on(argv):
-    """The command line less the flags each member gets its own value of."""
+def _passed_on(argv, parser):
+    """The command line less the flags each member gets its own value of, found by what
+    they set (their destination), whatever their spelling (``--seed=3``, an alias)."""
+    own = [a for a in parser._actions if a.dest in _OWN and a.option_strings]
+    names = {name: a for a in own for name in a.option_strings}
     out, skip = [], False
     for arg in argv:
         if skip:
             skip = False
-        elif arg in _OWN:
-            skip = True
-        elif not arg.startswith(tuple(f"{flag}=" for flag in _OWN)):
+        elif arg in names:
+            skip = names[arg].nargs != 0
+        elif not (arg.startswith("-") and arg.split("=", 1)[0] in names):
             out.append(arg)
     return out
 
@@ -84,16 +91,36 @@ def _member_seed(args, i):
     return args.members * args.seed + i
 
 
+def _member_results(top, i):
+    """Where member i records its own held-out scores (a result file of one row)."""
+    return os.path.join(top, f"member_{i}.json")
+
+
+def _members_scores(top, n):
+    """Each member's held-out BLEU as it recorded it: {"greedy_bleu", "other_decodings"}
+    ({} for a member that recorded none)."""
+    from .common.results import read_rows
+    found = []
+    for i in range(n):
+        rows = read_rows(_member_results(top, i))
+        found.append({k: rows[-1][k] for k in ("greedy_bleu", "other_decodings")
+                      if k in rows[-1]} if rows else {})
+    return found
+
+
 def _cores():
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
 
-def train_members(variant, args, argv):
+def train_members(variant, args, argv, parser):
     """``--members N``: start N training processes of this script (each with its own seed,
     checkpoints directory and log, and 1/N of the cores' threads), wait for them, then
     score the ensemble of their last checkpoints as each member's recipe is scored. Returns
     the exit status; an interrupted member keeps its last good checkpoint, as any run."""
     n, top = args.members, args.checkpoints_dir
+    if os.environ.get(MEMBER):
+        raise UserError(f"--members {n} inside a member of an ensemble run: a member trains "
+                        "one model (nothing was started)")
     if args.resume:
         raise UserError("--members with --resume: resume each member's directory "
                         f"({top}/member_0 ...) with the command on the first line of its log "
@@ -101,8 +128,11 @@ def train_members(variant, args, argv):
     if args.no_eval and args.results:
         raise UserError("--members: --results needs the evaluation (leave out --no-eval)")
     os.makedirs(top, exist_ok=True)
+    for i in range(n):                 # a file of an earlier run is no score of this one
+        if os.path.exists(_member_results(top, i)):
+            os.remove(_member_results(top, i))
     threads = max(1, _cores() // n)
-    common = _passed_on(sys.argv[1:] if argv is None else argv)
+    common = _passed_on(sys.argv[1:] if argv is None else argv, parser)
     members = []
     for i in range(n):
         folder = os.path.join(top, f"member_{i}")
@@ -110,6 +140,8 @@ def train_members(variant, args, argv):
         command = [sys.executable, "-m", "DLStudio", f"seq2seq_with_transformer{variant}",
                    *common, "--seed", str(seed),
                    "--checkpoints-dir", folder]
+        if args.results:              # each member's own scores, for the ensemble's row
+            command += ["--results", _member_results(top, i)]
         log = os.path.join(top, f"member_{i}.log")
         print(f"member {i}: seed {seed}, {threads} thread{'s' * (threads > 1)}, "
               f"{folder}/ (its output: {log})")
@@ -117,7 +149,7 @@ def train_members(variant, args, argv):
             print(f"OMP_NUM_THREADS={threads} {shlex.join(command)}", file=out, flush=True)
             members.append((i, folder, log, subprocess.Popen(
                 command, stdout=out, stderr=subprocess.STDOUT,
-                env={**os.environ, "OMP_NUM_THREADS": str(threads)})))
+                env={**os.environ, "OMP_NUM_THREADS": str(threads), MEMBER: str(i + 1)})))
     try:
         codes = [process.wait() for *_, process in members]
     except KeyboardInterrupt:          # Ctrl-C reaches the members too: each saves and stops
@@ -173,8 +205,9 @@ def _record(variant, args, argv, payloads, xformer, scores):
     record(args.results, {
         "recipe": args.recipe, "variant": variant, "seed": args.seed,
         "members": [{"seed": _member_seed(args, i), "steps": p["step"],
-                     "train_minutes": round(p.get("train_seconds", 0.0) / 60, 1)}
-                    for i, p in enumerate(payloads)],
+                     "train_minutes": round(p.get("train_seconds", 0.0) / 60, 1), **own}
+                    for i, (p, own) in enumerate(zip(payloads, _members_scores(
+                        args.checkpoints_dir, len(payloads))))],
         "precision": args.precision,
         "training_pairs": len(xformer.training_corpus),
         "held_out_pairs": len(xformer.held_out_corpus), "budget_minutes": args.max_minutes,

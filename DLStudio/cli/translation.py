@@ -245,7 +245,7 @@ def train_main(variant, argv=None):
     def run(argv):
         args = parse_training_args(variant, argv)
         if args.members > 1:
-            return train_members(variant, args, argv)
+            return train_members(variant, args, argv, training_parser(variant))
         if args.max_words and not args.pairs:
             raise UserError("--max-words goes with --pairs (an archive is curated already)")
         archive = args.pairs or resolve_archive(args.archive)

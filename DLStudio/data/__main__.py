@@ -84,7 +84,8 @@ def _positive(text):
 
 
 def main(argv=None):
-    shows = {"formatter_class": argparse.ArgumentDefaultsHelpFormatter}   # --help: defaults
+    shows = {"formatter_class": argparse.ArgumentDefaultsHelpFormatter,   # --help: defaults
+             "allow_abbrev": False}                        # flags as written, never shortened
     parser = argparse.ArgumentParser(prog="python -m DLStudio.data",
                                      description="Inspect, build and generate DLStudio "
                                                  "English-Spanish archives.", **shows)

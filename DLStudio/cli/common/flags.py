@@ -64,7 +64,11 @@ RECIPES = {
 
 class Parser(argparse.ArgumentParser):
     """argparse's parser, whose ``--help`` gives each flag's default (a switch's, or a
-    value's that is unset until given, goes without saying)."""
+    value's that is unset until given, goes without saying), and which takes flags as
+    written only: no abbreviation (``--member 2`` is not ``--members 2``)."""
+
+    def __init__(self, *args, allow_abbrev=False, **kwargs):
+        super().__init__(*args, allow_abbrev=allow_abbrev, **kwargs)
 
     def format_help(self):
         for action in self._actions:

@@ -107,6 +107,10 @@ def checkpoint_arguments(parser, args, sentence=False):
     the newest ("last")."""
     more = list(args.more) if sentence else [m for m in [args.more] if m is not None]
     text = more.pop() if sentence else None
+    extra = more[0 if os.path.isfile(args.checkpoint) else 1:]
+    if any(m.endswith(".pt") and os.path.isfile(m) for m in extra):
+        parser.error(f"{' '.join(extra)}: each checkpoint of an ensemble takes its own "
+                     "--ensemble (--ensemble A.pt --ensemble B.pt)")
     if len(more) > (0 if os.path.isfile(args.checkpoint) else 1):
         parser.error(f"{args.checkpoint} is " + ("one checkpoint file: give no index" if
                      os.path.isfile(args.checkpoint) else "a directory: give one index N")

@@ -51,12 +51,25 @@ def as_typed(script, argv):
     return " ".join([f"python3 {script}"] + [_path_as_typed(a) for a in argv])
 
 
-def _commit():
+def _git(*args):
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = subprocess.run(["git", *args], capture_output=True, text=True, timeout=10, cwd=here)
+    return out.stdout if out.returncode == 0 else ""
+
+
+def _commit(written=None):
+    """The commit the code ran at, ``-dirty`` where a tracked file has changes not
+    committed, leaving out ``written``: the result file this run adds its row to (its own
+    earlier rows are no change of the code)."""
     try:
-        out = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True,
-                             text=True, timeout=10,
-                             cwd=os.path.dirname(os.path.abspath(__file__)))
-        return out.stdout.strip() or None
+        head = _git("describe", "--always").strip()
+        if not head:
+            return None
+        top = _git("rev-parse", "--show-toplevel").strip()
+        mine = os.path.relpath(os.path.abspath(written), top) if written and top else None
+        changed = [line[3:].strip() for line in
+                   _git("status", "--porcelain", "--untracked-files=no").splitlines()]
+        return head + ("-dirty" if [c for c in changed if c != mine] else "")
     except (OSError, subprocess.SubprocessError):
         return None
 
@@ -74,7 +87,7 @@ def record(path, figures, command):
     made them, the machine, today's date and the commit. Written whole, then renamed, so that
     an interrupted write leaves the file as it was."""
     row = {**figures, "command": command, "machine": machine_fields(),
-           "date": datetime.date.today().isoformat(), "commit": _commit()}
+           "date": datetime.date.today().isoformat(), "commit": _commit(path)}
     rows = read_rows(path) + [row]
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path + ".part", "w", encoding="utf-8") as f:
