@@ -242,3 +242,35 @@ def test_an_optimiser_without_the_fused_step_is_clipped_by_torch():
     p.grad = torch.full((4,), 100.0)
     clip_gradient_norm([p], 1.0, opt)
     assert torch.allclose(p.grad, torch.full((4,), 0.5), rtol=1e-5)   # clipped here and now
+
+
+def test_a_state_loaded_from_an_unfused_adam_is_clipped_by_torch():
+    """A state dict whose groups say fused=None (an unfused Adam's, or an older file's)
+    turns the fused step off; the clipping then happens before the step, not in it."""
+    from DLStudio.training.schedule import adam, clip_gradient_norm
+    runs = []
+    for loaded in (False, True):
+        p = torch.nn.Parameter(torch.ones(4))
+        opt = adam([p], 0.1, {})
+        if loaded:
+            plain = torch.optim.Adam([torch.nn.Parameter(torch.ones(4))], 0.1,
+                                     betas=(0.9, 0.98), eps=1e-9)
+            opt.load_state_dict(plain.state_dict())
+            assert opt.param_groups[0]["fused"] is None and not opt.fused_step()
+        p.grad = torch.full((4,), 100.0)
+        clip_gradient_norm([p], 1.0, opt)
+        opt.step()
+        runs.append(p.detach().clone())
+    assert torch.allclose(runs[0], runs[1], rtol=1e-6)
+
+
+def test_grad_between_clipping_and_the_step_is_unclipped_as_documented():
+    from DLStudio.training.schedule import ClippingAdam, adam, clip_gradient_norm
+    p = torch.nn.Parameter(torch.ones(4))
+    opt = adam([p], 0.1, {})
+    p.grad = torch.full((4,), 100.0)
+    clip_gradient_norm([p], 1.0, opt)
+    assert torch.equal(p.grad, torch.full((4,), 100.0))          # not yet
+    opt.step()
+    assert torch.allclose(p.grad, torch.full((4,), 0.5), rtol=1e-5)   # written by the step
+    assert "not yet clipped" in ClippingAdam.__doc__

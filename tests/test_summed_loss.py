@@ -1,5 +1,5 @@
 """The training loss's fast backward (model/summed_loss.py) against its definition,
-F.cross_entropy(..., reduction="sum"): the same loss to the last bit, the same gradient to
+F.cross_entropy(..., reduction="sum"): the same loss, the same gradient to
 rounding, and the closed form against the numerical derivative."""
 
 import pytest
@@ -85,3 +85,53 @@ def test_a_second_backward_through_one_loss_is_refused_in_words():
     loss.backward(retain_graph=True)
     with pytest.raises(RuntimeError, match="backward runs once"):
         loss.backward()
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_labels_of_minus_100_are_left_out_as_pytorch_leaves_them_out(eps):
+    g = torch.Generator().manual_seed(1)
+    z = (3 * torch.randn(9, 50, generator=g)).requires_grad_()
+    y = torch.randint(50, (9,), generator=g)
+    y[[0, 4, 8]] = -100
+    want = F.cross_entropy(z, y, label_smoothing=eps, reduction="sum")
+    got = summed_cross_entropy(z, y, eps)
+    assert torch.allclose(got, want, rtol=1e-6, atol=0)
+    (g_want,), (g_got,) = (torch.autograd.grad(loss, z) for loss in (want, got))
+    assert (g_got - g_want).abs().max() <= 1e-6               # NaN fails this comparison
+    assert torch.equal(g_got[[0, 4, 8]], torch.zeros(3, 50))   # column V - 100 untouched
+    with pytest.raises(ValueError, match="a label of -1"):
+        summed_cross_entropy(z, torch.full((9,), -1), eps)
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_every_parameters_gradient_is_autograds_through_cross_entropy(eps):
+    """A whole model's gradients with the closed form against autograd's through
+    F.cross_entropy, at a tolerance that a backward without the smoothing's eps / V fails."""
+    from DLStudio.model.architecture import EncoderDecoderParts
+    torch.manual_seed(0)
+    model = EncoderDecoderParts(vocab_en_size=40, vocab_es_size=60, max_seq_length=12,
+                                embedding_size=32).encoder_decoder(num_basic_encoders=1,
+                                                                   num_basic_decoders=2)
+    src, tgt = torch.randint(2, 40, (6, 12)), torch.randint(2, 60, (6, 12))
+    tgt[:, 0], tgt[:3, 8:] = 0, 1                              # SOS; three padded rows
+    grads = []
+    for how in ("closed form", "autograd", "without eps / V"):
+        model.zero_grad()
+        if how == "closed form":
+            loss, _ = model.loss(src, tgt, label_smoothing=eps)
+        else:
+            from DLStudio.model.tokens import padding_mask
+            keep = ~padding_mask(tgt[:, 1:])
+            logits = model(src, tgt[:, :-1], keep)
+            loss = F.cross_entropy(logits, tgt[:, 1:][keep], label_smoothing=eps,
+                                   reduction="sum")
+            if how == "without eps / V":
+                loss = loss + eps / logits.size(-1) * logits.sum()
+        loss.backward()
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
+    ours, theirs, wrong = grads
+    scale = max(g.abs().max() for g in theirs.values())
+    tol = 1e-5 * scale
+    assert all((ours[n] - theirs[n]).abs().max() <= tol for n in ours)    # NaN fails
+    if eps:
+        assert max((wrong[n] - theirs[n]).abs().max() for n in ours) > tol

@@ -12,14 +12,19 @@ tensor per step. The gradient of this loss has a closed form,
 so the backward pass here writes it over the saved log-probabilities in one exp pass and
 one product, in place (and, with label smoothing, one subtraction). The forward pass
 is PyTorch's own (log_softmax, then nll_loss and the row sums): the loss it returns is
-PyTorch's to the last bit; the gradient agrees with PyTorch's to rounding (a test checks
-both, and the gradient against the numerical derivative).
+PyTorch's, and the gradient agrees with PyTorch's to rounding (tests check both, every
+parameter's gradient of a whole model too, and the gradient against the numerical
+derivative).
+
+Labels of -100 (PyTorch's ``ignore_index``) are left out, as F.cross_entropy leaves them
+out (no loss, no gradient, no label-smoothing term); any other negative label is refused
+with a ValueError, where F.cross_entropy raises an error of its own.
 """
 
 import torch
 import torch.nn.functional as F
 
-__all__ = ["summed_cross_entropy"]
+__all__ = ["summed_cross_entropy", "IGNORE_INDEX"]
 
 
 class SummedCrossEntropy(torch.autograd.Function):
@@ -61,9 +66,20 @@ class SummedCrossEntropy(torch.autograd.Function):
         return grad.mul_(grad_loss), None, None          # (autograd casts it to the logits')
 
 
+#: PyTorch's label for "not scored" (F.cross_entropy's default ignore_index).
+IGNORE_INDEX = -100
+
+
 def summed_cross_entropy(logits, labels, label_smoothing=0.0):
     """``F.cross_entropy(logits, labels, label_smoothing=label_smoothing, reduction="sum")``
-    with the closed-form backward pass. Shape: logits (N, V), labels (N,) -> a scalar"""
+    with the closed-form backward pass; labels of -100 are not scored, as there.
+    Shape: logits (N, V), labels (N,) -> a scalar"""
+    if labels.numel() and int(labels.min()) < 0:
+        if bool(((labels < 0) & (labels != IGNORE_INDEX)).any()):
+            raise ValueError(f"a label of {int(labels.min())}: labels are token ids >= 0, or "
+                             f"{IGNORE_INDEX} for a position not scored")
+        kept = labels != IGNORE_INDEX
+        logits, labels = logits[kept], labels[kept]      # (the left-out rows' gradient: 0)
     if not torch.is_grad_enabled() or not logits.requires_grad or logits.dim() != 2:
         low = logits.dtype in (torch.bfloat16, torch.float16)         # scored in fp32, as
         return F.cross_entropy(logits.float() if low else logits, labels,   # transformers'

@@ -45,9 +45,18 @@ class ClippingAdam(torch.optim.Adam):
     all of them (one call per parameter tensor on a CPU); the fused step reads every
     gradient anyway, and divides it by a ``grad_scale`` as it reads it (PyTorch's way of
     unscaling fp16 gradients). `clip_in_step` hands it 1 / c: the same clipping, in one
-    pass fewer, and the clipped gradients are left in ``.grad`` as before. (x / (1 / c) and
-    x * c differ in the last bit, rounding only: tests/test_precision_and_fused.py.)
+    pass fewer. (x / (1 / c) and x * c differ in the last bit, rounding only:
+    tests/test_precision_and_fused.py.) Between `clip_in_step` and `step`, ``.grad`` still
+    holds the gradients as computed, not yet clipped (code that reads them there, a hook or
+    a print, sees those); the step writes the clipped ones into ``.grad``, so after it they
+    are what clip_grad_norm_ leaves. Only a step whose every parameter group is fused can
+    clip (`fused_step`): a state loaded from an unfused Adam is clipped by torch instead.
     """
+
+    def fused_step(self):
+        """Whether the next step runs the fused kernel (every group's ``fused``, which a
+        loaded state dict sets per group, not ``defaults``)."""
+        return all(group.get("fused") for group in self.param_groups)
 
     def clip_in_step(self, params, max_norm):
         """Measure the gradients' norm now, clip them in the next `step`. Returns the
@@ -79,7 +88,7 @@ def clip_gradient_norm(params, max_norm, optimizer=None):
     """
     params = [p for p in params if p.grad is not None]
     inner = getattr(optimizer, "optimizer", optimizer)
-    if isinstance(inner, ClippingAdam) and inner.defaults.get("fused") \
+    if isinstance(inner, ClippingAdam) and inner.fused_step() \
             and hasattr(torch.nn.utils, "get_total_norm"):             # (torch >= 2.6)
         return inner.clip_in_step(params, max_norm)
     on_cpu = all(p.grad.device.type == "cpu" for p in params)
