@@ -241,3 +241,49 @@ def test_rotary_frequencies_are_transformers_to_the_bit(scaling, tmp_path):
         settings = hub.settings_of(config)
         ours = RotaryEmbedding(head, settings["rope_base"], settings["rope_scaling"]).theta
         assert torch.equal(ours, theirs), (base, head)
+
+
+#: A chat template that uses what real ones use: the date, tools and documents as JSON,
+#: special tokens other than bos/eos, {% generation %} blocks, reasoning.
+RICH_CHAT = (
+    "{{ bos_token }}Today is {{ strftime_now('%d %B %Y') }}.\n"
+    "{% if tools %}Tools: {% for t in tools %}{{ t | tojson }}\n{% endfor %}{% endif %}"
+    "{% if documents %}{% for d in documents %}[{{ d.title }}] {{ d | tojson(indent=2) }}\n"
+    "{% endfor %}{% endif %}"
+    "{% for m in messages %}<|start|>{{ m['role'] }}\n"
+    "{% if m.reasoning_content %}<think>{{ m.reasoning_content }}</think>{% endif %}"
+    "{% if m['role'] == 'assistant' %}{% generation %}{{ m['content'] }}{% endgeneration %}"
+    "{% else %}{{ m['content'] }}{% endif %}<|eot_id|>{% endfor %}"
+    "{% if add_generation_prompt %}<|start|>assistant\n{% endif %}"
+    "{{ pad_token }}{{ unk_token or '' }}")
+TOOLS = [{"type": "function", "function": {"name": "météo", "description": "<b>weather</b> & more",
+                                           "parameters": {"z": 1, "a": [1, 2]}}}]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["tools and documents", "continue", "reasoning"])
+def test_chat_templates_render_as_transformers_renders_them(tmp_path, case):
+    transformers_or_skip()
+    from transformers import AutoTokenizer
+
+    from tests.hub_folders import llama_folder
+    folder = llama_folder(str(tmp_path / "chat"))
+    rewrite(folder, "tokenizer_config.json", chat_template="{{ 'not read' }}",
+            pad_token="<|eot_id|>", unk_token="<|end_of_text|>")
+    with open(os.path.join(folder, "chat_template.jinja"), "w") as f:       # read first
+        f.write(RICH_CHAT)
+    theirs = AutoTokenizer.from_pretrained(folder)
+    ours = TransformerGPT.from_huggingface(folder).vocab
+    messages = [{"role": "user", "content": "¿Qué tiempo hace? <i>ahora</i>", "name": None},
+                {"role": "assistant", "content": "Hace sol"}]
+    options = {"tools and documents": dict(tools=TOOLS, documents=[
+                   {"title": "Nota", "text": "«sol» & \"luz\""}], add_generation_prompt=True),
+               "continue": dict(continue_final_message=True, add_generation_prompt=False),
+               "reasoning": dict(add_generation_prompt=True)}[case]
+    if case == "reasoning":
+        messages[1]["thinking"] = "the user asks about the weather"
+    text, ids = ours.chat(messages, **options)
+    assert text == theirs.apply_chat_template(messages, tokenize=False, **options)
+    assert ids == theirs(text, add_special_tokens=False).input_ids
+    if case == "continue":
+        assert text.endswith("Hace sol")

@@ -17,7 +17,7 @@ import json
 import os
 import unicodedata
 
-__all__ = ["HubTokenizer", "FolderError", "read_json"]
+__all__ = ["HubTokenizer", "FolderError", "read_json", "render_chat"]
 
 
 class FolderError(ValueError):
@@ -41,6 +41,9 @@ def read_json(path, name, required=True):
         raise FolderError(f"{file} is not JSON ({e})") from None
 
 
+#: The special tokens a chat template reads by name (tokenizer_config.json's).
+SPECIAL_NAMES = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token",
+                 "mask_token")
 #: tokenizer_config.json classes whose steps transformers rebuilds around the pieces.
 SENTENCEPIECE_LIKE = ("LlamaTokenizer", "LlamaTokenizerFast")
 
@@ -108,10 +111,10 @@ class HubTokenizer:
         ends, start = named("eos_token_id"), (named("bos_token_id") or (None,))[0]
         template = settings.get("chat_template")
         chat_file = os.path.join(path, "chat_template.jinja")
-        if template is None and os.path.isfile(chat_file):       # transformers 5 writes it
+        if os.path.isfile(chat_file):        # transformers 5 writes it, and reads it first
             with open(chat_file, encoding="utf-8") as f:
                 template = f.read()
-        special = {name: _token_text(settings.get(name)) for name in ("bos_token", "eos_token")
+        special = {name: _token_text(settings.get(name)) for name in SPECIAL_NAMES
                    if settings.get(name) is not None}
         return cls(hf, config.get("vocab_size"), start, ends, template, special)
 
@@ -177,24 +180,18 @@ class HubTokenizer:
         return [self.hf.id_to_token(int(i)) if self.hf.decode([int(i)]) == ""
                 else self.hf.decode([int(i)]) for i in ids]
 
-    def chat(self, messages, add_generation_prompt=True):
+    def chat(self, messages, add_generation_prompt=True, tools=None, documents=None,
+             continue_final_message=False, **more):
         """The conversation ``messages`` ([{"role": ..., "content": ...}, ...]) as the
-        folder's chat template writes it, and its ids (no special token added again)."""
+        folder's chat template writes it (`render_chat`: as transformers'
+        ``apply_chat_template(..., tokenize=False)``), and its ids (no special token added
+        again)."""
         if not self.chat_template:
             raise FolderError("this folder has no chat template (tokenizer_config.json's "
                               "chat_template): --chat is for instruct models; prompt it "
                               "without --chat")
-        from jinja2.ext import loopcontrols
-        from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-        def raise_exception(message):
-            raise FolderError(f"the chat template refused the conversation: {message}")
-
-        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                            extensions=[loopcontrols])
-        env.globals["raise_exception"] = raise_exception
-        text = env.from_string(self.chat_template).render(
-            messages=messages, add_generation_prompt=add_generation_prompt, **self.special)
+        text = render_chat(self.chat_template, messages, add_generation_prompt, tools,
+                           documents, continue_final_message, **{**self.special, **more})
         return text, self.ids([text])[0]
 
     def state(self):
@@ -208,3 +205,103 @@ class HubTokenizer:
         from tokenizers import Tokenizer
         return cls(Tokenizer.from_str(state["json"]), state["size"], state["start_id"],
                    state["end_ids"], state["chat_template"], state["special"])
+
+
+# ------------------------------------------------------------------------------------------
+# Chat templates, rendered as transformers renders them.
+
+#: The names a message's reasoning may come under; templates read the first.
+REASONING = ("reasoning_content", "thinking", "reasoning")
+#: What transformers appends to the message it continues, then cuts the text at.
+CONTINUE_TAG = "CONTINUE_FINAL_MESSAGE_TAG "
+
+
+def _chat_environment():
+    """transformers' Jinja2 environment for chat templates: sandboxed, trim_blocks and
+    lstrip_blocks, loop controls, ``{% generation %}`` blocks (rendered as their body),
+    ``raise_exception``, ``strftime_now``, and a ``tojson`` that keeps keys in order and
+    escapes no HTML."""
+    import datetime
+
+    from jinja2 import nodes
+    from jinja2.ext import Extension, loopcontrols
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    class Generation(Extension):
+        tags = {"generation"}
+
+        def parse(self, parser):
+            line = next(parser.stream).lineno
+            body = parser.parse_statements(["name:endgeneration"], drop_needle=True)
+            return nodes.CallBlock(self.call_method("_body"), [], [], body).set_lineno(line)
+
+        def _body(self, caller):
+            return caller()
+
+    def raise_exception(message):
+        raise FolderError(f"the chat template refused the conversation: {message}")
+
+    def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
+                          sort_keys=sort_keys)
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                        extensions=[Generation, loopcontrols])
+    env.filters["tojson"] = tojson
+    env.globals.update(raise_exception=raise_exception, dict=dict,
+                       strftime_now=lambda f: datetime.datetime.now().strftime(f))
+    return env
+
+
+def _messages(messages):
+    """The messages as a template sees them: a fresh copy, keys whose value is None left
+    out, reasoning under each of its names."""
+    out = []
+    for message in messages:
+        if not isinstance(message, dict):
+            raise FolderError(f"a chat message is a dict ({{'role': ..., 'content': ...}}), "
+                              f"not {message!r}")
+        message = {k: v for k, v in json.loads(json.dumps(message)).items() if v is not None}
+        reasoning = next((message[k] for k in REASONING if message.get(k) is not None), None)
+        if reasoning is not None:
+            message = {"thinking": reasoning, **message, "reasoning_content": reasoning}
+        out.append(message)
+    return out
+
+
+def render_chat(template, messages, add_generation_prompt=True, tools=None, documents=None,
+                continue_final_message=False, **names):
+    """A chat template's text for ``messages``, as transformers'
+    ``apply_chat_template(..., tokenize=False)`` writes it: ``tools`` (JSON schemas),
+    ``documents`` ([{"title", "text"}]), the special tokens' names and any other keyword
+    (``names``) passed to the template; ``continue_final_message`` (True, or the field to
+    continue) ends the text inside the last message, with no end-of-turn after it."""
+    messages = _messages(messages)
+    field = None
+    if continue_final_message:
+        if not messages:
+            raise FolderError("continue_final_message: the conversation is empty")
+        field = continue_final_message if isinstance(continue_final_message, str) \
+            else "content"
+        final = messages[-1].get(field)
+        if not isinstance(final, str):
+            raise FolderError(f"continue_final_message: the last message has no text "
+                              f"{field!r} to continue")
+        fields = [f for f in REASONING if messages[-1].get(f) == final] \
+            if field in REASONING else [field]
+        if not any(f in template for f in fields):
+            raise FolderError(f"continue_final_message: this chat template never writes a "
+                              f"message's {field!r}")
+        for f in fields:
+            messages[-1][f] = final + CONTINUE_TAG
+    text = _chat_environment().from_string(template).render(
+        messages=messages, tools=tools, documents=documents,
+        add_generation_prompt=add_generation_prompt, **names)
+    if field is not None:
+        at = text.rfind(CONTINUE_TAG.strip())
+        if at < 0 or final.strip() not in text:
+            raise FolderError("continue_final_message: the chat template dropped the last "
+                              "message, so there is nothing to continue")
+        text = text[:at] if text[at:at + len(CONTINUE_TAG)] == CONTINUE_TAG \
+            else text[:at].rstrip()
+    return text
