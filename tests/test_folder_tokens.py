@@ -287,3 +287,44 @@ def test_chat_templates_render_as_transformers_renders_them(tmp_path, case):
     assert ids == theirs(text, add_special_tokens=False).input_ids
     if case == "continue":
         assert text.endswith("Hace sol")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["llama", "qwen2"])
+def test_bf16_logits_are_transformers_within_two_ulps(tmp_path, kind):
+    """transformers' bf16: RMSNorm normalises in fp32 and rounds before its weight, and the
+    attention is the fused kernel, on a CPU too; ours reads a folder the same way."""
+    transformers_or_skip()
+    from transformers import AutoModelForCausalLM
+
+    from tests.hub_folders import llama_folder
+    folder = llama_folder(str(tmp_path / kind), kind=kind)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.bfloat16).eval()
+    gpt = TransformerGPT.from_huggingface(folder, dtype=torch.bfloat16)
+    ids = torch.tensor([gpt.encode(" ".join(VARIED[:9]))[:197]])
+    with torch.no_grad():
+        theirs, ours = model(ids).logits.float(), gpt(ids).float()
+    # an ulp of each position's logits: bf16's spacing at its largest one
+    ulp = torch.finfo(torch.bfloat16).eps * theirs.abs().amax(-1, keepdim=True)
+    assert ((ours - theirs).abs() <= 2 * ulp).all()                 # NaN fails this
+    top2 = theirs.topk(2, -1).values
+    clear = (top2[..., 0] - top2[..., 1]) > 2 * torch.finfo(torch.bfloat16).eps * \
+        top2[..., 0].abs()
+    assert clear.sum() >= ids.size(1) // 2
+    assert torch.equal(ours.argmax(-1)[clear], theirs.argmax(-1)[clear])
+
+
+def test_rmsnorm_in_bf16_normalises_in_fp32_and_changes_nothing_in_fp32():
+    torch.manual_seed(0)
+    norm = TransformerGPT.RMSNorm(64, eps=1e-6)
+    with torch.no_grad():
+        norm.weight.uniform_(0.5, 1.5)
+    x = torch.randn(3, 5, 64) * 4
+    before = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * norm.weight
+    assert torch.equal(norm(x), before)                          # fp32: bit for bit
+    half = norm.to(torch.bfloat16)
+    xb = x.bfloat16()
+    xf = xb.float()
+    expected = half.weight * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6)) \
+        .bfloat16()
+    assert torch.equal(half(xb), expected) and half(xb).dtype == torch.bfloat16

@@ -316,6 +316,8 @@ def read_folder(cls, path, dl_studio=None, dtype=None):
                           f"{' ...' if len(left) > 4 else ''}. Nothing was loaded")
     gpt.folder, gpt.generation_config = path, read_json(path, "generation_config.json",
                                                         required=False)
+    for layer in gpt.master_decoder.basic_decoder_arr:   # bf16 on a CPU: transformers' kernel
+        layer.self_attention.fused_cpu_bf16 = True
     return gpt.to(dls.device).eval()
 
 

@@ -28,17 +28,20 @@ class BatchedHeads:
     `all_heads`."""
 
     fused = True       # F.scaled_dot_product_attention in the batched path (measured)
+    fused_cpu_bf16 = False   # ... for bf16 on a CPU too (a real model's, as transformers)
 
     def all_heads(self, x_q, x_kv, mask):
         """What `per_head` computes, without a loop over heads: head i's W_Q, W_K, W_V are
         the i-th of H stacked matrices, and one batched product (torch.baddbmm) applies
         each to its slice of every word (a test checks equality). Line (A): PyTorch's fused
         attention, but for bf16 on a CPU, where it measured slower (benchmarks/
-        bench_attention.py); attention maps use the readable one (``self.weighted``:
+        bench_attention.py), unless ``fused_cpu_bf16`` (a real model's folder: the kernel
+        transformers computes it with); attention maps use the readable one (``self.weighted``:
         architecture.scaled_dot_product), which returns the weights."""
         B, T_q, M = x_q.shape
         Q, K, V = self.queries_keys_values(x_q, x_kv)                  # (B, H, T, s_qkv)
-        cpu_bf16 = Q.dtype == torch.bfloat16 and Q.device.type == "cpu"
+        cpu_bf16 = Q.dtype == torch.bfloat16 and Q.device.type == "cpu" \
+            and not self.fused_cpu_bf16
         if self.fused and not self.record_attention and not cpu_bf16:       ## (A)
             grouped = {"enable_gqa": True} if GQA_IN_SDPA and self.group > 1 else {}
             if not grouped:        # (torch < 2.5: the groups' keys and values, repeated)

@@ -33,7 +33,9 @@ class RMSNorm(nn.Module):
         RMSNorm(x) = x / sqrt(mean_i(x_i^2) + eps) * g
 
     LayerNorm without its centring and its bias: the vector is scaled to a root mean square
-    of 1, never shifted. Cheaper, and as good in today's models.
+    of 1, never shifted. Cheaper, and as good in today's models. In bf16 the normalising is
+    done in fp32 and its result rounded to bf16 before g multiplies it (as Llama's code
+    and transformers do); in fp32 that changes nothing.
     Args: size (M), eps (inside the root). Shape: (..., M) -> (..., M)
     """
 
@@ -43,7 +45,9 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(size))                     # g
 
     def forward(self, x):
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+        dtype, x = x.dtype, x.float()
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x.to(dtype)
 
 
 class SwiGLU(nn.Module):
