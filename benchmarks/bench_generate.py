@@ -4,7 +4,9 @@ the same weights, machine and threads: a Llama-shaped model of SmolLM2-135M's si
 random weights (30 layers, width 576, 9 heads, 3 key/value heads, F 1,536, vocabulary
 49,152), a prompt of 32 tokens and 128 new ones, in fp32 and bf16. Each row runs in a
 fresh process of its own, so that its peak memory (the process's maximum resident set) is
-its own. Without transformers its rows are left out (said).
+its own; "added while generating" is how far the resident memory rose above what the loaded
+model held (the key/value cache, activations, and any copy of the weights). Without
+transformers its rows are left out (said).
 
     python benchmarks/bench_generate.py                       # about five minutes
     python benchmarks/bench_generate.py --results docs/results/generate_speed.json   # kept
@@ -85,6 +87,26 @@ def peak_mb():
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def resident_mb():
+    """This process's resident memory now (VmRSS; None where /proc says nothing)."""
+    try:
+        with open("/proc/self/status", encoding="utf-8") as f:
+            return next(int(line.split()[1]) / 1024 for line in f if line.startswith("VmRSS"))
+    except (OSError, StopIteration):
+        return None
+
+
+def restart_peak():
+    """Start the high-water mark (VmHWM) again from the memory held now: what generating
+    adds is then measured apart from what reading the model cost (Linux: clear_refs 5)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
 def run_row(args, which, dtype_name, folder):
     """One row, in this (fresh) process: tokens per second over ``repeats`` runs after a
     warm-up, and the peak resident memory."""
@@ -106,6 +128,8 @@ def run_row(args, which, dtype_name, folder):
         def once():
             return generate(gpt, prompt, max_new_tokens=args.new, end_ids=(-1,))[0,
                                                                                args.prompt:]
+    loaded_peak, held = peak_mb(), resident_mb()
+    apart = restart_peak() and held is not None
     with torch.inference_mode():
         tokens = once()                                         # warm-up
         times = []
@@ -113,8 +137,9 @@ def run_row(args, which, dtype_name, folder):
             start = time.perf_counter()
             tokens = once()
             times.append(time.perf_counter() - start)
-    return {"tokens_per_s": args.new / min(times), "peak_mb": peak_mb(),
-            "tokens": tokens.tolist()}
+    generating = peak_mb()
+    return {"tokens_per_s": args.new / min(times), "peak_mb": max(loaded_peak, generating),
+            "generating_mb": generating - held if apart else None, "tokens": tokens.tolist()}
 
 
 def main(argv=None):
@@ -179,14 +204,17 @@ def main(argv=None):
             "vs_transformers": round(r["tokens_per_s"] / theirs["tokens_per_s"], 2)
             if theirs else None,
             "peak_memory_mb": round(r["peak_mb"]),
+            "generating_mb": None if r.get("generating_mb") is None
+            else round(r["generating_mb"]),
             "same_tokens": r["tokens"] == theirs["tokens"] if theirs else None})
-    table = ["| model | dtype | tokens/s | vs transformers | peak memory (MB) | same tokens |",
-             "|---|---|---|---|---|---|"]
+    table = ["| model | dtype | tokens/s | vs transformers | peak memory (MB) | added while "
+             "generating (MB) | same tokens |", "|---|---|---|---|---|---|---|"]
     for c in compared:
         ratio = "-" if c["vs_transformers"] is None else f"{c['vs_transformers']:.2f}x"
         same = {None: "-", True: "yes", False: "no"}[c["same_tokens"]]
+        added = "-" if c["generating_mb"] is None else c["generating_mb"]
         table.append(f"| {c['model']} | {c['dtype']} | {c['tokens_per_second']:.1f} | {ratio} | "
-                     f"{c['peak_memory_mb']} | {same} |")
+                     f"{c['peak_memory_mb']} | {added} | {same} |")
     print("\n".join(table))
     if args.results:
         keep_rows(args, compared, argv)

@@ -17,6 +17,25 @@ from .since_2017 import repeat_kv
 
 __all__ = ["BatchedHeads"]
 
+
+def _adjacent(tensors):
+    """Whether the tensors lie one after another in one block of memory, in this order."""
+    first = tensors[0]
+    where, at = first.untyped_storage().data_ptr(), first.storage_offset()
+    for t in tensors:
+        if t.untyped_storage().data_ptr() != where or t.storage_offset() != at \
+                or not t.is_contiguous():
+            return False
+        at += t.numel()
+    return True
+
+
+def _joined(tensors):
+    """The `_adjacent` tensors as one, stacked along their first axis: a view, no copy."""
+    first = tensors[0]
+    return first.as_strided((sum(t.size(0) for t in tensors), *first.shape[1:]),
+                            first.stride())
+
 #: PyTorch's fused attention reads G key/value heads for H query heads itself (torch 2.5).
 GQA_IN_SDPA = tuple(int(n) for n in torch.__version__.split(".")[:2]) >= (2, 5)
 
@@ -100,11 +119,35 @@ class BatchedHeads:
                 for t in out.chunk(len(names), dim=-1)]
 
     def stacked(self, names, heads):
-        """The heads' weights and biases side by side (one cat): (H, 1, k s), (H, s_in, k s)."""
+        """The heads' weights and biases side by side: (H, 1, k s), (H, s_in, k s). While
+        gradients are recorded, one cat of the heads' parameters (autograd then hands each
+        head its share). Without them (decoding, evaluation), a view: the heads' weights
+        are moved, the first time, into one block of memory in this order (`shared`), each
+        head's Parameter a view of its rows, so that reading all of them copies nothing and
+        the model's weights stay one copy (the same numbers either way)."""
         H, layers = len(heads), [getattr(h, n) for h in heads for n in names]
-        W = torch.cat([layer.weight for layer in layers])             # (H k s, s_in)
-        b = torch.cat([layer.bias for layer in layers])               # (H k s)
+        if not torch.is_grad_enabled():
+            W, b = self.shared(names, layers)
+        else:
+            W = torch.cat([layer.weight for layer in layers])         # (H k s, s_in)
+            b = torch.cat([layer.bias for layer in layers])           # (H k s)
         return b.view(H, 1, -1), W.view(H, -1, W.size(-1)).transpose(1, 2)
+
+    @staticmethod
+    def shared(names, layers):
+        """(W (H k s, s_in), b (H k s)): the layers' weights and biases as views of one
+        block each. The first time (and again after the model is moved or cast, which gives
+        each Parameter memory of its own) their numbers are moved into such a block, each
+        Parameter keeping its name, values and optimiser state as a view of its rows."""
+        weights, biases = [layer.weight for layer in layers], [layer.bias for layer in layers]
+        if not (_adjacent(weights) and _adjacent(biases)):
+            with torch.inference_mode(False), torch.no_grad():   # (plain tensors, always)
+                for params in (weights, biases):
+                    block, at = torch.cat(params), 0
+                    for p in params:
+                        p.data = block[at:at + p.size(0)]              # a view of its rows
+                        at += p.size(0)
+        return _joined(weights), _joined(biases)
 
     def can_batch(self, standard_head):
         """The batched product reproduces ``standard_head`` only: a student's head (its
