@@ -234,7 +234,7 @@ def print_results(ex, results):
         if result.passed:
             print(f"  ok    {result.name:<{width}}{about[result.name]}")
         else:
-            print(f"  FAIL  {result.name:<{width}}{result.message}")
+            print(f"  FAIL  {result.name:<{width}}{printable(result.message)}")
             if result.exhibit:
                 print(f"        {'':<{width}}what this mistake costs: "
                       f"{MUSEUM.format(result.exhibit)}")
@@ -379,7 +379,7 @@ def _options(args):
 def grade(ex, folder, csv_path, points, args):
     """Grade every .py file of ``folder`` into ``csv_path``: one row a file (file, status,
     the points of each check, total, out of, seed)."""
-    from ..exercises.grading import grade_folder
+    from ..exercises.grading import add_similar_flags, grade_folder
     if not os.path.isdir(folder):
         raise UserError(f"--submissions {folder}: no such folder")
     # every entry named *.py is a row: one that is no regular file (a link, a folder, a
@@ -388,31 +388,55 @@ def grade(ex, folder, csv_path, points, args):
     if not files:
         raise UserError(f"--submissions {folder}: no .py files in it")
     start = time.monotonic()
-    grades = grade_folder(ex, files, args.seed, args.jobs, **_options(args))
+    grades = grade_folder(ex, files, args.seed, args.jobs, similar=False, **_options(args))
+    write_grades(csv_path, grades, points)            # the grades first: then the flags
+    left = add_similar_flags(ex, grades)
+    write_grades(csv_path, grades, points)
+    out_of = sum(points.values())
+    for g in grades:
+        earned = sum(points[r.name] for r in g.results if r.passed and r.name in points)
+        flags = " ".join(shown(flag) for flag in g.flags)
+        print(f"{shown(g.file):<30} {earned:>6g} / {out_of:g}  {shown(g.status)}"
+              + (f"  [{flags}]" if flags else ""))
+    if any(g.flags for g in grades):
+        print("flags inform, they change no score: reference:NAME, the file names the "
+              "package's own NAME; obfuscation:NAME, it runs code it builds or decodes "
+              "(NAME); similar:FILE, its own code is near-identical to FILE's")
+    if left:
+        print(f"similar: {left} pairs of files were not compared within the flags' time "
+              "budget (the grades are complete)")
+    print(f"graded {len(files)} files in {time.monotonic() - start:.0f} s: {csv_path}")
+    return 0
+
+
+def write_grades(csv_path, grades, points):
+    """The grades as a CSV file, one row a file (written whole, then renamed)."""
     names, out_of = list(points), sum(points.values())
-    with open(csv_path, "w", newline="", encoding="utf-8") as f:
+    with open(csv_path + ".part", "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
         writer.writerow(["file", "status", "flags", *names, "total", "out_of", "seed"])
         for g in grades:
             passed = {r.name: r.passed for r in g.results}
             earned = [points[n] if passed.get(n) else 0 for n in names]
             flags = " ".join(shown(flag) for flag in g.flags)
-            writer.writerow([spreadsheet_cell(shown(g.file)), spreadsheet_cell(g.status),
+            writer.writerow([spreadsheet_cell(shown(g.file)), spreadsheet_cell(shown(g.status)),
                              spreadsheet_cell(flags), *earned, sum(earned), out_of, g.seed])
-            print(f"{shown(g.file):<30} {sum(earned):>6g} / {out_of:g}  {shown(g.status)}"
-                  + (f"  [{flags}]" if flags else ""))
-    if any(g.flags for g in grades):
-        print("flags inform, they change no score: reference:NAME, the file names the "
-              "package's own NAME; similar:FILE, its own code is near-identical to FILE's")
-    print(f"graded {len(files)} files in {time.monotonic() - start:.0f} s: {csv_path}")
-    return 0
+    os.replace(csv_path + ".part", csv_path)
 
 
 def shown(text):
     """``text`` (a file name, perhaps not UTF-8, perhaps with a newline) as one printable
     line: undecodable bytes as \\xNN, control characters escaped."""
-    text = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    try:
+        text = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:                 # a lone surrogate no byte stands behind
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+
+
+def printable(text):
+    """``text`` as any UTF-8 printer takes it: its lines kept, a lone surrogate escaped."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def spreadsheet_cell(text):
@@ -456,17 +480,20 @@ def gradescope(ex, where, out, points, visibility, args):
                       "output": output, "visibility": visibility[r.name]})
     if g.flags:               # for the instructor: hidden from the student, worth nothing
         tests.append({"name": "flags (for the instructor)", "score": 0.0, "max_score": 0.0,
-                      "output": " ".join(g.flags) + ": the file names the package's own "
-                      "implementation of a part the exercise asks for; the score is its "
+                      "output": " ".join(g.flags) + ": reference:NAME, the file names the "
+                      "package's own implementation of a part the exercise asks for; "
+                      "obfuscation:NAME, it runs code it builds or decodes; the score is its "
                       "checks'", "visibility": "hidden"})
-    print_results(ex, g.results)
     score = sum(t["score"] for t in tests)
-    print(f"{score:g} of {sum(points.values()):g} points ({g.status}, seed {g.seed}): {out}")
-    return _write_gradescope(out, {
+    _write_gradescope(out, {                      # results.json first, then what is printed
         "score": score, "tests": tests,
         "output": f"{ex.name}: {os.path.basename(path)} {g.status} (inputs of seed {g.seed}; "
                   f"dlstudio check {ex.name} FILE --seed {g.seed} gives the same checks)",
         "extra_data": {"seed": g.seed, "status": g.status}})
+    print_results(ex, g.results)
+    print(f"{score:g} of {sum(points.values()):g} points ({shown(g.status)}, seed {g.seed}): "
+          f"{out}")
+    return 0
 
 
 def _write_gradescope(out, results):

@@ -69,7 +69,9 @@ def inspected(value, budget=NODE_BUDGET, string_limit=STRING_LIMIT):
     """A copy of the answer ``value`` as the grader may compute with it, read node by node
     within ``budget``: strings cut to ``string_limit``; each tensor dense, of a real or bool
     dtype, and no larger than its storage (a stride-0 view of 10^15 elements held in a few
-    bytes is refused before any arithmetic). ValueError says what was refused."""
+    bytes is refused before any arithmetic), then copied into a fresh plain torch.Tensor
+    (whatever attributes the student's tensor carried, a ``double`` that would shadow the
+    method the grader calls, stay behind). ValueError says what was refused."""
     left = [budget]
 
     def walk(v, depth):
@@ -85,7 +87,8 @@ def inspected(value, budget=NODE_BUDGET, string_limit=STRING_LIMIT):
                 raise ValueError(f"a tensor of {v.numel():,} numbers held in "
                                  f"{v.untyped_storage().nbytes():,} bytes (a view that repeats "
                                  "its storage): answers are tensors of their own")
-            return v
+            fresh = v.detach().clone().as_subclass(torch.Tensor)   # no attribute of its own
+            return fresh                  # (a method the student's object shadowed, say)
         if isinstance(v, str):
             return v if len(v) <= string_limit else v[:string_limit] + "..."
         if v is None or isinstance(v, (bool, int, float)):

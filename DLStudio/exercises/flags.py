@@ -2,7 +2,9 @@
 they never change a score.
 
     reference_flags(exercise, source)     ["reference:scaled_dot_product", ...]
-    similar_flags({name: source}, skeleton_source)   {name: ["similar:other.py", ...]}
+    similar_flags({name: source}, skeleton_source)   ({name: ["similar:other.py", ...]},
+                                                      pairs left uncompared)
+    obfuscation_flags(source)             ["obfuscation:exec", ...]
 
 ``reference:NAME``: the file names the package's own implementation of a part the exercise
 asks for (imports it, reads it as an attribute, keeps it in a default argument, or asks
@@ -10,24 +12,68 @@ asks for (imports it, reads it as an attribute, keeps it in a default argument, 
 reference kept where the switch does not reach (a default argument is bound when the file
 loads) would run; the flag shows the instructor where to look.
 
-``similar:OTHER``: two files whose own code (the skeleton's lines removed, comments and
-blank lines too, the names it chose made one) is near-identical, when both
+``similar:OTHER``: two files whose own code (the skeleton's lines removed, comments,
+strings and blank lines too, the names it chose made one) is near-identical, when both
 have enough of it to mean something (a few lines of a short exercise are alike in most
-correct files).
+correct files). Padding a copy with strings or comments changes nothing; the comparison
+reads at most MAX_TOKENS of each file and stops after a time budget (the pairs it left
+are counted, for the instructor to hear).
+
+``obfuscation:NAME``: the file runs code it builds or fetches by name (``exec``, ``eval``,
+``compile``, ``__import__``, ``importlib``, ``vars()``, ``globals()``, ``__dict__``,
+``__builtins__``) or decodes hidden text (``base64``, ``codecs``, ``zlib``, ``marshal``):
+what a copied solution hidden in a string, or the package's own part fetched by a built
+name, needs. An honest solution of these exercises needs none of them.
 """
 
 import ast
 import difflib
+import io
 import keyword
 import re
+import time
+import tokenize
 import types
 
-__all__ = ["reference_flags", "similar_flags", "MIN_TOKENS", "SIMILAR"]
+__all__ = ["reference_flags", "similar_flags", "obfuscation_flags", "MIN_TOKENS", "SIMILAR",
+           "MAX_TOKENS", "SIMILAR_BUDGET"]
 
 #: Own code shorter than this many tokens is never flagged as similar.
 MIN_TOKENS = 60
 #: The similarity (difflib's ratio of the renamed tokens) from which two files are flagged.
 SIMILAR = 0.9
+#: Of each file's own code, the tokens compared (a solution is a few hundred).
+MAX_TOKENS = 5000
+#: Seconds the similar: comparison of a whole folder may take.
+SIMILAR_BUDGET = 120.0
+#: What obfuscation: names: calls, names read, attributes, modules imported.
+HIDING_CALLS = {"exec", "eval", "compile", "__import__", "vars", "globals"}
+HIDING_NAMES = {"__builtins__", "__dict__", "__import__", "__loader__", "__spec__"}
+HIDING_MODULES = {"importlib", "base64", "binascii", "codecs", "zlib", "marshal", "pickle",
+                  "lzma", "bz2", "gzip"}
+
+
+def obfuscation_flags(source):
+    """``obfuscation:NAME`` for each way of running hidden or fetched code ``source`` uses
+    (sorted, without repeats); none for a file that does not parse."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                node.func.id in HIDING_CALLS:
+            found.add(node.func.id)
+        elif isinstance(node, ast.Name) and node.id in HIDING_NAMES:
+            found.add(node.id)
+        elif isinstance(node, ast.Attribute) and node.attr in HIDING_NAMES:
+            found.add(node.attr)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) \
+                else [node.module or ""]
+            found |= {n.split(".")[0] for n in names if n.split(".")[0] in HIDING_MODULES}
+    return sorted(f"obfuscation:{name}" for name in found)
 
 
 def _owner_named(node, owner):
@@ -73,35 +119,63 @@ def reference_flags(exercise, source):
 _TOKEN = re.compile(r"[A-Za-z_]\w*|\d+(?:\.\d*)?(?:e-?\d+)?|\S")
 
 
-def own_tokens(source, skeleton):
-    """The file's own code as tokens: lines of the skeleton, comments and blank lines left
-    out; every name the file chose is "n" (a renamed variable is the same code), while a
-    name read after a dot (a method, an attribute of a library) and keywords stay."""
+#: tokenize's kinds that are no code: strings (a docstring, padding), comments, layout.
+_NOT_CODE = {tokenize.STRING, tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE,
+             tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER, tokenize.ENCODING}
+_NOT_CODE |= {getattr(tokenize, k) for k in ("FSTRING_START", "FSTRING_MIDDLE", "FSTRING_END")
+              if hasattr(tokenize, k)}
+
+
+def _code_tokens(line_tokens):
+    """(line number, text) of each token of code, Python's tokenizer's (strings and
+    comments left out), or the plain pattern's where the file does not tokenize."""
+    try:
+        return [(t.start[0], t.string) for t in line_tokens() if t.type not in _NOT_CODE]
+    except (tokenize.TokenError, IndentationError, SyntaxError, RecursionError):
+        return None
+
+
+def own_tokens(source, skeleton, limit=MAX_TOKENS):
+    """The file's own code as tokens (at most ``limit``): lines of the skeleton, comments,
+    strings and blank lines left out; every name the file chose is "n" (a renamed variable
+    is the same code), while a name read after a dot (a method, an attribute of a library)
+    and keywords stay."""
     given = {line.strip() for line in skeleton.splitlines()}
+    lines = source.splitlines()
+    found = _code_tokens(lambda: tokenize.generate_tokens(io.StringIO(source).readline))
+    if found is None:
+        found = [(i + 1, t) for i, line in enumerate(lines)
+                 for t in _TOKEN.findall(line.strip())
+                 if not line.strip().startswith("#")]
     tokens = []
-    for line in source.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#") or line in given:
-            continue
-        for token in _TOKEN.findall(line):
-            if (token[0].isalpha() or token[0] == "_") and not keyword.iskeyword(token) \
-                    and tokens[-1:] != ["."]:
-                token = "n"
-            tokens.append(token)
+    for number, token in found:
+        if number <= len(lines) and lines[number - 1].strip() in given:
+            continue                                    # the skeleton's own line
+        if (token[0].isalpha() or token[0] == "_") and not keyword.iskeyword(token) \
+                and tokens[-1:] != ["."]:
+            token = "n"
+        tokens.append(token)
+        if len(tokens) >= limit:
+            break
     return tokens
 
 
-def similar_flags(sources, skeleton, min_tokens=MIN_TOKENS, threshold=SIMILAR):
-    """{file: ["similar:OTHER", ...]} for the pairs of ``sources`` ({file: source}) whose own
-    code is near-identical; files with no such pair are left out."""
+def similar_flags(sources, skeleton, min_tokens=MIN_TOKENS, threshold=SIMILAR,
+                  budget=SIMILAR_BUDGET):
+    """({file: ["similar:OTHER", ...]}, pairs left uncompared) for the pairs of ``sources``
+    ({file: source}) whose own code is near-identical, compared for ``budget`` seconds at
+    most; files with no such pair are left out."""
     own = {name: own_tokens(text, skeleton) for name, text in sources.items()}
     own = {name: tokens for name, tokens in own.items() if len(tokens) >= min_tokens}
     names, flags = sorted(own), {}
-    for i, a in enumerate(names):
-        for b in names[i + 1:]:
-            match = difflib.SequenceMatcher(None, own[a], own[b], autojunk=False)
-            if match.real_quick_ratio() >= threshold and match.quick_ratio() >= threshold \
-                    and match.ratio() >= threshold:
-                flags.setdefault(a, []).append(f"similar:{b}")
-                flags.setdefault(b, []).append(f"similar:{a}")
-    return flags
+    pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
+    end = time.monotonic() + budget
+    for done, (a, b) in enumerate(pairs):
+        if time.monotonic() > end:
+            return flags, len(pairs) - done
+        match = difflib.SequenceMatcher(None, own[a], own[b], autojunk=False)
+        if match.real_quick_ratio() >= threshold and match.quick_ratio() >= threshold \
+                and match.ratio() >= threshold:
+            flags.setdefault(a, []).append(f"similar:{b}")
+            flags.setdefault(b, []).append(f"similar:{a}")
+    return flags, 0

@@ -15,6 +15,7 @@ one-line reason) and the rest are graded.
 
 import os
 import secrets
+import shutil
 import signal
 import stat
 import subprocess
@@ -29,12 +30,12 @@ import torch
 
 from .answering import inspected, read_message, write_message
 from .checking import Answered, Mistake, Result, from_plain, run_checks
-from .flags import reference_flags, similar_flags
+from .flags import SIMILAR_BUDGET, obfuscation_flags, reference_flags, similar_flags
 from .limits import FileGroup
 from .sandbox import Sandbox, kill_user
 
-__all__ = ["Grade", "grade_file", "grade_folder", "new_seed", "read_submission", "NotGraded",
-           "OUTPUT_LIMIT", "SUBMISSION_LIMIT"]
+__all__ = ["Grade", "grade_file", "grade_folder", "add_similar_flags", "new_seed",
+           "read_submission", "NotGraded", "OUTPUT_LIMIT", "SUBMISSION_LIMIT", "said"]
 
 #: How much of a child's output the grader keeps (its last bytes).
 OUTPUT_LIMIT = 64 * 1024
@@ -46,6 +47,18 @@ CHILD = ("import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')];
 
 #: The largest submission read (its size is read first, from the file it opened).
 SUBMISSION_LIMIT = 1 << 20
+
+
+#: How much of one message from a student's process is kept (a check's failure).
+SAID_LIMIT = 1000
+
+
+def said(text, limit=SAID_LIMIT):
+    """A text the student's process sent, as the grader keeps it: cut to ``limit``
+    characters, and printable anywhere (a lone surrogate, which no UTF-8 printer takes,
+    written as its escape)."""
+    text = text if len(text) <= limit else text[:limit] + "..."
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 class NotGraded(Exception):
@@ -192,10 +205,12 @@ class Child:
         if not isinstance(answer, dict):
             raise Answered("your file's process answered something that is no answer")
         if "failed" in answer:
-            message = str(answer["failed"])
-            if answer.get("exhibit"):
-                raise Mistake(message, str(answer["exhibit"]))
-            raise Answered(message)
+            message, exhibit = answer["failed"], answer.get("exhibit")
+            if not isinstance(message, str) or not isinstance(exhibit, (str, type(None))):
+                raise Answered("your file's process answered a failure that is no text")
+            if exhibit:
+                raise Mistake(said(message), said(exhibit))
+            raise Answered(said(message))
         self.answered += 1
         return from_plain(answer.get("value"))
 
@@ -281,7 +296,8 @@ def grade_file(exercise, path, seed=None, timeout=60, memory_mb=3072, sandbox=No
         return Grade(os.path.basename(path), why, [
             Result(c.name, False, why) for c in exercise.checks
             if only is None or c.name in only], seed)
-    with tempfile.TemporaryDirectory(prefix="dlstudio-grade-") as work:
+    work = tempfile.mkdtemp(prefix="dlstudio-grade-")
+    try:
         copy = os.path.join(work, "submission.py" if not safe_name(path) else
                             os.path.basename(path))
         with open(copy, "wb") as f:
@@ -292,6 +308,8 @@ def grade_file(exercise, path, seed=None, timeout=60, memory_mb=3072, sandbox=No
         finally:
             child.stop()
         output = child.tail.text() if child.process else ""
+    finally:
+        remove_folder(work)
     if child.timed_out:
         status = f"stopped after {timeout} s"
     elif child.crashes:
@@ -300,7 +318,37 @@ def grade_file(exercise, path, seed=None, timeout=60, memory_mb=3072, sandbox=No
         status = "checked"
     text = source.decode("utf-8", "replace")
     return Grade(os.path.basename(path), status, results, seed, time.monotonic() - start,
-                 output, reference_flags(exercise, text), text)
+                 output, file_flags(exercise, text), text)
+
+
+def file_flags(exercise, text):
+    """One file's flags from its source (reference: and obfuscation:); a source the flags
+    cannot read (nested past Python's parser, say) is said as a flag, never an error."""
+    try:
+        return reference_flags(exercise, text) + obfuscation_flags(text)
+    except (RecursionError, MemoryError, ValueError) as e:
+        return [f"unread:{type(e).__name__}"]
+
+
+def remove_folder(path):
+    """Remove a file's work folder whatever its student left in it (a chain of folders too
+    deep for shutil.rmtree's recursion, a file it made read-only): rmtree, then rm -rf."""
+    try:
+        shutil.rmtree(path)
+    except (OSError, RecursionError):
+        pass
+    if os.path.lexists(path):
+        subprocess.run(["chmod", "-R", "u+rwx", path], capture_output=True, timeout=300)
+        subprocess.run(["rm", "-rf", "--one-file-system", path], capture_output=True,
+                       timeout=300)
+
+
+def ungraded(exercise, path, seed, why):
+    """The row of a file whose grading failed in the grader itself: every check failed,
+    with why (one file never costs the others their grades)."""
+    status = f"not graded: the grader failed on this file ({why})"
+    return Grade(os.path.basename(path), status,
+                 [Result(c.name, False, status) for c in exercise.checks], seed)
 
 
 def safe_name(path):
@@ -313,16 +361,33 @@ def safe_name(path):
     return name.isprintable()
 
 
-def grade_folder(exercise, files, seed=None, jobs=1, **options):
-    """The Grade of each file, ``jobs`` at a time (each with its own seed unless ``seed``)."""
+def grade_folder(exercise, files, seed=None, jobs=1, similar=True, **options):
+    """The Grade of each file, ``jobs`` at a time (each with its own seed unless ``seed``);
+    whatever fails in grading one file becomes that file's row. ``similar``: add the
+    similar: flags too (`add_similar_flags`; a caller that writes the grades first passes
+    False and adds them after)."""
     sandbox = options.pop("sandbox", None) or Sandbox.find()
+
+    def one(file):
+        file_seed = new_seed() if seed is None else seed
+        try:
+            return grade_file(exercise, file, file_seed, sandbox=sandbox, **options)
+        except Exception as e:          # the grader's own failure on this file: its row
+            return ungraded(exercise, file, file_seed, f"{type(e).__name__}: {e}"[:300])
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        grades = list(pool.map(lambda f: grade_file(exercise, f, seed, sandbox=sandbox,
-                                                    **options), files))
+        grades = list(pool.map(one, files))
+    if similar:
+        add_similar_flags(exercise, grades)
+    return grades
+
+
+def add_similar_flags(exercise, grades, budget=SIMILAR_BUDGET):
+    """Add the similar: flags to ``grades``, comparing pairs for ``budget`` seconds at most;
+    returns how many pairs were left uncompared (then said by the caller)."""
     sources = {g.file: g.source for g in grades if g.source}      # read once, by grade_file
     from . import skeleton_path
     with open(skeleton_path(exercise.name), encoding="utf-8") as f:
-        similar = similar_flags(sources, f.read())
+        similar, left = similar_flags(sources, f.read(), budget=budget)
     for grade in grades:
         grade.flags += similar.get(grade.file, [])
-    return grades
+    return left

@@ -1,0 +1,166 @@
+"""The grader's holes found by hostile files, each with the fix's test: one file never costs
+the class its grades (a parser's recursion, a folder chain too deep to remove, a slow
+similarity comparison), a student's message is short text and printable, a tensor answer
+carries nothing of the student's object, and the flags see hidden code and padded copies.
+These run without the sandbox: the pieces are called directly."""
+
+import os
+import sys
+
+import pytest
+import torch
+
+from DLStudio.exercises import exercise
+from DLStudio.exercises.answering import inspected
+from DLStudio.exercises.checking import Answered
+from DLStudio.exercises.flags import obfuscation_flags, own_tokens, similar_flags
+from DLStudio.exercises.grading import Child, file_flags, grade_folder, remove_folder, said
+
+from .test_exercises import solution
+
+ATTENTION = solution("attention")
+
+
+def test_a_file_nested_past_the_parser_is_a_flag_not_an_error():
+    deep = ATTENTION + "\nX = " + " + ".join(["1"] * 3000) + "\n"
+    flags = file_flags(exercise("attention"), deep)
+    assert flags in ([], ["unread:RecursionError"], ["unread:MemoryError"])
+
+
+def test_a_chain_of_folders_too_deep_for_rmtree_is_removed(tmp_path):
+    top = tmp_path / "work"
+    path = str(top)
+    os.makedirs(path)
+    here = os.getcwd()
+    try:                                     # 1,200 levels, made relative (paths too long)
+        os.chdir(path)
+        for _ in range(1200):
+            os.mkdir("d")
+            os.chdir("d")
+    finally:
+        os.chdir(here)
+    remove_folder(path)
+    assert not top.exists()
+
+
+def test_one_files_grader_failure_is_that_files_row(tmp_path, monkeypatch):
+    from DLStudio.exercises import grading
+    files = []
+    for name in ("ana.py", "ben.py"):
+        (tmp_path / name).write_text(ATTENTION)
+        files.append(str(tmp_path / name))
+
+    def grade_file(ex, path, seed, **options):
+        if path.endswith("ben.py"):
+            raise RecursionError("maximum recursion depth exceeded")
+        return grading.Grade(os.path.basename(path), "checked", [], seed)
+    monkeypatch.setattr(grading, "grade_file", grade_file)
+    grades = grade_folder(exercise("attention"), files, seed=3, similar=False)
+    assert [g.file for g in grades] == ["ana.py", "ben.py"]
+    assert grades[0].status == "checked"
+    assert grades[1].status.startswith("not graded: the grader failed on this file "
+                                       "(RecursionError")
+    assert grades[1].results and not any(r.passed for r in grades[1].results)
+
+
+def test_the_similarity_comparison_keeps_to_its_budget():
+    big = {f"f{i}.py": ATTENTION + "\n" + "\n".join(f"y{j} = x{j} + {j}" for j in range(8000))
+           for i in range(3)}
+    flags, left = similar_flags(big, "", budget=0.0)
+    assert flags == {} and left == 3
+    assert len(own_tokens(big["f0.py"], "")) == 5000           # read at most MAX_TOKENS
+
+
+def test_a_padded_copy_is_still_similar_and_strings_do_not_count():
+    words = " ".join(f"word{i}" for i in range(40))
+    padded = ATTENTION.replace("\n\n\n", f"\n\n_pad = '{words}'\n\"\"\"{words}\"\"\"\n\n")
+    assert padded != ATTENTION
+    flags, left = similar_flags({"a.py": ATTENTION, "b.py": padded}, "")
+    assert flags == {"a.py": ["similar:b.py"], "b.py": ["similar:a.py"]} and left == 0
+
+
+@pytest.mark.parametrize("code, flag", [
+    ("import importlib\n_a = importlib.import_module('DLStudio.model.architecture')\n",
+     "obfuscation:importlib"),
+    ("_f = vars()['sc' + 'aled_dot_product']\n", "obfuscation:vars"),
+    ("import base64\nexec(base64.b64decode('cGFzcw=='))\n", "obfuscation:base64"),
+    ("exec('x = 1')\n", "obfuscation:exec"),
+    ("_g = globals()\n", "obfuscation:globals"),
+    ("_d = object.__dict__\n", "obfuscation:__dict__"),
+])
+def test_code_that_hides_or_fetches_code_is_flagged(code, flag):
+    assert flag in obfuscation_flags(code + ATTENTION)
+
+
+def test_no_honest_solution_or_skeleton_is_flagged_as_hiding_code():
+    from DLStudio.exercises import NAMES, skeleton_path
+    for name in NAMES:
+        for source in (solution(name), open(skeleton_path(name)).read()):
+            assert obfuscation_flags(source) == [], name
+
+
+class FakeChild(Child):
+    """A Child whose process answers ``answer`` (no process is started)."""
+
+    def __init__(self, answer):
+        self.ended, self.answered, self.answer = None, 0, answer
+
+    def _exchange(self, message):
+        return inspected(self.answer)
+
+
+def test_a_message_bomb_is_refused_and_a_message_is_cut():
+    bomb = {"failed": ["x" * 4000] * 50_000}                # 200 MB as one string
+    with pytest.raises(Answered, match="a failure that is no text"):
+        FakeChild(bomb)(len, (), {})
+    with pytest.raises(Answered) as long_:
+        FakeChild({"failed": "y" * 4000})(len, (), {})
+    assert len(str(long_.value)) <= 1010
+
+
+def test_a_lone_surrogate_is_printable_everywhere():
+    text = said("bad \ud800 answer")
+    assert "\\ud800" in text
+    text.encode("utf-8")                                    # no UnicodeEncodeError
+    from DLStudio.cli.exercises import printable, shown
+    for out in (printable("got \ud800"), shown("got \ud800")):
+        out.encode("utf-8")
+
+
+def test_a_crafted_tensor_answer_carries_nothing_of_the_students_object():
+    import io
+    zero = torch.zeros(())
+    zero.double = "shadowed"                               # kept by torch.save
+    buffer = io.BytesIO()
+    torch.save({"value": zero}, buffer)
+    buffer.seek(0)
+    loaded = torch.load(buffer, weights_only=True)["value"]
+    assert loaded.double == "shadowed"                     # what the grader used to get
+    fresh = inspected(loaded)
+    assert type(fresh) is torch.Tensor and callable(fresh.double)
+    assert fresh.double().dtype == torch.float64 and fresh.double().numel() == 1
+
+
+def test_gradescope_output_with_a_lone_surrogate_is_written_and_printed(tmp_path,
+                                                                        monkeypatch):
+    from DLStudio.cli import exercises as cli
+    from DLStudio.exercises.checking import Result
+    from DLStudio.exercises.grading import Grade
+    bad = Result("shapes", False, "got \ud800 instead")
+    grade = Grade("attention.py", "checked", [bad], 4)
+    monkeypatch.setattr("DLStudio.exercises.grading.grade_file", lambda *a, **k: grade)
+    stream = open(tmp_path / "out.txt", "w", encoding="utf-8", errors="strict")
+    monkeypatch.setattr(sys, "stdout", stream)
+    (tmp_path / "attention.py").write_text(ATTENTION)
+    ex = exercise("attention")
+    points = {c.name: 1.0 for c in ex.checks}
+    visibility = {c.name: "visible" for c in ex.checks}
+
+    class Args:
+        seed, timeout, memory_mb, require_sandbox, jobs = 4, 10, 1000, False, 1
+    monkeypatch.setattr(cli, "_options", lambda args: {})
+    out = tmp_path / "results.json"
+    assert cli.gradescope(ex, str(tmp_path / "attention.py"), str(out), points, visibility,
+                          Args()) == 0
+    stream.close()
+    assert out.exists() and "\\ud800" in (tmp_path / "out.txt").read_text()
