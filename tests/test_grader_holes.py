@@ -164,3 +164,58 @@ def test_gradescope_output_with_a_lone_surrogate_is_written_and_printed(tmp_path
                           Args()) == 0
     stream.close()
     assert out.exists() and "\\ud800" in (tmp_path / "out.txt").read_text()
+
+
+def test_a_files_processes_together_get_at_most_their_cpu_share():
+    """250 busy loops cost an honest neighbour nothing when each file's group has one
+    core's time at most; here a fifth of one, and a busy loop that tries for a second."""
+    import subprocess
+    import time
+
+    from DLStudio.exercises.limits import FileGroup
+    group = FileGroup.make(256, cpus=0.2)
+    if group is None or not group.cpu_limited():
+        pytest.skip("no cgroup with the cpu controller here (as root on Linux there is)")
+    try:
+        busy = subprocess.Popen([sys.executable, "-c", "import time\nend = time.time() + 1.5\n"
+                                 "while time.time() < end: pass\n"
+                                 "import resource\n"
+                                 "print(resource.getrusage(resource.RUSAGE_SELF).ru_utime)"],
+                                stdout=subprocess.PIPE, text=True, preexec_fn=group.join)
+        start = time.monotonic()
+        used = float(busy.communicate(timeout=30)[0])
+        assert time.monotonic() - start >= 1.4 and used < 0.6      # not 1.5 s of a core
+    finally:
+        group.kill()
+        group.remove()
+
+
+@pytest.mark.slow
+def test_a_file_that_fills_its_folder_writes_nothing_on_the_graders_disk(tmp_path):
+    from DLStudio.exercises.grading import grade_file
+    from DLStudio.exercises.sandbox import Sandbox
+    sandbox = Sandbox.find()
+    if sandbox.kind != "bwrap":
+        pytest.skip("the working folder is a tmpfs in bubblewrap's sandbox only")
+    fills = ("import os\n"
+             "written = 0\n"
+             "for i in range(40):\n"
+             "    try:\n"
+             "        with open(f'block_{i}', 'wb') as f:\n"
+             "            f.write(b'x' * (20 << 20))\n"
+             "        written += 1\n"
+             "    except OSError:\n"
+             "        break\n"
+             "print('blocks written:', written, flush=True)\n") + ATTENTION
+    path = tmp_path / "fills.py"
+    path.write_text(fills)
+    import shutil
+    before = shutil.disk_usage("/tmp").used
+    grade = grade_file(exercise("attention"), str(path), seed=1, timeout=60, memory_mb=2000,
+                       sandbox=sandbox)
+    assert grade.status == "checked" and all(r.passed for r in grade.results)
+    written = [int(line.split()[-1]) for line in grade.output.splitlines()
+               if line.startswith("blocks written:")]
+    assert written and max(written) <= 256 // 20            # the folder's 256 MB, not 800
+    assert shutil.disk_usage("/tmp").used - before < 100 << 20
+

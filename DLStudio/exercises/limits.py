@@ -1,4 +1,4 @@
-"""One memory and process limit for a whole graded file, all its processes together.
+"""One memory, process and CPU limit for a whole graded file, all its processes together.
 
     group = FileGroup.make(memory_mb=3072, pids=256)    # None where the system has no cgroups
     ... start the child with preexec_fn calling group.join() ...
@@ -50,9 +50,10 @@ class FileGroup:
         self.version, self.folders = version, folders
 
     @classmethod
-    def make(cls, memory_mb, pids=256, name=None):
-        """A new group limited to ``memory_mb`` MB and ``pids`` processes and threads, or
-        None where this system gives the grader no cgroup it may make one under."""
+    def make(cls, memory_mb, pids=256, name=None, cpus=1.0):
+        """A new group limited to ``memory_mb`` MB, ``pids`` processes and threads and (where
+        the cpu controller is there) ``cpus`` cores of CPU time, or None where this system
+        gives the grader no cgroup it may make one under."""
         name = name or f"dlstudio-grade-{os.getpid()}-{time.monotonic_ns()}"
         own = _own_paths()
         for make in (cls._v2, cls._v1):
@@ -61,8 +62,45 @@ class FileGroup:
             except OSError:
                 group = None
             if group is not None:
+                group._limit_cpu(own, name, cpus)
                 return group
         return None
+
+    def _limit_cpu(self, own, name, cpus, period=100_000):
+        """At most ``cpus`` cores for the group's processes together (cpu.max in v2,
+        cpu.cfs_quota_us in v1; a group of its own, so that files share the cores evenly
+        whatever each starts). Nothing where the cpu controller is not there to use."""
+        quota = max(1000, int(cpus * period))
+        try:
+            if self.version == "v2":
+                limit = os.path.join(self.folders[0], "cpu.max")
+                if os.path.isfile(limit):
+                    _write(limit, f"{quota} {period}")
+                return
+            parent = os.path.join(ROOT, "cpu", own.get("cpu", "").lstrip("/"))
+            if "cpu" not in own or not os.path.isfile(os.path.join(parent, "cpu.cfs_quota_us")):
+                return
+            folder = os.path.join(parent, name)
+            os.mkdir(folder)
+            self.folders.append(folder)
+            _write(os.path.join(folder, "cpu.cfs_period_us"), period)
+            _write(os.path.join(folder, "cpu.cfs_quota_us"), quota)
+        except OSError:
+            pass                                        # the time limit still holds
+
+    def cpu_limited(self):
+        """Whether the group's CPU time is limited (`_limit_cpu` found the controller)."""
+        names = ("cpu.max",) if self.version == "v2" else ("cpu.cfs_quota_us",)
+        for folder in self.folders:
+            for name in names:
+                try:
+                    with open(os.path.join(folder, name)) as f:
+                        value = f.read().split()[0]
+                except (OSError, IndexError):
+                    continue
+                if value not in ("max", "-1"):
+                    return True
+        return False
 
     @classmethod
     def _v2(cls, own, name, memory, pids):

@@ -25,7 +25,10 @@ Limits, whatever the sandbox: the file's time (grading.py); memory: one limit fo
 file's processes where the system gives the grader a cgroup (limits.FileGroup: every page,
 shared memory and /tmp's included, and at most PIDS processes and threads), and a limit of
 each process's data segment (RLIMIT_DATA) everywhere; the size of a file it writes
-(RLIMIT_FSIZE); bubblewrap's /tmp is a tmpfs of TMP_SIZE bytes.
+(RLIMIT_FSIZE); bubblewrap's /tmp is a tmpfs of TMP_SIZE bytes, and so is its working
+folder (WORK_SIZE: all the files it writes together, never on the grader's disk; the
+submission is bound into it, read-only); the CPU: one core at most per file where the
+cgroup has the cpu controller (its processes together, however many it starts).
 """
 
 import os
@@ -40,13 +43,15 @@ from dataclasses import dataclass
 
 from .limits import FileGroup
 
-__all__ = ["Sandbox", "SandboxError", "NOBODY", "kill_user", "FILE_SIZE", "TMP_SIZE", "PIDS"]
+__all__ = ["Sandbox", "SandboxError", "NOBODY", "kill_user", "FILE_SIZE", "TMP_SIZE",
+           "WORK_SIZE", "PIDS"]
 
 NOBODY = 65534
 #: The largest file a graded process may write, the size of bubblewrap's /tmp, and how many
 #: processes and threads a file may have at once (where a cgroup counts them, or per uid).
 FILE_SIZE = 256 * 2 ** 20
 TMP_SIZE = 256 * 2 ** 20
+WORK_SIZE = 256 * 2 ** 20
 PIDS = 256
 #: The uids a file of its own runs as (without bubblewrap, as root): none of the system's.
 FIRST_UID = 1_500_000_000
@@ -200,8 +205,11 @@ class Sandbox:
             command += ["--ro-bind", root, root]
         if os.path.isdir("/etc/fonts"):        # matplotlib's fonts: without it, a warning
             command += ["--ro-bind", "/etc/fonts", "/etc/fonts"]
-        command += ["--proc", "/proc", "--dev", "/dev",
-                    "--bind", work, work, "--chdir", work, "--clearenv"]
+        command += ["--proc", "/proc", "--dev", "/dev", "--size", str(WORK_SIZE),
+                    "--tmpfs", work]                    # what it writes: memory, limited
+        for name in sorted(os.listdir(work)):           # what it reads: the submission
+            command += ["--ro-bind", os.path.join(work, name), os.path.join(work, name)]
+        command += ["--chdir", work, "--clearenv"]
         for key, value in env.items():
             command += ["--setenv", key, value]
         return command + ["--", *argv], _limits(memory_mb, None, group), None
