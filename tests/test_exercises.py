@@ -254,6 +254,16 @@ MUTANTS = [
     ("grouped_query", "key/value heads repeated in the wrong order",
      "K = K.repeat_interleave(self.group, dim=1)", "K = K.repeat(1, self.group, 1, 1)",
      "groups_in_order", "wrong order"),
+    # A constant or an empty selection earns nothing: each property is also judged on values
+    ("loss", "a constant zero loss with the right count", "return per_position[real].sum(), "
+     "int(real.sum())", "return per_position[real].sum() * 0.0, int(real.sum())",
+     "padding_ignored", "every real position"),
+    ("masking", "nothing selected, nothing changed (never_special)", "(draw < MASK_RATE)",
+     "(draw < 0.0)", "never_special", "tokens selected of"),
+    ("masking", "nothing selected, nothing changed (the rates)", "(draw < MASK_RATE)",
+     "(draw < 0.0)", "eighty_ten_ten", "tokens selected of"),
+    ("masking", "nothing selected, nothing changed (unselected)", "(draw < MASK_RATE)",
+     "(draw < 0.0)", "unselected_unchanged", "tokens selected of"),
     # NaN earns nothing: every comparison is written so that NaN fails it (issue 49, item 1)
     ("loss", "a NaN loss with the right count", "return per_position[real].sum(), "
      "int(real.sum())", "return per_position[real].sum() * float('nan'), int(real.sum())",

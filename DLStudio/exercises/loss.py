@@ -126,6 +126,9 @@ def padding_ignored():
     keep = ~padding_mask(tgt[:, 1:])
     noisy = logits.clone()
     noisy[~keep] = torch.randn(int((~keep).sum()), V, dtype=torch.float64) * 5
+    real = logits.clone()                      # one real position's right word changed
+    b0, t0 = keep.nonzero()[0].tolist()
+    real[b0, t0, tgt[b0, t0 + 1]] -= 3.0
     for eps in (0.0, EPS):
         a, _ = theirs(logits, tgt, eps)
         b, _ = theirs(noisy, tgt, eps)
@@ -134,6 +137,10 @@ def padding_ignored():
                 f" with label_smoothing {eps}: the smoothing's mass is counted at the padding "
                 "too; mask the whole per-position loss" if eps else ": leave the positions "
                 "after each sentence's first EOS out"))
+        c, _ = theirs(real, tgt, eps)      # (a loss that ignores everything ignores padding)
+        if near(a, c):
+            raise Mistake("making a real position's right word less likely left the loss "
+                          "as it was: the loss must count every real position")
 
 
 @check(CHECKS, "gradient", "the loss is differentiable, with the reference's gradient")

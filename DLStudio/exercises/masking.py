@@ -90,13 +90,30 @@ def draws(seed=0, calls=DRAWS):
             raise Mistake(f"selected has dtype {selected.dtype}: it must be torch.bool "
                           "(True where a token was chosen)")
         found.append((ids, special, corrupted, selected))
+    chosen = sum(int(s.sum()) for *_, s in found)
+    candidates = calls * int((~special).sum())
+    if chosen < MIN_SELECTED * candidates:   # a property of nothing selected proves nothing
+        raise Mistake(f"{chosen} tokens selected of {candidates} candidates in {calls} "
+                      "calls: select each token that is not special with probability "
+                      "MASK_RATE")
     return found
 
 
+#: The least share of the candidates the draws must select before their properties are
+#: judged (the reference selects 15% of about 5,000 a call: under 1% never happens).
+MIN_SELECTED = 0.01
+#: Fewest events a rate is judged on (0 of 0 is no rate).
+MIN_COUNT = 30
+
+
 def rate_near(count, n, p, what, hint):
-    """``count`` of ``n`` is within five standard deviations of the rate ``p``."""
-    margin = 5 * math.sqrt(p * (1 - p) / max(n, 1))
-    got = count / max(n, 1)
+    """``count`` of ``n`` is within five standard deviations of the rate ``p``, judged on at
+    least MIN_COUNT of them."""
+    if n < MIN_COUNT:
+        raise Mistake(f"{what}: {count} of {n}, too few to judge a rate of {100 * p:.0f}% "
+                      f"(at least {MIN_COUNT} are needed){': ' + hint if hint else ''}")
+    margin = 5 * math.sqrt(p * (1 - p) / n)
+    got = count / n
     if not near(got, p, margin):
         raise Mistake(f"{what}: {100 * got:.1f}% of {n}, expected {100 * p:.0f}% "
                       f"(within {100 * margin:.1f}%){': ' + hint if hint else ''}")
