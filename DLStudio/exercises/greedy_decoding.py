@@ -66,9 +66,19 @@ def how_it_decodes(module, seed, eos_bias):
         return decoding(cache_class)
     model.decoder.forward, model.decoding = counted, recorded
     with student_code():
-        module.greedy_decode(model, src, T_MAX)
+        result = module.greedy_decode(model, src, T_MAX)
     return {"their_cache": bool(classes) and isinstance(classes[0], type)
-            and issubclass(classes[0], module.MyCache), "words_per_call": seen}
+            and issubclass(classes[0], module.MyCache), "words_per_call": seen,
+            "result": result}
+
+
+def the_words(got, seed, bias, what):
+    """``got`` (the student's decoding) against greedy decoding computed here: a check of a
+    property (EOS kept, the cache used) also needs the words right, or a constant passes."""
+    want = reference(*model_and_src(seed, bias))
+    if got.shape != want.shape or not torch.equal(got, want):
+        raise Mistake(f"{what}, but the words are not greedy decoding's: got "
+                      f"{got[0].tolist()} for sentence 0, expected {want[0].tolist()}")
 
 
 def theirs(seed, eos_bias):
@@ -123,11 +133,12 @@ def after_eos():
         ends = (got[row] == EOS_INDEX).nonzero()
         if len(ends) and (got[row, int(ends[0]):] != EOS_INDEX).any():
             raise Mistake(f"sentence {row} goes on after its EOS: {got[row].tolist()}")
+    the_words(got, seed, bias, "every sentence holds EOS after its end")
 
 
 @check(CHECKS, "uses_the_cache", "decodes inside model.decoding(MyCache), one word a step")
 def uses_the_cache():
-    found = ask(how_it_decodes, fresh(3), 0.5)
+    found = ask(how_it_decodes, fresh(3), 0.0)        # (a model whose sentences run on)
     if not found["their_cache"]:
         raise Mistake("decoding does not run inside `with model.decoding(MyCache)`: "
                       "the model's attentions get no cache of yours")
@@ -135,6 +146,8 @@ def uses_the_cache():
     if max(seen[1:], default=1) > 1:
         raise Mistake(f"a step ran the decoder on {max(seen[1:])} words: with the cache each "
                       "step computes the newest word only (model.decode_newest)")
+    got = tensor(found.get("result"), "greedy_decode's result").long()
+    the_words(got, fresh(3), 0.0, "decoding runs inside model.decoding(MyCache)")
 
 
 EXERCISE = Exercise(

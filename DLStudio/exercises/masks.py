@@ -52,31 +52,33 @@ def padded(ids):
     return mask
 
 
+def as_used(mask, what, shape):
+    """A mask as the model uses it: a bool tensor that broadcasts to ``shape``."""
+    mask = tensor(mask, what)
+    if mask.dtype != torch.bool:
+        raise Mistake(f"{what} has dtype {mask.dtype}: it must be torch.bool")
+    try:
+        return mask.broadcast_to(shape)
+    except RuntimeError:
+        raise Mistake(f"{what} has shape {tuple(mask.shape)}, which does not fit "
+                      f"{shape}") from None
+
+
 @contextlib.contextmanager
-def in_the_model(module):
-    """The model's masks are the student's for the duration of ``with``."""
+def answered_masks():
+    """Our model's masks are, for the duration of ``with``, the values the student's
+    functions give: asked for one mask at a time and checked here (type and shape), while
+    the model itself runs in the grader. Nothing the student's process says about the
+    model's outputs is taken: only its masks."""
     saved = architecture.causal_mask, architecture.padding_mask
-    architecture.causal_mask, architecture.padding_mask = module.causal_mask, module.padding_mask
+    architecture.causal_mask = lambda T, device=None: as_used(
+        ask(causal_of, T), f"causal_mask({T})", (T, T)).to(device)
+    architecture.padding_mask = lambda ids: as_used(
+        ask(padding_of, ids.cpu()), "padding_mask(ids)", tuple(ids.shape)).to(ids.device)
     try:
         yield
     finally:
         architecture.causal_mask, architecture.padding_mask = saved
-
-
-@question
-def outputs_with_their_masks(module, src, targets, seed=0):
-    """Our small model's outputs with the student's masks in it."""
-    model = translator(seed=seed)
-    with in_the_model(module), student_code():
-        return [model(src, tgt) for tgt in targets]
-
-
-@question
-def encodings_with_their_masks(module, sources, seed=0):
-    """Our small model's encoder outputs (B, T_src, M) with the student's masks in it."""
-    model = translator(seed=seed)
-    with in_the_model(module), student_code():
-        return [model.encode(src)[0] for src in sources]
 
 
 @check(CHECKS, "causal_values", "True above the diagonal only (position t sees 0..t)")
@@ -111,7 +113,9 @@ def padding_values():
 
 @check(CHECKS, "decoder_causal", "with your causal mask the decoder cannot see the future")
 def decoder_causal():
-    sees_future(lambda src, targets: ask(outputs_with_their_masks, src, targets))
+    model = translator(seed=0)
+    with answered_masks(), torch.no_grad():
+        sees_future(lambda src, targets: [model(src, tgt) for tgt in targets])
 
 
 @check(CHECKS, "encoder_padding", "with your padding mask no word reads the padding")
@@ -119,9 +123,11 @@ def encoder_padding():
     src = words(2, T_MAX - 2, V_EN, seed=fresh(4), eos_at=[4, 6])
     other = src.clone()
     other[0, 5:], other[1, 7:] = 7, 9                # the padding changed, nothing else
+    model = translator(seed=0)
+    with answered_masks(), torch.no_grad():
+        encodings = [model.encode(s)[0] for s in (src, other)]       # (B, T_src, M)
     before, after = (finite(tensor(e, "the encoder's output", (2, T_MAX - 2, 16)),
-                            "the encoder's output", NOT_A_NUMBER) for e in ask(
-        encodings_with_their_masks, [src, other]))                    # (B, T_src, M)
+                            "the encoder's output", NOT_A_NUMBER) for e in encodings)
     for row, real in enumerate((5, 7)):
         moved = differs(before[row, :real], after[row, :real]).any(-1).nonzero()
         if len(moved):
