@@ -219,3 +219,44 @@ def test_a_file_that_fills_its_folder_writes_nothing_on_the_graders_disk(tmp_pat
     assert written and max(written) <= 256 // 20            # the folder's 256 MB, not 800
     assert shutil.disk_usage("/tmp").used - before < 100 << 20
 
+
+
+#: learn_bpe that knows the four hand-worked corpora by their shape (the counts, whatever
+#: the letters and the factor) and undoes the renaming; anything else gets nothing.
+UNDOES_THE_RENAMING = '''
+from math import gcd
+from functools import reduce
+from DLStudio.exercises.bpe import CORPUS, HAND_WORKED, END
+
+def _shape(corpus):
+    g = reduce(gcd, corpus.values())
+    return tuple(c // g for c in corpus.values()), tuple(len(w) for w in corpus)
+
+def learn_bpe(word_counts, num_merges):
+    known = {_shape(CORPUS): (CORPUS, HAND_WORKED)}
+    if _shape(word_counts) not in known:
+        from tests.exercise_solutions.bpe import learn_bpe as honest
+        if len(word_counts) <= 3:                   # the small checks: answered honestly
+            return honest(word_counts, num_merges)
+        return []
+    plain, merges = known[_shape(word_counts)]
+    letters = {}
+    for a, b in zip("".join(plain), "".join(word_counts)):
+        letters[a] = b
+    name = lambda s: "".join(letters.get(c, c) for c in s.replace(END, "")) + (
+        END if s.endswith(END) else "")
+    return [(name(a), name(b)) for a, b in merges[:num_merges]]
+'''
+
+
+def test_bpe_graded_asks_a_corpus_no_table_can_know(tmp_path):
+    from DLStudio.exercises.checking import run_checks
+    path = tmp_path / "bpe.py"
+    path.write_text(UNDOES_THE_RENAMING)
+    own = run_checks(exercise("bpe"), str(path))
+    assert all(r.passed for r in own)                # the inputs a student checks with
+    graded = run_checks(exercise("bpe"), str(path), seed=11)
+    assert not any(r.passed for r in graded), [r.name for r in graded if r.passed]
+    assert "a corpus drawn for grading" in graded[0].message
+    path.write_text(solution("bpe"))
+    assert all(r.passed for r in run_checks(exercise("bpe"), str(path), seed=11))

@@ -2,7 +2,10 @@
 
 The expected merges are worked out by hand (the lecture's example, after Sennrich et al.
 2016); the project's subword tokens come from Hugging Face's library, which has no
-function to compare a student's with.
+function to compare a student's with. When an instructor grades, each check also asks for
+the merges of a corpus drawn from the grading seed (words of random letters and counts),
+whose answer `reference_merges` computes here: the hand-worked corpora, renamed, have a
+shape a table of answers could recognise, a drawn one has none.
 """
 
 import string
@@ -66,9 +69,58 @@ def crossing(merges):
     return next((m for m in merges if m[0].endswith(END)), None)
 
 
+def reference_merges(word_counts, num_merges):
+    """The merges the grader expects: each round joins the pair that occurs most often
+    inside the words (weighted by their counts; a tie goes to the pair met first, reading
+    the words in order, each left to right), everywhere it occurs, left to right."""
+    words = [(list(w) + [END], c) for w, c in word_counts.items()]
+    merges = []
+    for _ in range(num_merges):
+        totals = {}
+        for symbols, c in words:
+            for pair in zip(symbols, symbols[1:]):
+                totals[pair] = totals.get(pair, 0) + c
+        if not totals:
+            break
+        best = max(totals.values())
+        a, b = next(pair for pair, n in totals.items() if n == best)
+        merges.append((a, b))
+        for k, (symbols, c) in enumerate(words):
+            joined, i = [], 0
+            while i < len(symbols):
+                if symbols[i:i + 2] == [a, b]:
+                    joined.append(a + b)
+                    i += 2
+                else:
+                    joined.append(symbols[i])
+                    i += 1
+            words[k] = (joined, c)
+    return merges
+
+
+def drawn_corpus(n):
+    """A corpus of 4 to 7 words of 2 to 7 letters (out of 5 to 8), with counts 1 to 9,
+    drawn from seed ``n``."""
+    rng = drawn(n)
+    letters = rng.sample(string.ascii_lowercase, rng.randrange(5, 9))
+    corpus, size = {}, rng.randrange(4, 8)
+    while len(corpus) < size:
+        word = "".join(rng.choice(letters) for _ in range(rng.randrange(2, 8)))
+        corpus.setdefault(word, rng.randrange(1, 10))
+    return corpus
+
+
 def asked(n, word_counts, num_merges, hand):
     """The student's merges of ``word_counts`` renamed by seed ``n``, and the hand-worked
-    ``hand`` renamed alike; the corpus asked about, for messages."""
+    ``hand`` renamed alike; the corpus asked about, for messages. When grading, first the
+    merges of a corpus drawn from seed ``n`` must be the reference's (a Mistake if not)."""
+    if grading():
+        corpus = drawn_corpus(100 + n)
+        want = reference_merges(corpus, 8)
+        merges = theirs(corpus, 8)
+        if merges != want:
+            raise Mistake(f"the merges of {corpus} (a corpus drawn for grading) are "
+                          f"{merges}, expected {want}")
     renamed = Renamed(n)
     corpus = renamed.corpus(word_counts)
     return theirs(corpus, num_merges), renamed.merges(hand), corpus
