@@ -96,7 +96,7 @@ def test_what_it_cannot_average_is_refused_by_name(two):
 
 
 # ---------------------------------------------------------------------------------------
-# The scripts: test_checkpoint and translate_sentence take --ensemble FILE ...
+# The scripts: test_checkpoint and translate_sentence take --ensemble FILE, once per file
 def train(folder, seed, *more):
     from DLStudio.cli.translation import train_main
     assert train_main("FG", ["--archive", "bundled", "--embedding-size", "16", "--num-layers",
@@ -204,6 +204,7 @@ def test_members_train_at_once_and_their_ensemble_is_scored(tmp_path, capsys):
     bleu = evaluate_bleu(Ensemble([m for _, m, _ in members]), x.vocab, x.held_out_corpus, 4,
                          length_penalty=1.0)["bleu"]
     assert f"the ensemble of 2, average weights, beam 4, length penalty 1.0: {bleu:.2f}" in out
+    assert f"\" --ensemble {paths[1]}" in out                 # the command it prints runs
     for i in (0, 1):          # each member scored itself too, in its own log
         assert "held-out BLEU, average weights, beam 4" in (top / f"member_{i}.log").read_text()
     row = json.loads(results.read_text())["rows"][-1]

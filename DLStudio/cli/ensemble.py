@@ -1,4 +1,4 @@
-"""Ensembles in the translation scripts: ``--ensemble FILE ...`` (test_checkpoint*.py,
+"""Ensembles in the translation scripts: ``--ensemble FILE``, once per file (test_checkpoint*.py,
 translate_sentence.py) decodes with several checkpoints as one model
 (DLStudio.evaluation.ensemble), and ``--members N`` (the training scripts) trains N models of
 the same flags at once, one process each, then scores their ensemble.
@@ -191,7 +191,7 @@ def _score_members(variant, args, argv, folders):
         scores.append(scored_decoding(ensemble, xformer, weights, beam, alpha,
                                       f"the ensemble of {len(paths)}, "))
     print(f"to translate with it: python3 translate_sentence.py {paths[0]} \"...\" "
-          f"--ensemble {' '.join(paths[1:])}")
+          + " ".join(f"--ensemble {p}" for p in paths[1:]))
     if args.results:
         _record(variant, args, argv, payloads, xformer, scores)
     return 0
