@@ -1,6 +1,7 @@
 """Checks of the exercise `masks`: causal_mask(T) and padding_mask(ids)."""
 
 import contextlib
+import threading
 
 import torch
 
@@ -64,21 +65,40 @@ def as_used(mask, what, shape):
                       f"{shape}") from None
 
 
+#: The masks a thread's model takes while `answered_masks` runs in it (the grader grades
+#: several files at once, each in a thread of its own: a mask is asked of that thread's
+#: file only, and every other model in the process keeps the package's own masks).
+_answering = threading.local()
+_installed = threading.Lock()
+
+
+def _per_thread(name, original):
+    def mask(*args, **kwargs):
+        answered = getattr(_answering, "masks", None)
+        return (original if answered is None else answered[name])(*args, **kwargs)
+    mask.__doc__, mask.original = original.__doc__, original
+    return mask
+
+
 @contextlib.contextmanager
 def answered_masks():
-    """Our model's masks are, for the duration of ``with``, the values the student's
-    functions give: asked for one mask at a time and checked here (type and shape), while
-    the model itself runs in the grader. Nothing the student's process says about the
-    model's outputs is taken: only its masks."""
-    saved = architecture.causal_mask, architecture.padding_mask
-    architecture.causal_mask = lambda T, device=None: as_used(
-        ask(causal_of, T), f"causal_mask({T})", (T, T)).to(device)
-    architecture.padding_mask = lambda ids: as_used(
-        ask(padding_of, ids.cpu()), "padding_mask(ids)", tuple(ids.shape)).to(ids.device)
+    """Our model's masks are, in this thread and for the duration of ``with``, the values
+    the student's functions give: asked for one mask at a time and checked here (type and
+    shape), while the model itself runs in the grader. Nothing the student's process says
+    about the model's outputs is taken: only its masks."""
+    with _installed:
+        if not hasattr(architecture.causal_mask, "original"):
+            architecture.causal_mask = _per_thread("causal", architecture.causal_mask)
+            architecture.padding_mask = _per_thread("padding", architecture.padding_mask)
+    _answering.masks = {
+        "causal": lambda T, device=None: as_used(
+            ask(causal_of, T), f"causal_mask({T})", (T, T)).to(device),
+        "padding": lambda ids: as_used(
+            ask(padding_of, ids.cpu()), "padding_mask(ids)", tuple(ids.shape)).to(ids.device)}
     try:
         yield
     finally:
-        architecture.causal_mask, architecture.padding_mask = saved
+        _answering.masks = None
 
 
 @check(CHECKS, "causal_values", "True above the diagonal only (position t sees 0..t)")
