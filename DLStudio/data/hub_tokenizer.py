@@ -69,7 +69,7 @@ class HubTokenizer:
 
     Args: hf (a ``tokenizers.Tokenizer``), size (the model's vocabulary: its embedding rows,
         which may be more than the tokenizer's pieces), start_id, end_ids, chat_template,
-        special (the special tokens' names the template reads: bos_token, eos_token).
+        special (the special tokens' names the template reads: bos_token, eos_token, pad_token ...).
     """
 
     kind = "hub"
