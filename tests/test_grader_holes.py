@@ -260,3 +260,45 @@ def test_bpe_graded_asks_a_corpus_no_table_can_know(tmp_path):
     assert "a corpus drawn for grading" in graded[0].message
     path.write_text(solution("bpe"))
     assert all(r.passed for r in run_checks(exercise("bpe"), str(path), seed=11))
+
+
+def test_the_graders_answers_are_listed_and_refuse_wherever_they_are_named(tmp_path):
+    """What a graded file's process goes without (withheld.py): every exercise's reference
+    and the exercise's own module functions; its code replaced, so that another module's
+    name for it refuses too; its source rewritten with the line numbers kept."""
+    import types as pytypes
+
+    from DLStudio.exercises.withheld import _refusing_source, targets, withhold
+    listed = targets(exercise("attention"))
+    assert ("DLStudio.model.architecture", "scaled_dot_product") in listed
+    assert ("DLStudio.exercises.attention", "reference") in listed
+    assert ("DLStudio.exercises.bpe", "reference_merges") in listed
+    assert not any(name == "forward" for _, name in listed)          # methods stay
+    module = pytypes.ModuleType("graders_answer")
+    exec("def answer(x):\n    return 2 * x\n", module.__dict__)
+    sys.modules["graders_answer"] = module
+    try:
+        alias = module.answer
+        withhold([("graders_answer", "answer")])
+        with pytest.raises(RuntimeError, match="withheld while grading"):
+            alias(3)
+    finally:
+        del sys.modules["graders_answer"]
+    source = "import math\n\ndef answer(x):\n    \"\"\"Doc.\"\"\"\n    y = 2 * x\n" \
+             "    return y\n\ndef other():\n    return 1\n"
+    rewritten = _refusing_source(source, {"answer"})
+    assert len(rewritten.splitlines()) == len(source.splitlines())
+    assert "2 * x" not in rewritten and "return 1" in rewritten
+    space = {}
+    exec(rewritten, space)
+    assert space["other"]() == 1
+    with pytest.raises(RuntimeError, match="withheld while grading"):
+        space["answer"](3)
+
+
+def test_a_file_that_imports_the_grader_is_flagged():
+    code = "from DLStudio.exercises.attention import reference\n"
+    assert "reference:DLStudio.exercises" in file_flags(exercise("attention"), code + ATTENTION)
+    assert "reference:DLStudio.exercises" in file_flags(exercise("attention"),
+                                                         "import DLStudio.exercises.bpe\n")
+    assert file_flags(exercise("attention"), ATTENTION) == []

@@ -144,6 +144,59 @@ def hostile(tmp_path_factory):
     return grades, secret, outside, reached
 
 
+#: Files that fetch the grader's own answer, each by a way round checking.forbidden's names.
+FETCHERS = {
+    "imports_the_graders.py": "from DLStudio.exercises.attention import reference as _r\n"
+                              "def scaled_dot_product(Q, K, V, mask=None):\n"
+                              "    return _r(Q, K, V, mask)\n",
+    "another_modules_name.py": "import sys\n"
+                               "def scaled_dot_product(Q, K, V, mask=None):\n"
+                               "    for m in list(sys.modules.values()):\n"
+                               "        f = getattr(m, 'scaled_' + 'dot_product', None)\n"
+                               "        if getattr(f, '__module__', '') == "
+                               "'DLStudio.model.architecture':\n"
+                               "            try:\n"
+                               "                return f(Q, K, V, mask)\n"
+                               "            except Exception:\n"
+                               "                pass\n",
+    "through_gc.py": "import gc\n"
+                     "def scaled_dot_product(Q, K, V, mask=None):\n"
+                     "    for o in gc.get_objects():\n"
+                     "        if callable(o) and getattr(o, '__qualname__', '') == "
+                     "'scaled_' + 'dot_product' and getattr(o, '__module__', '') == "
+                     "'DLStudio.model.architecture':\n"
+                     "            try:\n"
+                     "                return o(Q, K, V, mask)\n"
+                     "            except Exception:\n"
+                     "                pass\n",
+    "runs_the_source_again.py": "import importlib.util, os, DLStudio\n"
+                                "def scaled_dot_product(Q, K, V, mask=None):\n"
+                                "    path = os.path.join(os.path.dirname(DLStudio.__file__), "
+                                "'model', 'architecture.py')\n"
+                                "    spec = importlib.util.spec_from_file_location('copy', path)\n"
+                                "    m = importlib.util.module_from_spec(spec)\n"
+                                "    spec.loader.exec_module(m)\n"
+                                "    return getattr(m, 'scaled_' + 'dot_product')(Q, K, V, mask)\n",
+}
+
+
+@pytest.mark.slow
+@needs_sandbox
+def test_a_file_finds_no_answer_of_the_graders_however_it_looks(tmp_path):
+    """The grader's references and the package's own scaled_dot_product, fetched by import,
+    through another module's name, through gc, or by running the package's source again:
+    each refuses in the graded file's process (before: 7 of 7 each, three without a flag)."""
+    head = ATTENTION[:ATTENTION.index("def scaled_dot_product")]
+    tail = ATTENTION[ATTENTION.index("class MyHead"):]
+    grades = graded(tmp_path, {**{name: head + code + "\n\n" + tail
+                                  for name, code in FETCHERS.items()}, "honest.py": ATTENTION})
+    assert earned(grades["honest.py"]) == 7
+    for name in FETCHERS:
+        assert earned(grades[name]) == 0, (name, [r.message for r in grades[name].results])
+    assert "withheld while grading" in grades["imports_the_graders.py"].results[0].message
+    assert "reference:DLStudio.exercises" in grades["imports_the_graders.py"].flags
+
+
 @pytest.mark.slow
 def test_a_flood_of_binary_output_stops_neither_the_file_nor_the_others(hostile):
     grades = hostile[0]
@@ -466,9 +519,10 @@ KEPT_DEFAULT = ATTENTION.replace(
 
 @pytest.mark.slow
 def test_flags_tell_the_instructor_without_changing_a_score(tmp_path, command):
-    """Issue 49, item 7: reference:NAME for a file that keeps the package's attention in a
-    default argument (it earns its checks' points all the same: a flag informs);
-    similar:FILE for two files whose own code is the same but for its names."""
+    """reference:NAME for a file that keeps the package's attention in a default argument
+    (the flag informs; the function it kept refuses in its process, withheld.py, so it
+    earns nothing); similar:FILE for two files whose own code is the same but for its
+    names."""
     renamed = ATTENTION.replace("scores", "s").replace("Q, K, V, mask=None", "q, k, v, m=None")
     folder = tmp_path / "submitted"
     folder.mkdir()
@@ -483,7 +537,8 @@ def test_flags_tell_the_instructor_without_changing_a_score(tmp_path, command):
     assert rows["ben.py"]["flags"] == "similar:ana.py"
     assert rows["cleo.py"]["flags"] == "" and float(rows["cleo.py"]["total"]) == 7
     assert rows["dan.py"]["flags"] == "reference:scaled_dot_product"
-    assert float(rows["dan.py"]["total"]) == 7 and "flags inform" in out
+    assert float(rows["ana.py"]["total"]) == 7
+    assert float(rows["dan.py"]["total"]) == 0 and "flags inform" in out
     path = tmp_path / "dan" / "attention.py"
     path.parent.mkdir()
     path.write_text(KEPT_DEFAULT)

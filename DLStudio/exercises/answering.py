@@ -141,10 +141,12 @@ def main(argv=None):
         plain,
         question_named,
     )
+    from .withheld import targets, withhold
 
     name, path, rfd, wfd = argv or sys.argv[1:]
     rfd, wfd = int(rfd), int(wfd)
     ex = exercise(name)
+    withhold(targets(ex))                      # before the student's file loads
     logging.getLogger("DLStudio").setLevel(logging.ERROR)
     module, refused = None, None
     try:

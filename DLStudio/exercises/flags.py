@@ -87,14 +87,24 @@ def _owner_named(node, owner):
         node.func.id == "super"
 
 
+#: The package that grades: a file that imports from it is flagged whatever it takes.
+GRADER = "DLStudio.exercises"
+
+
 def reference_flags(exercise, source):
-    """``reference:NAME`` for each part the exercise forbids that ``source`` names (sorted,
-    without repeats); none for a file that does not parse (its checks say why)."""
+    """``reference:NAME`` for each part the exercise forbids that ``source`` names, and
+    ``reference:DLStudio.exercises`` for a file that imports the grader (sorted, without
+    repeats); none for a file that does not parse (its checks say why)."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return []
     found = set()
+    for node in ast.walk(tree):                 # the grader itself: no file's business
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+        if any(n == GRADER or n.startswith(GRADER + ".") for n in names):
+            found.add(f"reference:{GRADER}")
     for owner, attribute, _ in exercise.forbids():
         module = isinstance(owner, types.ModuleType)
         name = attribute if module else f"{owner.__name__}.{attribute}"

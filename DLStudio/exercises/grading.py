@@ -178,8 +178,9 @@ class Child:
                    os.path.abspath(__file__))))}
         argv = [sys.executable, "-c", CHILD, self.exercise.name, self.path, str(rq), str(wa)]
         self.group = FileGroup.make(self.memory_mb) if self.memory_mb else None
-        command, preexec, self.uid = self.sandbox.wrap(argv, self.work, self.memory_mb, env,
-                                                       self.group)
+        command, preexec, self.uid = self.sandbox.wrap(
+            argv, self.work, self.memory_mb, env, self.group,
+            self.sandbox.package_for(self.exercise))
         self.process = subprocess.Popen(
             command, cwd=self.work, env=env if self.sandbox.kind != "bwrap" else None,
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -287,6 +288,7 @@ def grade_file(exercise, path, seed=None, timeout=60, memory_mb=3072, sandbox=No
     """The Grade of one file: its checks (``only``: those named) with answers from a child
     in ``sandbox`` (Sandbox.find() by default), within ``timeout`` seconds in all."""
     sandbox = sandbox or Sandbox.find()
+    sandbox.package_for(exercise)               # made before the file's time starts
     seed = new_seed() if seed is None else seed
     start = time.monotonic()
     try:
@@ -367,6 +369,7 @@ def grade_folder(exercise, files, seed=None, jobs=1, similar=True, **options):
     similar: flags too (`add_similar_flags`; a caller that writes the grades first passes
     False and adds them after)."""
     sandbox = options.pop("sandbox", None) or Sandbox.find()
+    sandbox.package_for(exercise)               # once, before any file's time starts
 
     def one(file):
         file_seed = new_seed() if seed is None else seed

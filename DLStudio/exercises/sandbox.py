@@ -6,8 +6,8 @@
 Under bubblewrap (Debian's ``bubblewrap``; it works unprivileged, and as root where user
 namespaces are on) the process sees only what the interpreter needs, read-only: the system's
 files under /usr, the Python installation, the environment's site-packages and this package's
-own folder (that folder alone, where it lies inside a clone or a home directory), and the
-system's font settings (/etc/fonts, which matplotlib reads). Its working
+own folder (that folder alone, where it lies inside a clone or a home directory; shown as a
+copy without the grader's answers, withheld.py), and the system's font settings (/etc/fonts, which matplotlib reads). Its working
 folder is the only place it can write; nothing else of the grader's (the submissions, the
 grades, the solutions, the home directories) is there. It has no network (a network namespace
 of its own, with nothing in it), runs as an unprivileged user with no capabilities, and is
@@ -38,8 +38,9 @@ import signal
 import site
 import subprocess
 import sys
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .limits import FileGroup
 
@@ -55,6 +56,7 @@ WORK_SIZE = 256 * 2 ** 20
 PIDS = 256
 #: The uids a file of its own runs as (without bubblewrap, as root): none of the system's.
 FIRST_UID = 1_500_000_000
+_COPYING = threading.Lock()
 
 
 class SandboxError(RuntimeError):
@@ -131,6 +133,7 @@ class Sandbox:
     unprivileged user ``nobody``) or "none", and what that means in one line."""
     kind: str
     says: str
+    copies: dict = field(default_factory=dict)      # exercise name: its package_for folder
 
     @classmethod
     def find(cls, require=False, use=True):
@@ -167,6 +170,18 @@ class Sandbox:
         except (OSError, subprocess.SubprocessError):
             return False
 
+    def package_for(self, exercise):
+        """The package as a graded file of ``exercise`` sees it: under bubblewrap, a copy
+        without the grader's answers (withheld.package_copy, made once per exercise), else
+        None (the package's own files)."""
+        if self.kind != "bwrap":
+            return None
+        with _COPYING:
+            if exercise.name not in self.copies:
+                from .withheld import package_copy, targets
+                self.copies[exercise.name] = package_copy(targets(exercise), _package_dir())
+            return self.copies[exercise.name]
+
     @staticmethod
     def memory_says():
         """How memory is limited on this system, in a few words."""
@@ -176,9 +191,10 @@ class Sandbox:
         group.remove()
         return f"one memory limit for all of a file's processes (cgroup {group.version})"
 
-    def wrap(self, argv, work, memory_mb, env, group=None):
+    def wrap(self, argv, work, memory_mb, env, group=None, package=None):
         """(the command that runs ``argv`` in ``work``, its preexec function, the uid it
-        runs as where the grader chose one)."""
+        runs as where the grader chose one); ``package``: a copy of the package shown in
+        its place (bwrap only; see `package_for`)."""
         if self.kind == "user":
             uid = FIRST_UID + secrets.randbelow(10 ** 8)     # a user of its own
             for folder, _, names in os.walk(work):
@@ -203,6 +219,8 @@ class Sandbox:
                 command += ["--ro-bind", path, path]
         for root in _readable_roots():
             command += ["--ro-bind", root, root]
+        if package:                     # the package without the grader's answers
+            command += ["--ro-bind", package, _package_dir()]
         if os.path.isdir("/etc/fonts"):        # matplotlib's fonts: without it, a warning
             command += ["--ro-bind", "/etc/fonts", "/etc/fonts"]
         command += ["--proc", "/proc", "--dev", "/dev", "--size", str(WORK_SIZE),
