@@ -5,13 +5,14 @@
 
 Under bubblewrap (Debian's ``bubblewrap``; it works unprivileged, and as root where user
 namespaces are on) the process sees only what the interpreter needs, read-only: the system's
-files under /usr, the Python installation, the environment's site-packages and this package's
-own folder (that folder alone, where it lies inside a clone or a home directory; shown as a
-copy without the grader's answers, withheld.py), and the system's font settings (/etc/fonts, which matplotlib reads). Its working
-folder is the only place it can write; nothing else of the grader's (the submissions, the
-grades, the solutions, the home directories) is there. It has no network (a network namespace
-of its own, with nothing in it), runs as an unprivileged user with no capabilities, and is
-the first process of a PID namespace of its own: every process it starts ends with it.
+files under /usr, the Python installation, the environment's site-packages and this
+package's own folder (that folder alone, where it lies inside a clone or a home directory;
+shown as a copy without the grader's answers, withheld.py), and the system's font settings
+(/etc/fonts, which matplotlib reads). Its working folder is the only place it can write;
+nothing else of the grader's (the submissions, the grades, the solutions, the home
+directories) is there. It has no network (a network namespace of its own, with nothing in
+it), runs as an unprivileged user with no capabilities, and is the first process of a PID
+namespace of its own: every process it starts ends with it.
 
 Without bubblewrap (macOS, Windows, a container without user namespaces) the grader says so.
 As root, where an unprivileged user can run Python, it runs each file as a user of its own
