@@ -431,7 +431,8 @@ class TransformerGPT(TextModel, GPTParts):
             embedding_size=self.embedding_size, dropout=self.dropout,
             full_width_heads=self.full_width_heads, positions=self.positions,
             tie_embeddings=self.tie_embeddings, norm=self.norm, feed_forward=self.feed_forward,
-            kv_heads=self.kv_heads, **{k: getattr(self, k) for k in GPTSettings.FROM_FOLDERS})
+            kv_heads=self.kv_heads, **{k: getattr(self, k) for k in
+                                       GPTSettings.FROM_FOLDERS + GPTSettings.SINCE_2023})
 
     __init__.__signature__ = GPTSettings.signature(
         dl_studio=inspect.Parameter.empty, sentences=None, vocab=None)

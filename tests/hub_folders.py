@@ -124,26 +124,40 @@ CHAT = ("{% for m in messages %}<|start|>{{ m['role'] }}\n{{ m['content'] | trim
         "{% endfor %}{% if add_generation_prompt %}<|start|>assistant\n{% endif %}")
 
 
+#: What each Llama-shaped family's folder sets beyond Llama's: Qwen3's head width of its own
+#: (24, not 64 / 4) with QK-norm, Mistral's window (6: shorter than a prompt and its
+#: continuation), SmolLM3's third layer without rotary positions.
+FAMILY_CHANGES = {"qwen3": {"head_dim": 24},
+                  "mistral": {"sliding_window": 6},
+                  "smollm3": {"num_hidden_layers": 3, "no_rope_layers": [1, 1, 0],
+                              "pad_token_id": None}}
+
+
 def llama_folder(path, kind="llama", std=0.3, **changes):
-    """A LlamaForCausalLM (or ``kind="qwen2"``: Qwen2ForCausalLM) of small random weights;
-    ``changes``: config fields (num_key_value_heads, head_dim, rope_scaling, ...)."""
+    """A LlamaForCausalLM (or ``kind`` "qwen2", "qwen3", "mistral", "smollm3": that
+    family's model) of small random weights; ``changes``: config fields
+    (num_key_value_heads, head_dim, rope_scaling, ...)."""
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
-    tok = qwen_tokenizer(path) if kind == "qwen2" else llama_tokenizer(path, chat=CHAT)
-    Config, Model = (Qwen2Config, Qwen2ForCausalLM) if kind == "qwen2" else \
-        (LlamaConfig, LlamaForCausalLM)
+    import transformers
+    qwen = kind in ("qwen2", "qwen3")
+    tok = qwen_tokenizer(path) if qwen else llama_tokenizer(path, chat=CHAT)
+    name = {"llama": "Llama", "qwen2": "Qwen2", "qwen3": "Qwen3", "mistral": "Mistral",
+            "smollm3": "SmolLM3"}[kind]
+    Config, Model = (getattr(transformers, f"{name}Config"),
+                     getattr(transformers, f"{name}ForCausalLM"))
     settings = dict(vocab_size=tok.get_vocab_size(), hidden_size=64, intermediate_size=96,
                     num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                     max_position_embeddings=256, rms_norm_eps=1e-6,
                     bos_token_id=tok.token_to_id("<|begin_of_text|>"),
                     eos_token_id=tok.token_to_id("<|end_of_text|>"), tie_word_embeddings=True)
-    if kind == "qwen2":
+    if qwen:
         settings.update(bos_token_id=None, eos_token_id=tok.token_to_id("<|im_end|>"))
+    settings.update(FAMILY_CHANGES.get(kind, {}))
     settings.update(changes)
     torch.manual_seed(0)
     model = _weights_large(Model(Config(**settings)), std).eval()
     model.save_pretrained(path)
-    eot = tok.token_to_id("<|endoftext|>" if kind == "qwen2" else "<|eot_id|>")
+    eot = tok.token_to_id("<|endoftext|>" if qwen else "<|eot_id|>")
     with open(os.path.join(path, "generation_config.json"), "w") as f:
         json.dump({"bos_token_id": settings["bos_token_id"],
                    "eos_token_id": [settings["eos_token_id"], eot]}, f)

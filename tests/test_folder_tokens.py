@@ -290,7 +290,7 @@ def test_chat_templates_render_as_transformers_renders_them(tmp_path, case):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["llama", "qwen2"])
+@pytest.mark.parametrize("kind", ["llama", "qwen2", "qwen3", "mistral", "smollm3"])
 def test_bf16_logits_are_transformers_within_two_ulps(tmp_path, kind):
     """transformers' bf16: RMSNorm normalises in fp32 and rounds before its weight, and the
     attention is the fused kernel, on a CPU too; ours reads a folder the same way."""

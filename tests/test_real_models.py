@@ -31,6 +31,10 @@ FOLDERS = {
         p, tie_word_embeddings=False, head_dim=24, rope_scaling=LLAMA3_SCALING,
         rope_theta=500000.0),
     "qwen2": lambda p: llama_folder(p, kind="qwen2"),
+    "qwen3 (head_dim 24, tied)": lambda p: llama_folder(p, kind="qwen3"),
+    "qwen3 (untied)": lambda p: llama_folder(p, kind="qwen3", tie_word_embeddings=False),
+    "mistral (a window of 6)": lambda p: llama_folder(p, kind="mistral"),
+    "smollm3 (a layer without rotary positions)": lambda p: llama_folder(p, kind="smollm3"),
 }
 slow_parity = [pytest.mark.slow]
 
@@ -122,9 +126,11 @@ def config_of(**fields):
 
 
 @pytest.mark.parametrize("fields, named", [
-    ({"architectures": ["Qwen3ForCausalLM"]}, "q_norm, k_norm"),
+    ({"architectures": ["Olmo2ForCausalLM"]}, "norms after the sublayers"),
     ({"architectures": ["MixtralForCausalLM"]}, "mixture of experts"),
-    ({"use_sliding_window": True}, "use_sliding_window"),
+    ({"architectures": ["Qwen2ForCausalLM"], "use_sliding_window": True, "sliding_window": 8,
+      "max_window_layers": 1}, "some layers only"),
+    ({"layer_types": ["full_attention", "chunked_attention"]}, "chunked_attention"),
     ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, "'yarn'"),
     ({"rope_parameters": {"rope_type": "dynamic", "rope_theta": 1e4}}, "'dynamic'"),
     ({"hidden_act": "gelu"}, "hidden_act 'gelu'"),
@@ -137,9 +143,10 @@ def test_what_we_cannot_reproduce_exactly_is_refused_by_name(fields, named):
 
 def test_every_setting_in_the_way_is_named_at_once():
     with pytest.raises(FolderError) as e:
-        hub.settings_of(config_of(hidden_act="relu", use_sliding_window=True,
-                                  rope_scaling={"type": "yarn"}))
-    assert all(n in str(e.value) for n in ("hidden_act", "use_sliding_window", "yarn"))
+        hub.settings_of(config_of(hidden_act="relu", layer_types=["full_attention",
+                                                                 "sliding_attention"],
+                                  sliding_window=4, rope_scaling={"type": "yarn"}))
+    assert all(n in str(e.value) for n in ("hidden_act", "some layers only", "yarn"))
 
 
 def test_settings_map_to_ours_and_a_rotary_model_builds_no_position_table():

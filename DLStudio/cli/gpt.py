@@ -15,11 +15,13 @@ from .common import (
     UserError,
     add_run_arguments,
     add_since_2017_arguments,
+    add_since_2023_arguments,
     add_stack_arguments,
     add_weights_argument,
     checkpoint_and_rest,
     how_to_run,
     hugging_face_folder,
+    model_class_flag,
     nonnegative_float,
     nonnegative_int,
     positive_float,
@@ -28,6 +30,8 @@ from .common import (
     resolve_archive,
     run_job,
     since_2017,
+    since_2023,
+    subclass_of,
     take_best_use,
 )
 from .real_models import folder_prompts, greedy_without_sampling_flags
@@ -79,6 +83,7 @@ def gpt_parser():
     p.add_argument("--vocab-size", type=positive_int, default=d["vocab_size"])
     add_stack_arguments(p, d, "GPT layers (BasicDecoderWithMasking)")
     add_since_2017_arguments(p, full_width=True)
+    add_since_2023_arguments(p)
     p.add_argument("--learning-rate", type=positive_float, default=d["learning_rate"])
     p.add_argument("--batch-size", type=positive_int, default=d["batch_size"])
     p.add_argument("--epochs", type=positive_int, default=d["epochs"])
@@ -86,6 +91,8 @@ def gpt_parser():
     p.add_argument("--no-output-bias", dest="output_bias", action="store_false",
                    help="no bias on the output layer (Llama's and GPT-2's: "
                         "save_to_huggingface.py needs it)")
+    model_class_flag(p, "train this subclass of TransformerGPT (homework)",
+                     "qk_norm:MyTransformer")
     add_run_arguments(p, "checkpoints_GPT", "perplexity", "held-out perplexity")
     return p
 
@@ -111,13 +118,16 @@ def gpt_train_main(argv=None):
         dls = DLStudio(path_saved_model=os.path.join(args.checkpoints_dir, "saved_GPT.pt"),
                        learning_rate=args.learning_rate, batch_size=args.batch_size,
                        epochs=args.epochs, use_gpu=not args.cpu, seed=args.seed)
-        gpt = TransformerGPT(dl_studio=dls, sentences=sentences, lang=args.side if
+        cls = subclass_of(args.model_class, TransformerGPT) if args.model_class else \
+            TransformerGPT
+        gpt = cls(dl_studio=dls, sentences=sentences, lang=args.side if
                              archive_text else "text", tokenizer=args.tokenizer,
                              vocab_size=args.vocab_size, vocab=words,
                              embedding_size=args.embedding_size,
                              num_basic_decoders=args.num_layers,
                              num_atten_heads=args.num_atten_heads, layout=args.layout,
                              full_width_heads=args.full_width_heads, **since_2017(args),
+                             **since_2023(args),
                              num_warmup_steps=args.num_warmup_steps,
                              schedule=args.schedule, dropout=args.dropout,
                              checkpoint_freq=args.checkpoint_freq, archive_text=archive_text,

@@ -238,6 +238,7 @@ class GPTSettings(LayoutSettings):
 
     FROM_FOLDERS = ("output_bias", "feed_forward_size", "norm_eps", "scale_embeddings",
                     "head_size", "gated_size", "rope_base", "rope_scaling")
+    SINCE_2023 = ("qk_norm", "window", "nope_layers")      # model/since_2023.py
 
     lang: str = setting("es")
     tokenizer: str = setting("bpe")
@@ -261,6 +262,11 @@ class GPTSettings(LayoutSettings):
     gated_size: int = setting(None, shapes=True)                 # None: round(2 F / 3)
     rope_base: float = setting(MODEL["rope_base"])
     rope_scaling: dict = setting(None)
+    # since 2023 (model/since_2023.py): train_gpt.py's switches, and Qwen3's, Mistral's and
+    # SmolLM3's folders'
+    qk_norm: bool = setting(MODEL["qk_norm"], shapes=True)
+    window: int = setting(MODEL["window"])              # None: every earlier token
+    nope_layers: tuple = setting(MODEL["nope_layers"])  # layers without rotary positions
 
 
 @dataclass

@@ -51,11 +51,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from . import since_2017
+from . import since_2017, since_2023
 from .batched_heads import BatchedHeads
 from .kv_cache import NO_CACHE, KeyValueCache, attached_to_decoder
 from .overrides import check_forwards, runs_base
-from .recorder import record_attention
+from .recorder import translation_maps
 from .since_2017 import RMSNorm, RotaryEmbedding, SwiGLU, grouped_heads, repeat_kv, rotary_heads
 from .summed_loss import summed_cross_entropy  # F.cross_entropy(..., reduction="sum")
 from .tokens import causal_mask, padding_mask
@@ -107,7 +107,10 @@ class TransformerParts:
         feed_forward_size (F; None: 2 M), norm_eps (LayerNorm's epsilon), scale_embeddings
         (False: word vectors not scaled by sqrt(M)); and today's (since_2017.py): norm
         ("layernorm" | "rmsnorm"), positions="rope", feed_forward="swiglu", kv_heads (G key/
-        value heads shared by groups of query heads; None: one per head); and what a real
+        value heads shared by groups of query heads; None: one per head); since 2023's
+        (since_2023.py): qk_norm (True: each head's queries and keys normalised), window (W:
+        a token sees the last W only), nope_layers (GPT layers without rotary positions);
+        and what a real
         model's folder sets (containers/hub.py): head_size (s_qkv of full-width heads when
         not M / H), output_bias, rope_base, rope_scaling ({"rope_type": "llama3" | "linear",
         ...}), gated_size (SwiGLU's hidden width; None: round(2 F / 3)).
@@ -120,7 +123,8 @@ class TransformerParts:
                  tie_embeddings=False, shared_vocab=False, feed_forward="relu",
                  feed_forward_size=None, norm_eps=1e-5, scale_embeddings=True,
                  norm="layernorm", positions="sinusoidal", kv_heads=None, head_size=None,
-                 output_bias=True, rope_base=10000.0, rope_scaling=None, gated_size=None):
+                 output_bias=True, rope_base=10000.0, rope_scaling=None, gated_size=None,
+                 qk_norm=False, window=None, nope_layers=()):
         if embedding_size % 2:
             raise ValueError(f"embedding_size must be even (sin/cos pairs), got {embedding_size}")
         self.embedding_size, self.max_seq_length = embedding_size, max_seq_length
@@ -132,11 +136,9 @@ class TransformerParts:
             raise ValueError(f"learned_positions=True is positions='learned', not {positions!r}")
         positions = "learned" if learned_positions else positions
         self.positions, self.learned_positions = positions, positions == "learned"
-        if kv_heads is not None and (isinstance(kv_heads, bool) or not isinstance(kv_heads, int)
-                                     or kv_heads < 1):
-            raise ValueError(f"kv_heads is a number of key/value heads (>= 1, dividing the "
-                             f"heads; None: one per query head), got {kv_heads!r}")
-        self.tie_embeddings, self.kv_heads = tie_embeddings, kv_heads
+        self.tie_embeddings, self.kv_heads = tie_embeddings, since_2017.checked_kv_heads(kv_heads)
+        self.qk_norm, self.window, self.nope_layers = since_2023.switches(qk_norm, window,
+                                                                          nope_layers)
         self.shared_vocab = shared_vocab
         if shared_vocab and len(set(self.vocab_sizes.values())) > 1:
             raise ValueError(f"shared_vocab: one vocabulary for both, not {self.vocab_sizes}")
@@ -233,7 +235,8 @@ class TransformerParts:
             (cross-attention) or x. A head's own forward shows its attention maps by
             handing its weights (B, T_q, T_k) to ``self.keep_weights``.
         ``rotary``: with ``positions="rope"``, self-attention's RotaryEmbedding, which turns
-        the queries and keys by position (since_2017.py); None otherwise.
+        the queries and keys by position (since_2017.py); None otherwise. ``q_norm``,
+        ``k_norm``: with ``qk_norm``, the attention's norms of queries and keys.
         """
 
         record_attention = False
@@ -247,10 +250,13 @@ class TransformerParts:
             self.WK = nn.Linear(input_size, qkv_size)
             self.WV = nn.Linear(input_size, qkv_size)
             self.rotary = None               # self-attention's RotaryEmbedding, with RoPE
+            self.q_norm = self.k_norm = None     # its attention's norms, with qk_norm
 
         def forward(self, x, mask=None, memory=None):
             kv = x if memory is None else memory
             Q, K = self.WQ(x), self.WK(kv)                                 # (B, T, s_qkv)
+            if self.q_norm is not None:          # QK-norm: each query and key normalised
+                Q, K = self.q_norm(Q), self.k_norm(K)
             if self.rotary is not None:          # RoPE: position m turns by m theta
                 Q, K = self.rotary(Q), self.rotary(K)
             out, weights = scaled_dot_product(Q, K, self.WV(kv), mask)
@@ -275,6 +281,7 @@ class TransformerParts:
             kv_cache: `NO_CACHE`, or a KeyValueCache while decoding word by word.
             group: query heads per key/value head (``kv_heads``: since_2017.grouped_heads).
             rotary: the heads' RotaryEmbedding (``positions="rope"``; never cross-attention).
+            q_norm, k_norm, window: since 2023's switches (since_2023.py), or None.
         """
 
         kv_cache = NO_CACHE
@@ -308,6 +315,8 @@ class TransformerParts:
                 self.rotary = xformer.RotaryEmbedding(self.qkv_size,
                                                       **since_2017.rope_settings(xformer))
                 rotary_heads(self.heads, self.rotary)
+            self.q_norm, self.k_norm = since_2023.qk_norms(self, xformer)
+            self.window = None if self.reads_memory else getattr(xformer, "window", None)
             self.batched = self.can_batch(TransformerParts.AttentionHead)
             if not runs_base(self, TransformerParts.SelfAttention, "weighted"):
                 self.fused = False              # a student's attention runs as written
@@ -318,6 +327,8 @@ class TransformerParts:
             return xformer.AttentionHead
 
         def forward(self, x, mask=None):
+            if self.window:              # a sliding window: the last `window` tokens only
+                mask = since_2023.windowed(mask, x, self.kv_cache.length, self.window)
             return self.attend(x, x, mask)                                 # (B, T, M)
 
         def attend(self, x_q, x_kv, mask):
@@ -593,23 +604,12 @@ class EncoderDecoderParts(TransformerParts):
         def decoding(self, cache_class=KeyValueCache):
             """``with model.decoding() as caches``: a KeyValueCache (or ``cache_class``) on each
             attention of the decoder, or none where they would not be read (kv_cache.py)."""
-            base = EncoderDecoderParts
-            return attached_to_decoder(
-                self.decoder, base.MasterDecoderWithMasking, base.BasicDecoderWithMasking,
-                {"self_attention": base.SelfAttention, "cross_attention": base.CrossAttention},
-                "decoder", cache_class)
+            return attached_to_decoder(self.decoder, EncoderDecoderParts, "decoder", cache_class)
 
         def attention_maps(self, src, tgt):
-            """The attention weights of one teacher-forced pass (for plots). Shape: src, tgt ->
-            {"encoder", "decoder_self", "cross"}: lists (a layer each) of (B, H, T_q, T_k)
-            weights; each row sums to 1 and masked positions are exactly 0."""
-            layers = self.decoder.basic_decoder_arr
-            kinds = {"encoder": [e.self_attention for e in self.encoder.basic_encoder_arr],
-                     "decoder_self": [d.self_attention for d in layers],
-                     "cross": [d.cross_attention for d in layers]}
-            with torch.no_grad():
-                maps = iter(record_attention(sum(kinds.values(), []), lambda: self(src, tgt)))
-            return {kind: [next(maps) for _ in attentions] for kind, attentions in kinds.items()}
+            """The attention weights of one teacher-forced pass (for plots): see
+            recorder.translation_maps."""
+            return translation_maps(self, src, tgt)
 
         def parts(self):
             """The parts whose weights a checkpoint keeps, by DLStudio's names."""
@@ -673,6 +673,8 @@ class GPTParts(TransformerParts, nn.Module):
             None, self, num_basic_decoders, num_atten_heads)
         if self.tie_embeddings:
             self.master_decoder.out.weight = self.embeddings_generator.embedding.weight
+        for i in self.nope_layers:           # NoPE: these layers turn nothing (since_2023)
+            since_2023.without_positions(self.master_decoder.basic_decoder_arr[i].self_attention)
 
     def num_tokens(self, lang=None):
         return self.vocab_sizes[self.lang]       # one language, whatever a part asks for
@@ -694,7 +696,4 @@ class GPTParts(TransformerParts, nn.Module):
 
     def decoding(self):
         """``with gpt.decoding() as caches``: see EncoderDecoder.decoding."""
-        return attached_to_decoder(
-            self.master_decoder, EncoderDecoderParts.MasterDecoderWithMasking,
-            GPTParts.BasicDecoderWithMasking, {"self_attention": TransformerParts.SelfAttention},
-            "GPT")
+        return attached_to_decoder(self.master_decoder, GPTParts, "GPT")

@@ -43,8 +43,8 @@ GQA_IN_SDPA = tuple(int(n) for n in torch.__version__.split(".")[:2]) >= (2, 5)
 class BatchedHeads:
     """The batched arithmetic of `SelfAttention` (which provides ``heads``, ``qkv_size``,
     ``num_atten_heads``, ``full_width``, ``kv_cache``, ``record_attention`` and
-    ``weighted``, the readable attention, ``group`` and ``rotary``). Line (A) is in
-    `all_heads`."""
+    ``weighted``, the readable attention, ``group``, ``rotary``, ``q_norm``,
+    ``k_norm``). Line (A) is in `all_heads`."""
 
     fused = True       # F.scaled_dot_product_attention in the batched path (measured)
     fused_cpu_bf16 = False   # ... for bf16 on a CPU too (a real model's, as transformers)
@@ -85,18 +85,27 @@ class BatchedHeads:
         kv_heads = self.heads[::self.group]                   # every head's, or one a group
         if self.reads_memory:
             Q, = self.project(x_q, ("WQ",))
-            K, V = self.kv_cache.once(lambda: self.project(x_kv, ("WK", "WV"), kv_heads))
+            K, V = self.kv_cache.once(lambda: self.normed_keys(
+                self.project(x_kv, ("WK", "WV"), kv_heads)))
+            Q = Q if self.q_norm is None else self.q_norm(Q)
         else:
             if self.group == 1:                                # one product for all three
                 Q, K, V = self.project(x_q, ("WQ", "WK", "WV"))
             else:
                 (Q,), (K, V) = self.project(x_q, ("WQ",)), self.project(x_q, ("WK", "WV"),
                                                                          kv_heads)
+            if self.q_norm is not None:                       # QK-norm, before the turn
+                Q, (K, V) = self.q_norm(Q), self.normed_keys((K, V))
             if self.rotary is not None:
                 offset = self.kv_cache.length                 # the newest word's position
                 Q, K = self.rotary(Q, offset), self.rotary(K, offset)
             K, V = self.kv_cache.extend(K, V)
         return Q, K, V
+
+    def normed_keys(self, kv):
+        """(K, V) with K normalised by ``k_norm`` (QK-norm; since_2023.py), where there is one."""
+        K, V = kv
+        return (K if self.k_norm is None else self.k_norm(K)), V
 
     def project(self, x, names, heads=None):
         """Each of ``heads``' (all by default) W_<name> for each name, applied to its slice of

@@ -114,15 +114,18 @@ def attached_if_valid(attentions, own, masking, what, cache_class=KeyValueCache)
 ATTENTION_METHODS = ("forward", "attend", "all_heads", "queries_keys_values", "project")
 
 
-def attached_to_decoder(decoder, stack, layer, attentions, what, cache_class=KeyValueCache):
-    """`attached_if_valid` for the attentions of a decoder stack (``decoder``, whose reference
-    class is ``stack``, of layers of reference class ``layer``); ``attentions`` maps each
-    layer's attention attribute to its reference class ({"self_attention": SelfAttention,
-    ...}). A student's class in any of them means code that would not read the caches.
-    ``cache_class``: as for `attached`."""
+def attached_to_decoder(decoder, parts, what, cache_class=KeyValueCache):
+    """`attached_if_valid` for the attentions of a decoder stack (``decoder``) of the
+    reference classes ``parts`` (EncoderDecoderParts or GPTParts: its stack, its layer, and
+    the attentions of a layer, self-attention and, where ``parts`` has it,
+    cross-attention). A student's class in any of them means code that would not read the
+    caches. ``cache_class``: as for `attached`."""
+    attentions = {"self_attention": parts.SelfAttention}
+    if hasattr(parts, "CrossAttention"):
+        attentions["cross_attention"] = parts.CrossAttention
     layers = list(decoder.basic_decoder_arr)
-    own = own_code([(decoder, stack, ("forward",))]
-                   + [(d, layer, ("forward",)) for d in layers]
+    own = own_code([(decoder, parts.MasterDecoderWithMasking, ("forward",))]
+                   + [(d, parts.BasicDecoderWithMasking, ("forward",)) for d in layers]
                    + [(getattr(d, name), cls, ATTENTION_METHODS)
                       for d in layers for name, cls in attentions.items()])
     return attached_if_valid([getattr(d, name) for d in layers for name in attentions], own,

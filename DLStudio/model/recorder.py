@@ -1,7 +1,9 @@
 """The attention recorder: every attention module keeps its weights for one pass, for the
 pictures of attention (torch only, beside the architecture)."""
 
-__all__ = ["record_attention"]
+import torch
+
+__all__ = ["record_attention", "translation_maps"]
 
 
 def record_attention(attentions, run):
@@ -20,3 +22,16 @@ def record_attention(attentions, run):
         raise ValueError(f"no attention weights from {type(attentions[0].heads[0]).__qualname__}"
                          ": a head's own forward hands them to self.keep_weights(weights)")
     return maps
+
+
+def translation_maps(model, src, tgt):
+    """The attention weights of one teacher-forced pass of a translation model (for plots).
+    Shape: src, tgt -> {"encoder", "decoder_self", "cross"}: lists (a layer each) of
+    (B, H, T_q, T_k) weights; each row sums to 1 and masked positions are exactly 0."""
+    layers = model.decoder.basic_decoder_arr
+    kinds = {"encoder": [e.self_attention for e in model.encoder.basic_encoder_arr],
+             "decoder_self": [d.self_attention for d in layers],
+             "cross": [d.cross_attention for d in layers]}
+    with torch.no_grad():
+        maps = iter(record_attention(sum(kinds.values(), []), lambda: model(src, tgt)))
+    return {kind: [next(maps) for _ in attentions] for kind, attentions in kinds.items()}

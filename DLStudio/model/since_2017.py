@@ -23,8 +23,8 @@ import torch.nn.functional as F
 
 from .overrides import OverrideError
 
-__all__ = ["RMSNorm", "SwiGLU", "RotaryEmbedding", "grouped_heads", "repeat_kv",
-           "rotary_heads", "rope_settings", "ROPE_SCALINGS"]
+__all__ = ["RMSNorm", "SwiGLU", "RotaryEmbedding", "grouped_heads", "checked_kv_heads",
+           "repeat_kv", "rotary_heads", "heads_must_read", "rope_settings", "ROPE_SCALINGS"]
 
 
 class RMSNorm(nn.Module):
@@ -182,15 +182,31 @@ def rotary_heads(heads, rotary):
     with a forward of its own must turn its queries and keys itself (as AttentionHead.forward
     does) or call ``super().forward``: one that does neither is refused, not run without
     positions."""
+    heads_must_read(heads, "rotary", "with positions='rope' its words would have no "
+                    "positions at all: turn Q and K with Q, K = self.rotary(Q), "
+                    "self.rotary(K) before the scores (see AttentionHead.forward), or use "
+                    "positions='sinusoidal' or 'learned'.")
+    for head in heads:
+        head.rotary = rotary
+
+
+def heads_must_read(heads, name, why):
+    """Refuse a student's head whose own forward never reads ``self.<name>`` (nor calls
+    super().forward), saying ``why`` it must: a switch it would silently skip."""
     for head in heads:
         forward = type(head).forward
-        if not {"rotary", "super"} & names_in(getattr(forward, "__code__", None)):
-            raise OverrideError(
-                f"{type(head).__qualname__}.forward never reads self.rotary, so with "
-                "positions='rope' its words would have no positions at all: turn Q and K "
-                "with Q, K = self.rotary(Q), self.rotary(K) before the scores (see "
-                "AttentionHead.forward), or use positions='sinusoidal' or 'learned'.")
-        head.rotary = rotary
+        if not {name, "super"} & names_in(getattr(forward, "__code__", None)):
+            raise OverrideError(f"{type(head).__qualname__}.forward never reads self.{name}, "
+                                f"so {why}")
+
+
+def checked_kv_heads(kv_heads):
+    """``kv_heads`` as a model's setting: None (one per query head) or a number >= 1."""
+    if kv_heads is not None and (isinstance(kv_heads, bool) or not isinstance(kv_heads, int)
+                                 or kv_heads < 1):
+        raise ValueError(f"kv_heads is a number of key/value heads (>= 1, dividing the "
+                         f"heads; None: one per query head), got {kv_heads!r}")
+    return kv_heads
 
 
 def grouped_heads(heads, kv_heads):

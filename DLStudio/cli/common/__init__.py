@@ -19,6 +19,7 @@ from .flags import (
     add_decoding_precision,
     add_run_arguments,
     add_since_2017_arguments,
+    add_since_2023_arguments,
     add_stack_arguments,
     add_weights_argument,
     existing_file,
@@ -29,6 +30,7 @@ from .flags import (
     positive_int,
     positive_ints,
     since_2017,
+    since_2023,
 )
 from .inputs import (
     CLONE_TOP,
@@ -61,4 +63,4 @@ __all__ = ["LECTURE", "RECIPES", "Parser", "positive_int", "nonnegative_int", "p
            "archive_or_usage", "take_best_use", "checkpoint_arguments", "checkpoint_and_rest",
            "hugging_face_folder",
            "load_translation", "load_checkpoint_or_exit", "subclass_of",
-           "add_since_2017_arguments", "since_2017"]
+           "add_since_2017_arguments", "since_2017", "add_since_2023_arguments", "since_2023"]

@@ -17,7 +17,8 @@ __all__ = ["LECTURE", "RECIPES", "Parser", "positive_int", "nonnegative_int", "p
            "nonnegative_float", "positive_ints", "existing_file", "add_run_arguments",
            "DEFAULT_BEAM", "DEFAULT_WEIGHTS", "add_beam_argument", "add_weights_argument",
            "add_decoding_precision", "add_stack_arguments", "add_checkpoint_arguments",
-           "model_class_flag", "add_since_2017_arguments", "since_2017"]
+           "model_class_flag", "add_since_2017_arguments", "since_2017",
+           "add_since_2023_arguments", "since_2023"]
 
 
 #: The lecture's configuration: what the scripts do when run with no arguments.
@@ -244,6 +245,46 @@ def since_2017(args, positions=True):
                         " must be even")
     chosen = {"norm": args.norm, "feed_forward": args.feed_forward, "kv_heads": kv}
     return {**chosen, "positions": args.positions} if positions else chosen
+
+
+def add_since_2023_arguments(parser):
+    """The changes since 2023 a GPT takes as switches (model/since_2023.py): ``--qk-norm``,
+    ``--window``, ``--nope-layers``."""
+    p = parser
+    p.add_argument("--qk-norm", action="store_true",
+                   help="each head's queries and keys RMS-normalised before the scores "
+                        "(Qwen3, Gemma 3)")
+    p.add_argument("--window", type=positive_int, default=None, metavar="W",
+                   help="a sliding window: each token sees the last W tokens only, itself "
+                        "included (Mistral; default: all before it)")
+    p.add_argument("--nope-layers", type=layer_list, default=(), metavar="I,J",
+                   help="layers (from 0) without rotary positions, with --positions rope "
+                        "(SmolLM3's NoPE layers)")
+
+
+def layer_list(text):
+    """``--nope-layers 3,7``: layer indices, comma-separated (an empty string: none)."""
+    try:
+        layers = tuple(int(t) for t in text.split(",") if t.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"layer indices, comma-separated (as 3,7), not "
+                                         f"{text!r}") from None
+    if any(i < 0 for i in layers):
+        raise argparse.ArgumentTypeError(f"layer indices count from 0, not {text!r}")
+    return layers
+
+
+def since_2023(args):
+    """The container keywords of `add_since_2023_arguments`' flags, checked against the
+    model's layers and positions."""
+    outside = [i for i in args.nope_layers if i >= args.num_layers]
+    if outside:
+        raise UserError(f"--nope-layers {','.join(map(str, outside))}: the model has "
+                        f"{args.num_layers} layers (0 to {args.num_layers - 1})")
+    if args.nope_layers and args.positions != "rope":
+        raise UserError("--nope-layers takes the rotary positions off some layers: it needs "
+                        "--positions rope")
+    return {"qk_norm": args.qk_norm, "window": args.window, "nope_layers": args.nope_layers}
 
 
 def add_checkpoint_arguments(parser, sentence=False):

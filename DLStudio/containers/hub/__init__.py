@@ -1,0 +1,96 @@
+"""Real language models in our classes: a Hugging Face folder of GPT-2, Llama (SmolLM2,
+Llama 3.x, TinyLlama), Mistral, SmolLM3, Qwen2 or Qwen3 read into a TransformerGPT built of
+the architecture's own nested classes (`read_folder`), and a TransformerGPT written back as
+a folder transformers reads (`write_folder`, writer.py). No second implementation: every
+config field maps to one of our settings, every weight to one of our parameters, in one
+short module per family (gpt2.py; llama.py, with Mistral and SmolLM3; qwen.py), over one
+core that reads and places weights (weights.py). What we cannot reproduce exactly is
+refused by name, every such setting at once.
+
+    family     its settings beyond Llama's          our switch
+    Mistral    sliding_window                        window (since_2023.py)
+    SmolLM3    no_rope_layers                        nope_layers
+    Qwen2      biases on W_Q, W_K, W_V               (our heads' biases)
+    Qwen3      q_norm, k_norm; head_dim              qk_norm; head_size
+
+The two rotary layouts. Our RotaryEmbedding turns neighbouring pairs (x_2i, x_2i+1), as
+the RoFormer paper and Meta's first Llama code do. Hugging Face's Llama turns the two
+halves of a head, (x_i, x_i+d/2) (``rotate_half``), and its converter reordered the rows of
+W_Q and W_K to match. A dot product q . k does not change when q and k are reordered
+alike, so we reorder those rows back (`pairs_from_halves`) and the model keeps one
+RotaryEmbedding; the writer reorders them the other way. Miss it and the logits are right
+at position 0 (no turn) and drift further from the first token on.
+"""
+
+import os
+
+import torch
+
+from ...data.hub_tokenizer import FolderError, HubTokenizer, read_json
+from ...runtime.studio import DLStudio
+from . import gpt2, llama, qwen
+from .weights import halves_from_pairs, hf_weights, pairs_from_halves, place
+from .writer import write_folder
+
+__all__ = ["read_folder", "write_folder", "settings_of", "pairs_from_halves",
+           "halves_from_pairs", "hf_weights", "FolderError", "ARCHITECTURES"]
+
+#: Each architecture we read, and the module of its family.
+FAMILIES = {arch: family for family in (gpt2, llama, qwen) for arch in family.ARCHITECTURES}
+ARCHITECTURES = tuple(FAMILIES)
+#: What we refuse, with the reason, among the hub's best-known others.
+OTHERS = {"MixtralForCausalLM": "a mixture of experts",
+          "Qwen2MoeForCausalLM": "a mixture of experts",
+          "Qwen3MoeForCausalLM": "a mixture of experts",
+          "GemmaForCausalLM": "embeddings scaled by sqrt(M) and RMSNorm with 1 + g",
+          "Gemma2ForCausalLM": "logit soft-capping and sliding windows",
+          "Gemma3ForCausalLM": "four norms a layer, GeGLU and windows on some layers",
+          "Olmo2ForCausalLM": "norms after the sublayers and q/k norms over all heads",
+          "Phi3ForCausalLM": "fused projections with a sliding window"}
+
+
+def settings_of(config, path="the folder"):
+    """Our TransformerGPT settings for a folder's config.json, or FolderError naming every
+    setting we cannot reproduce exactly."""
+    arch = (config.get("architectures") or ["(none)"])[0]
+    if arch not in FAMILIES:
+        why = f" ({OTHERS[arch]})" if arch in OTHERS else ""
+        raise FolderError(f"{path}: its architecture {arch}{why} is not one we read; we read "
+                          f"{', '.join(ARCHITECTURES)}")
+    refused = []
+    settings = FAMILIES[arch].settings(config, arch, refused)
+    if refused:
+        raise FolderError(f"{path}: {arch} with settings we cannot reproduce exactly: "
+                          f"{'; '.join(refused)}. Nothing was loaded")
+    return dict(settings, layout="PreLN", output_bias=False, scale_embeddings=False,
+                dropout=0.0)
+
+
+def read_folder(cls, path, dl_studio=None, dtype=None):
+    """A TransformerGPT (``cls``: a subclass's nested classes are used) of a Hugging Face
+    folder, in eval mode, its weights in ``dtype`` (float32 or bfloat16)."""
+    if not os.path.isdir(path):
+        raise FolderError(f"{path} is not a folder: give the folder a model was downloaded "
+                          "to (docs/real_models.md says how)")
+    config = read_json(path, "config.json")
+    settings = settings_of(config, path)
+    tokenizer = HubTokenizer.from_folder(path, config)
+    weights = hf_weights(path)
+    dls = dl_studio or DLStudio(seed=None)
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(dtype or torch.float32)     # built in the dtype asked: one copy
+    try:
+        gpt = cls(dl_studio=dls, vocab=tokenizer, tokenizer="hub", **settings)
+    finally:
+        torch.set_default_dtype(before)
+    family = FAMILIES[(config.get("architectures") or ["(none)"])[0]]
+    place(gpt, family.weights(weights, config, settings), path)
+    left = weights.left()
+    if left:
+        raise FolderError(f"{path}: no place in our classes for {', '.join(left[:4])}"
+                          f"{' ...' if len(left) > 4 else ''}. Nothing was loaded")
+    gpt.folder, gpt.generation_config = path, read_json(path, "generation_config.json",
+                                                        required=False)
+    for layer in gpt.master_decoder.basic_decoder_arr:   # bf16 on a CPU: transformers' kernel
+        layer.self_attention.fused_cpu_bf16 = True
+    return gpt.to(dls.device).eval()

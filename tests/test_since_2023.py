@@ -1,0 +1,135 @@
+"""The changes since 2023 as switches of the same classes (model/since_2023.py): QK-norm, a
+sliding window, layers without rotary positions. Each gives the same numbers head by head,
+batched and while decoding with the cache; each does what it says (a norm that makes the
+scores blind to the size of W_Q, a window past which a token cannot be seen, a layer that
+no position reaches); a student's head that would skip one is refused; train_gpt.py takes
+them and a checkpoint keeps them."""
+
+import pytest
+import torch
+
+from DLStudio import DLStudio, TransformerGPT
+from DLStudio.checkpoints import checkpoint_files, load_checkpoint
+from DLStudio.cli.gpt import gpt_train_main
+from DLStudio.containers import hub
+from DLStudio.data.hub_tokenizer import FolderError
+from DLStudio.model.architecture import GPTParts
+from DLStudio.model.overrides import OverrideError
+
+SWITCHES = [{"qk_norm": True}, {"window": 3}, {"nope_layers": (1,)},
+            {"qk_norm": True, "window": 2, "nope_layers": (0,)}]
+
+
+def gpt(seed=0, layers=2, **switches):
+    torch.manual_seed(seed)
+    return GPTParts(vocab_size=50, embedding_size=32, max_seq_length=24,
+                    num_basic_decoders=layers, num_atten_heads=4, positions="rope",
+                    norm="rmsnorm", full_width_heads=True, kv_heads=2, **switches).eval()
+
+
+@pytest.mark.parametrize("switches", SWITCHES, ids=str)
+def test_head_by_head_batched_and_cached_give_the_same_numbers(switches):
+    model = gpt(**switches)
+    ids = torch.randint(0, 50, (2, 12), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        batched = model(ids)
+        for layer in model.master_decoder.basic_decoder_arr:
+            layer.self_attention.batched = False
+        by_head = model(ids)
+        for layer in model.master_decoder.basic_decoder_arr:
+            layer.self_attention.batched = True
+        with model.decoding():
+            cached = torch.stack([model.decode_newest(ids[:, :t + 1]) for t in range(12)], 1)
+    assert (batched - by_head).abs().max() < 1e-5
+    assert (batched - cached).abs().max() < 1e-5
+
+
+def test_a_token_outside_the_window_is_not_seen():
+    """One layer, a window of 3: position 8 sees 6, 7, 8; changing token 5 changes nothing
+    there (and changes position 7, which sees it)."""
+    model = gpt(layers=1, window=3)
+    ids = torch.randint(0, 50, (1, 10), generator=torch.Generator().manual_seed(2))
+    other = ids.clone()
+    other[0, 5] = (ids[0, 5] + 1) % 50
+    with torch.no_grad():
+        a, b = model(ids), model(other)
+    assert torch.equal(a[0, 8:], b[0, 8:])
+    assert (a[0, 7] - b[0, 7]).abs().max() > 1e-3
+    with pytest.raises(ValueError, match="window is a number of tokens"):
+        gpt(window=0)
+
+
+def test_qk_norm_makes_the_scores_blind_to_the_size_of_the_queries_and_keys():
+    """RMSNorm rescales each head's q and k: W_Q and W_K ten times larger (biases too) give
+    the same model; without the norm, they do not."""
+    ids = torch.randint(0, 50, (1, 9), generator=torch.Generator().manual_seed(3))
+    for qk_norm in (True, False):
+        model = gpt(qk_norm=qk_norm)
+        with torch.no_grad():
+            before = model(ids)
+            for layer in model.master_decoder.basic_decoder_arr:
+                for head in layer.self_attention.heads:
+                    for W in (head.WQ, head.WK):
+                        W.weight.mul_(10)
+                        W.bias.mul_(10)
+            after = model(ids)
+        assert ((before - after).abs().max() < 1e-4) == qk_norm
+
+
+def test_a_nope_layer_turns_nothing_and_the_others_do():
+    model = gpt(layers=3, nope_layers=(1,))
+    turned = [layer.self_attention.rotary is not None and
+              all(h.rotary is not None for h in layer.self_attention.heads)
+              for layer in model.master_decoder.basic_decoder_arr]
+    assert turned == [True, False, True]
+    assert all(h.rotary is None for h in model.master_decoder.basic_decoder_arr[1]
+               .self_attention.heads)
+
+
+def test_a_students_head_that_skips_the_qk_norm_is_refused():
+    class Head(GPTParts.AttentionHead):
+        def forward(self, x, mask=None, memory=None):
+            Q, K, V = self.rotary(self.WQ(x)), self.rotary(self.WK(x)), self.WV(x)
+            w = torch.softmax(Q @ K.transpose(-2, -1) / Q.size(-1) ** 0.5, -1)
+            return w @ V
+
+    class Mine(GPTParts):
+        AttentionHead = Head
+    with pytest.raises(OverrideError, match="never reads self.q_norm"):
+        Mine(vocab_size=50, embedding_size=32, max_seq_length=24, num_basic_decoders=1,
+             num_atten_heads=4, positions="rope", full_width_heads=True, qk_norm=True)
+
+
+def test_train_gpt_takes_the_switches_and_a_checkpoint_keeps_them(tmp_path, capsys):
+    out = tmp_path / "ck"
+    status = gpt_train_main(["--embedding-size", "32", "--num-layers", "2",
+                             "--num-atten-heads", "4", "--positions", "rope",
+                             "--full-width-heads", "--qk-norm", "--window", "4",
+                             "--nope-layers", "1", "--max-steps", "2", "--checkpoints-dir",
+                             str(out)])
+    assert status == 0
+    ck = load_checkpoint(checkpoint_files(str(out))[-1])
+    assert {k: ck["container_args"][k] for k in ("qk_norm", "window", "nope_layers")} == \
+        {"qk_norm": True, "window": 4, "nope_layers": (1,)}
+    for bad, said in ((["--nope-layers", "2"], "the model has 2 layers"),
+                      (["--nope-layers", "0", "--positions", "learned"], "needs --positions"),
+                      (["--nope-layers", "x"], "layer indices")):
+        capsys.readouterr()
+        try:
+            status = gpt_train_main(["--num-layers", "2", "--max-steps", "1",
+                                     "--checkpoints-dir", str(tmp_path / "no")] + bad)
+        except SystemExit as e:                      # argparse's usage message
+            status = e.code
+        assert status != 0 and said in capsys.readouterr().err
+        assert not (tmp_path / "no").exists()
+
+
+def test_the_llama_writer_refuses_the_switches_by_name(tmp_path):
+    model = TransformerGPT(dl_studio=DLStudio(use_gpu=False, seed=0),
+                           sentences=["la casa es roja", "el perro come"] * 5,
+                           embedding_size=16, num_basic_decoders=1, num_atten_heads=2,
+                           norm="rmsnorm", positions="rope", feed_forward="swiglu",
+                           full_width_heads=True, output_bias=False, qk_norm=True, window=8)
+    with pytest.raises(FolderError) as e:
+        hub.write_folder(model, str(tmp_path / "out"))
+    assert "qk_norm True" in str(e.value) and "window 8" in str(e.value)
