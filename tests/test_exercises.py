@@ -71,6 +71,7 @@ OWN = {
     "rmsnorm": "del MyRMSNorm.forward\n",
     "swiglu": "del MySwiGLU.forward\n",
     "rope": "del MyRotary.forward\ndel MyHead.forward\n",
+    "qk_norm": "del MyHead.forward\n",
     "grouped_query": ("from DLStudio.model.architecture import TransformerParts\n"
                       "MyGroupedAttention.weighted = TransformerParts.SelfAttention.weighted\n"),
     "masking": ("import torch.nn.functional as F\nfrom DLStudio.data.bert_text import mask_tokens\n"
@@ -259,6 +260,27 @@ MUTANTS = [
     ("grouped_query", "key/value heads repeated in the wrong order",
      "K = K.repeat_interleave(self.group, dim=1)", "K = K.repeat(1, self.group, 1, 1)",
      "groups_in_order", "wrong order"),
+    ("qk_norm", "the norm after the rotation",
+     "        if self.q_norm is not None:\n            Q, K = self.q_norm(Q), self.k_norm(K)\n"
+     "        if self.rotary is not None:\n            Q, K = self.rotary(Q), self.rotary(K)\n",
+     "        if self.rotary is not None:\n            Q, K = self.rotary(Q), self.rotary(K)\n"
+     "        if self.q_norm is not None:\n            Q, K = self.q_norm(Q), self.k_norm(K)\n",
+     "before_the_turn", "after the turn"),
+    ("qk_norm", "the keys not normalised", "Q, K = self.q_norm(Q), self.k_norm(K)",
+     "Q = self.q_norm(Q)", "normalised", "keys are not normalised"),
+    ("qk_norm", "the keys normalised with the queries' gain",
+     "Q, K = self.q_norm(Q), self.k_norm(K)", "Q, K = self.q_norm(Q), self.q_norm(K)",
+     "normalised", "gain of its own"),
+    ("qk_norm", "the values normalised too", "self.WV(kv)",
+     "(self.k_norm(self.WV(kv)) if self.k_norm is not None else self.WV(kv))", "normalised",
+     "values are normalised"),
+    ("qk_norm", "a norm over the wrong axis (the positions)",
+     "Q, K = self.q_norm(Q), self.k_norm(K)",
+     "Q, K = (Q * torch.rsqrt(Q.pow(2).mean(-2, keepdim=True) + self.q_norm.eps) * "
+     "self.q_norm.weight, K * torch.rsqrt(K.pow(2).mean(-2, keepdim=True) + self.k_norm.eps) "
+     "* self.k_norm.weight)", "normalised", "the head's output at"),
+    ("qk_norm", "normalised even without the switch", "if self.q_norm is not None:",
+     "if True:", "without_the_switch", "NoneType"),
     # A constant or an empty selection earns nothing: each property is also judged on values
     ("loss", "a constant zero loss with the right count", "return per_position[real].sum(), "
      "int(real.sum())", "return per_position[real].sum() * 0.0, int(real.sum())",

@@ -254,6 +254,11 @@ def train_beside(ex, path, steps, out):
               "test")
         return
     mine = getattr(load_student(path), ex.container)
+    if ex.base.variant == "GPT":
+        print(f"--train: a GPT's part trains with train_gpt.py --model-class "
+              f"{ex.name}:{ex.container} (and the switch it needs); check it inside a real "
+              "model with --inside FOLDER")
+        return
     if ex.base.variant == "BERT":
         return train_bert_beside(ex.base, mine, steps, out)
     if not issubclass(ex.base, TransformerBase):

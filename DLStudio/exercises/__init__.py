@@ -17,7 +17,8 @@ __all__ = ["NAMES", "exercise", "skeleton_path"]
 #: In the lecture's order.
 NAMES = ("attention", "attention_head", "multi_head", "positional_encoding", "masks",
          "residual_blocks", "loss", "greedy_decoding", "beam_step", "bpe", "patch_embedding",
-         "warmup_schedule", "masking", "rmsnorm", "rope", "swiglu", "grouped_query")
+         "warmup_schedule", "masking", "rmsnorm", "rope", "swiglu", "grouped_query",
+         "qk_norm")
 
 
 def exercise(name):
