@@ -133,3 +133,22 @@ def test_the_llama_writer_refuses_the_switches_by_name(tmp_path):
     with pytest.raises(FolderError) as e:
         hub.write_folder(model, str(tmp_path / "out"))
     assert "qk_norm True" in str(e.value) and "window 8" in str(e.value)
+
+
+def test_the_qk_norm_exercise_trains_in_train_gpt(tmp_path, monkeypatch):
+    """train_gpt.py --model-class qk_norm:MyTransformer --qk-norm trains the student's head
+    (the exercise's solution) and its checkpoint names the class."""
+    import os
+    import shutil
+    shutil.copy(os.path.join(os.path.dirname(__file__), "exercise_solutions", "qk_norm.py"),
+                tmp_path / "qk_norm.py")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delitem(__import__("sys").modules, "qk_norm", raising=False)
+    status = gpt_train_main(["--model-class", "qk_norm:MyTransformer", "--qk-norm",
+                             "--positions", "rope", "--full-width-heads", "--embedding-size",
+                             "32", "--num-layers", "1", "--num-atten-heads", "4",
+                             "--max-steps", "2", "--checkpoints-dir", str(tmp_path / "ck")])
+    assert status == 0
+    ck = load_checkpoint(checkpoint_files(str(tmp_path / "ck"))[-1])
+    assert ck["container_args"]["qk_norm"] is True
+    assert "MyTransformer" in str(ck.get("container_class", ck.get("model_class", "")))
