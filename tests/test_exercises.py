@@ -72,6 +72,7 @@ OWN = {
     "swiglu": "del MySwiGLU.forward\n",
     "rope": "del MyRotary.forward\ndel MyHead.forward\n",
     "qk_norm": "del MyHead.forward\n",
+    "sliding_window": "del MyAttention.windowed\n",
     "grouped_query": ("from DLStudio.model.architecture import TransformerParts\n"
                       "MyGroupedAttention.weighted = TransformerParts.SelfAttention.weighted\n"),
     "masking": ("import torch.nn.functional as F\nfrom DLStudio.data.bert_text import mask_tokens\n"
@@ -281,6 +282,15 @@ MUTANTS = [
      "* self.k_norm.weight)", "normalised", "the head's output at"),
     ("qk_norm", "normalised even without the switch", "if self.q_norm is not None:",
      "if True:", "without_the_switch", "NoneType"),
+    ("sliding_window", "a window off by one (W + 1 keys)", "far = (k <= q - window)",
+     "far = (k < q - window)", "window", "off by one"),
+    ("sliding_window", "a window without the token itself", "far = (k <= q - window)",
+     "far = (k <= q - window) | (k == q)", "window", "does not see itself"),
+    ("sliding_window", "the mask given replaced by the window",
+     "return far if mask is None else mask | far", "return far", "combined", "replaced"),
+    ("sliding_window", "the offset ignored while decoding",
+     "q = torch.arange(offset, offset + T_q, device=x.device)[:, None]",
+     "q = torch.arange(0, T_q, device=x.device)[:, None]", "offset", "offset is ignored"),
     # A constant or an empty selection earns nothing: each property is also judged on values
     ("loss", "a constant zero loss with the right count", "return per_position[real].sum(), "
      "int(real.sum())", "return per_position[real].sum() * 0.0, int(real.sum())",

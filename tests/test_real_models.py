@@ -420,6 +420,18 @@ def test_check_inside_runs_a_students_part_in_a_real_model(tmp_path, capsys):
     assert "rotary" in capsys.readouterr().out
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("name, family", [("qk_norm", "qwen3 (head_dim 24, tied)"),
+                                          ("sliding_window", "mistral (a window of 6)")])
+def test_the_exercises_since_2023_run_inside_a_folder_of_their_family(folders, name, family,
+                                                                       capsys):
+    from DLStudio.cli.exercises import check_main
+    path = os.path.join(ROOT, "tests", "exercise_solutions", f"{name}.py")
+    assert check_main([name, path, "--inside", folders[family]]) == 0
+    out = capsys.readouterr().out
+    assert "within 1e-4" in out and "20 greedy tokens the same" in out
+
+
 def test_a_folder_that_is_not_safetensors_is_refused_in_words(tmp_path):
     (tmp_path / "model.safetensors").write_bytes(b"\xff" * 64)
     with pytest.raises(FolderError, match="not a safetensors file"):

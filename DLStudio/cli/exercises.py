@@ -151,7 +151,7 @@ def check_main(argv):
 
 
 #: The parts of an exercise that a real model's folder is built of (docs/real_models.md).
-INSIDE_PARTS = ("AttentionHead", "RMSNorm", "RotaryEmbedding", "SwiGLU")
+INSIDE_PARTS = ("AttentionHead", "SelfAttention", "RMSNorm", "RotaryEmbedding", "SwiGLU")
 
 
 def inside_folder(ex, path, folder, text="The quick brown fox jumps over the lazy dog. It"):

@@ -285,6 +285,7 @@ class TransformerParts:
         """
 
         kv_cache = NO_CACHE
+        windowed = staticmethod(since_2023.windowed)    # a sliding window's mask (window)
 
         def __init__(self, dls, xformer, num_atten_heads):
             super().__init__()
@@ -328,7 +329,7 @@ class TransformerParts:
 
         def forward(self, x, mask=None):
             if self.window:              # a sliding window: the last `window` tokens only
-                mask = since_2023.windowed(mask, x, self.kv_cache.length, self.window)
+                mask = self.windowed(mask, x, self.kv_cache.length, self.window)
             return self.attend(x, x, mask)                                 # (B, T, M)
 
         def attend(self, x_q, x_kv, mask):
