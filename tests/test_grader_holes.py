@@ -302,3 +302,58 @@ def test_a_file_that_imports_the_grader_is_flagged():
     assert "reference:DLStudio.exercises" in file_flags(exercise("attention"),
                                                          "import DLStudio.exercises.bpe\n")
     assert file_flags(exercise("attention"), ATTENTION) == []
+
+
+#: greedy_decode without the cache (the prefix re-read at every step), and a question
+#: rewritten to report that it used the cache one word a call (before: uses_the_cache
+#: passed, since its words are greedy decoding's).
+FORGES_THE_CACHE = '''
+
+@torch.no_grad()
+def greedy_decode(model, src, max_len):
+    memory, cross_mask = model.encode(src)
+    ys = torch.full((src.size(0), 1), SOS_INDEX, dtype=torch.long)
+    done = torch.zeros(src.size(0), dtype=torch.bool)
+    for _ in range(max_len - 1):
+        keep = torch.zeros(ys.shape, dtype=torch.bool)
+        keep[:, -1] = True
+        word = model.decode(ys, memory, cross_mask, keep).argmax(dim=-1)
+        word = word.masked_fill(done, EOS_INDEX)
+        ys = torch.cat([ys, word[:, None]], dim=1)
+        done |= word == EOS_INDEX
+        if done.all():
+            break
+    return ys[:, 1:]
+
+
+from DLStudio.exercises import checking as _c, greedy_decoding as _g
+
+
+def _forged(module, seed, eos_bias):
+    model, src = _g.model_and_src(seed, eos_bias)
+    result = greedy_decode(model, src, _g.T_MAX)
+    return {"their_cache": True, "words_per_call": [7] + [1] * result.size(1),
+            "result": result}
+
+
+_c.QUESTIONS["DLStudio.exercises.greedy_decoding:how_it_decodes"] = _forged
+'''
+
+
+@pytest.mark.slow
+def test_decoding_without_the_cache_fails_uses_the_cache_whatever_it_reports(tmp_path):
+    """Graded (the questions go to the file's own process, where it rewrote one): the
+    words of the marked model's cached step are the evidence, not the report."""
+    from DLStudio.exercises.grading import grade_file
+    from DLStudio.exercises.sandbox import Sandbox
+    grades = {}
+    for name, source in (("forges.py", solution("greedy_decoding") + FORGES_THE_CACHE),
+                         ("honest.py", solution("greedy_decoding"))):
+        (tmp_path / name).write_text(source)
+        grade = grade_file(exercise("greedy_decoding"), str(tmp_path / name), seed=4,
+                           sandbox=Sandbox.find())
+        grades[name] = {r.name: r for r in grade.results}
+    assert grades["forges.py"]["same_words"].passed        # the words alone are right
+    assert not grades["forges.py"]["uses_the_cache"].passed
+    assert "re-reading the prefix" in grades["forges.py"]["uses_the_cache"].message
+    assert all(r.passed for r in grades["honest.py"].values())

@@ -49,11 +49,35 @@ def extended(module, steps):
         return [cache.extend(K, V) for K, V in steps]
 
 
+#: The token the cached step favours at the third word (`marked`), and by how much.
+MARK, MARK_GAIN = 5, 50.0
+
+
+def marked(model):
+    """``model`` whose cached step marks its logits: at the third word (ys of 3 tokens),
+    token MARK gains MARK_GAIN, in ``decode_newest`` only. Decoding through the cache then
+    gives other words than re-reading the prefix (``model(...)``, ``model.decode``) does,
+    so words equal to the marked model's greedy decoding, computed by the grader, show
+    that the cache was used, whatever the student's process reports."""
+    newest = model.decode_newest
+
+    def decode_newest(ys, *args, **kwargs):
+        logits = newest(ys, *args, **kwargs)
+        if ys.size(1) == 3:
+            logits = logits.clone()
+            logits[:, MARK] += MARK_GAIN
+        return logits
+    model.decode_newest = decode_newest
+    return model
+
+
 @question
 def how_it_decodes(module, seed, eos_bias):
-    """How the student's greedy_decode runs our model: whether inside model.decoding with
-    a cache of theirs, and the words the decoder was given at each call."""
+    """How the student's greedy_decode runs our model (its cached step `marked`): whether
+    inside model.decoding with a cache of theirs, and the words the decoder was given at
+    each call."""
     model, src = model_and_src(seed, eos_bias)
+    marked(model)
     seen, classes = [], []
     decoder_forward, decoding = model.decoder.forward, model.decoding
 
@@ -147,7 +171,18 @@ def uses_the_cache():
         raise Mistake(f"a step ran the decoder on {max(seen[1:])} words: with the cache each "
                       "step computes the newest word only (model.decode_newest)")
     got = tensor(found.get("result"), "greedy_decode's result").long()
-    the_words(got, fresh(3), 0.0, "decoding runs inside model.decoding(MyCache)")
+    model, src = model_and_src(fresh(3), 0.0)
+    unmarked = reference(model, src)
+    want = reference(marked(model), src)
+    if got.shape == unmarked.shape and torch.equal(got, unmarked) and \
+            not torch.equal(want, unmarked):
+        raise Mistake("the words are those of re-reading the prefix at every step: the "
+                      "newest word's logits must come from model.decode_newest inside "
+                      "model.decoding(MyCache), which reads the earlier words from the cache")
+    if got.shape != want.shape or not torch.equal(got, want):
+        raise Mistake(f"decoding runs inside model.decoding(MyCache), but the words are not "
+                      f"greedy decoding's through the cache: got {got[0].tolist()} for "
+                      f"sentence 0, expected {want[0].tolist()}")
 
 
 EXERCISE = Exercise(
