@@ -277,8 +277,8 @@ MUTANTS = [
      "values are normalised"),
     ("qk_norm", "a norm over the wrong axis (the positions)",
      "Q, K = self.q_norm(Q), self.k_norm(K)",
-     "Q, K = (Q * torch.rsqrt(Q.pow(2).mean(-2, keepdim=True) + self.q_norm.eps) * "
-     "self.q_norm.weight, K * torch.rsqrt(K.pow(2).mean(-2, keepdim=True) + self.k_norm.eps) "
+     "Q, K = (Q * (Q.pow(2).mean(-2, keepdim=True) + self.q_norm.eps).rsqrt() * "
+     "self.q_norm.weight, K * (K.pow(2).mean(-2, keepdim=True) + self.k_norm.eps).rsqrt() "
      "* self.k_norm.weight)", "normalised", "the head's output at"),
     ("qk_norm", "normalised even without the switch", "if self.q_norm is not None:",
      "if True:", "without_the_switch", "NoneType"),
