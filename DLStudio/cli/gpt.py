@@ -193,7 +193,7 @@ def prompts_main(argv=None):
                                                 "checkpoint (babyGPT's name for the job).")
         p.add_argument("checkpoint", metavar="DIR|FILE|FOLDER",
                        help="a checkpoint, or a Hugging Face model folder (config.json: GPT-2, "
-                            "Llama, Qwen2; docs/real_models.md)")
+                            "Llama, Mistral, SmolLM3, Qwen2, Qwen3; docs/real_models.md)")
         p.add_argument("more", nargs="*", metavar="[N] [PROMPT]",
                        help="N: an epoch or 'last' (the default); PROMPT: the start of a "
                             "sentence (none: read prompts line by line until end of input)")
@@ -211,6 +211,14 @@ def prompts_main(argv=None):
         p.add_argument("--chat", action="store_true",
                        help="a folder of an instruct model: apply its chat template and keep "
                             "the conversation, one line of yours at a time")
+        p.add_argument("--system", metavar="TEXT",
+                       help="with --chat: the system message the conversation starts with")
+        p.add_argument("--stop", action="append", default=[], metavar="STRING",
+                       help="end a continuation where it writes STRING (not printed); "
+                            "repeatable")
+        p.add_argument("--repetition-penalty", type=positive_float, default=None,
+                       metavar="P", help="P > 1 makes tokens already in the text less likely "
+                                         "(1: off; default: 1, a folder's own)")
         p.add_argument("--bf16", action="store_true", help="a folder: its weights in bf16")
         add_weights_argument(p)
         p.add_argument("--max-new-tokens", type=positive_int, default=None)
@@ -220,8 +228,9 @@ def prompts_main(argv=None):
         args = p.parse_args(argv)
         if hugging_face_folder(args.checkpoint):
             return folder_prompts(p, args)
-        if args.chat or args.bf16:
-            p.error("--chat and --bf16 are for a Hugging Face folder, not a checkpoint")
+        if args.chat or args.bf16 or args.system:
+            p.error("--chat, --system and --bf16 are for a Hugging Face folder, not a "
+                    "checkpoint")
         path, prompt = _prompt_arguments(p, args)
         gpt, _, payload = TransformerGPT.from_checkpoint(path, model_class=args.model_class,
                                                          weights=args.weights)
@@ -230,7 +239,8 @@ def prompts_main(argv=None):
                    "temperature": 0.8 if args.temperature is None else args.temperature,
                    "top_k": 40 if args.top_k is None else args.top_k or None,
                    "max_new_tokens": args.max_new_tokens, "seed": args.seed,
-                   "top_p": args.top_p}
+                   "top_p": args.top_p, "stop": args.stop,
+                   "repetition_penalty": args.repetition_penalty or 1.0}
         greedy_without_sampling_flags(args, options)
         prompts = [prompt] if prompt is not None else (line.rstrip("\n") for line in sys.stdin)
         status = 0

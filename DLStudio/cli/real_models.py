@@ -37,6 +37,13 @@ class Printer:
             print(text[len(self.shown):], end="", flush=True)
             self.shown = text
 
+    def finish(self):
+        """The continuation has ended: what is held back (a character's first bytes, with
+        no more to come) is printed as the text has it."""
+        text = self.gpt.vocab.decode(self.ids)
+        print(text[len(self.shown):], end="", flush=True)
+        self.shown = text
+
 
 def folder_prompts(p, args):
     """``interact_with_prompts.py FOLDER ["prompt"]``: its generation_config.json's defaults,
@@ -51,20 +58,31 @@ def folder_prompts(p, args):
     if ignored:
         print(f"note: {args.checkpoint}'s generation_config.json sets {', '.join(ignored)}, "
               "which generation here does not apply", file=sys.stderr)
-    for name in ("temperature", "top_k", "top_p", "max_new_tokens", "seed"):
+    for name in ("temperature", "top_k", "top_p", "max_new_tokens", "seed",
+                 "repetition_penalty"):
         if getattr(args, name) is not None:
             options[name] = getattr(args, name)
+    options["stop"] = args.stop
     greedy_without_sampling_flags(args, options)
     samples = args.samples or 1
+    if args.system and not args.chat:
+        p.error("--system is the system message of a --chat conversation")
     if args.chat:
-        return _chat(gpt, options)
+        return _chat(gpt, options, args.system)
     prompts = ([args.more[0]] if args.more else (line.rstrip("\n") for line in sys.stdin))
     for prompt in prompts:
         for _ in range(samples):
             print(prompt, end="", flush=True)
-            gpt.generate(prompt, on_token=Printer(gpt), **options)
-            print()
+            printer = _printer(gpt, options)
+            said = gpt.generate(prompt, on_token=printer, **options)[0]
+            print(said if printer is None else printer.finish() or "")
     return 0
+
+
+def _printer(gpt, options):
+    """A Printer of the tokens as they come; None with stop strings (the continuation is
+    printed whole, cut before its stop string, when it has ended)."""
+    return None if options.get("stop") else Printer(gpt)
 
 
 def greedy_without_sampling_flags(args, options):
@@ -79,14 +97,15 @@ def greedy_without_sampling_flags(args, options):
     options.update(top_k=None, top_p=None)
 
 
-def _chat(gpt, options):
-    messages = []
+def _chat(gpt, options, system=None):
+    messages = [{"role": "system", "content": system}] if system else []
     for line in sys.stdin:
         messages.append({"role": "user", "content": line.rstrip("\n")})
         _, ids = gpt.vocab.chat(messages)
         print("assistant> ", end="", flush=True)
-        reply = gpt.generate(None, ids=ids, on_token=Printer(gpt), **options)[0]
-        print()
+        printer = _printer(gpt, options)
+        reply = gpt.generate(None, ids=ids, on_token=printer, **options)[0]
+        print(reply if printer is None else printer.finish() or "")
         messages.append({"role": "assistant", "content": reply})
     return 0
 

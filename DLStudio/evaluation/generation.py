@@ -32,7 +32,7 @@ from ..model.tokens import EOS_INDEX, SOS_INDEX, padding_mask
 __all__ = ["encode_sentences", "perplexity", "folder_perplexity", "next_token", "generate",
            "generate_text", "prompt_ids", "encode", "decode", "folder_defaults", "penalised",
            "until_end", "not_applied", "sampling_ignored", "with_folder_defaults",
-           "FOLDER_NEW_TOKENS"]
+           "FOLDER_NEW_TOKENS", "cut_at"]
 
 
 def encode_sentences(tokenizer, sentences, max_seq_length):
@@ -150,10 +150,10 @@ def penalised(logits, ys, penalty):
 @torch.no_grad()
 def generate(gpt, prompt, max_new_tokens=None, temperature=0.0, top_k=None, generator=None,
              use_cache=True, top_p=None, repetition_penalty=1.0, end_ids=(EOS_INDEX,),
-             on_token=None):
+             on_token=None, ended=None):
     """Continue each row of ``prompt`` until it emits one of ``end_ids`` (none: until
-    max_new_tokens) or max_seq_length is reached; ``on_token(ids)`` is called with each
-    step's tokens (B,).
+    max_new_tokens) or max_seq_length is reached, or ``ended(ys)`` (B,) says it has ended
+    (a stop string); ``on_token(ids)`` is called with each step's tokens (B,).
 
     ``use_cache=False`` re-reads the whole prefix at every step (what the cache saves; a
     test checks both give the same tokens).
@@ -183,6 +183,8 @@ def generate(gpt, prompt, max_new_tokens=None, temperature=0.0, top_k=None, gene
                 token = token.masked_fill(done, int(ends[0]))
                 done |= torch.isin(token, ends)
             ys = torch.cat([ys, token[:, None]], dim=1)
+            if ended is not None:
+                done |= ended(ys)
             if on_token is not None:
                 on_token(token)
             if done.all():
@@ -300,7 +302,7 @@ def sampling_ignored(temperature, top_k, top_p):
 
 def generate_text(gpt, prompt, num_samples=1, max_new_tokens=None, temperature=0.0,
                   top_k=None, seed=None, use_cache=True, top_p=None, repetition_penalty=1.0,
-                  on_token=None, ids=None, max_length=None):
+                  on_token=None, ids=None, max_length=None, stop=()):
     """Continue a prompt (a string, possibly empty; or ``ids``, a list): ``num_samples``
     sentences (the prompt included), as text; a real model's: the continuation only,
     as its folder's tokenizer writes it.
@@ -308,7 +310,9 @@ def generate_text(gpt, prompt, num_samples=1, max_new_tokens=None, temperature=0
     Length: our own model's ends at EOS or at its max_seq_length; a real model's at one of
     its folder's end tokens (none named: never) or after ``max_new_tokens`` new tokens, or
     at ``max_length`` tokens with the prompt; with neither given, FOLDER_NEW_TOKENS (256)
-    new tokens. top_k or top_p with temperature 0 are ignored, with a warning saying so.
+    new tokens; or where its continuation holds one of the ``stop`` strings (a blank line,
+    say), which is cut off with what follows it. top_k or top_p with temperature 0 are
+    ignored, with a warning saying so.
     """
     said = sampling_ignored(temperature, top_k, top_p)
     if said:
@@ -322,8 +326,25 @@ def generate_text(gpt, prompt, num_samples=1, max_new_tokens=None, temperature=0
         max_new_tokens = (max(1, max_length - ids.size(1)) if max_length
                           else FOLDER_NEW_TOKENS)
     ends = gpt.vocab.end_ids if hub else (EOS_INDEX,)
+    stop = [s for s in ([stop] if isinstance(stop, str) else stop) if s]
+    P = ids.size(1)
+
+    def text_of(row):               # a folder's: its continuation; ours: the whole sentence
+        if hub:
+            return gpt.vocab.decode(until_end(row[P:], ends)[0])
+        return gpt.vocab.text(until_end(row[1:])[0])
+    start = 0 if hub else len(text_of(ids[0].tolist()))   # where the continuation begins
+
+    def ended(ys):                  # the rows whose continuation holds a stop string
+        return torch.tensor([any(s in text_of(row)[start:] for s in stop)
+                             for row in ys.tolist()], device=ys.device)
     out = generate(gpt, ids, max_new_tokens, temperature, top_k, generator, use_cache,
-                   top_p, repetition_penalty, ends, on_token)
-    if hub:
-        return [gpt.vocab.decode(until_end(row[ids.size(1):], ends)[0]) for row in out.tolist()]
-    return [gpt.vocab.text(until_end(row[1:])[0]) for row in out.tolist()]
+                   top_p, repetition_penalty, ends, on_token, ended if stop else None)
+    return [cut_at(text_of(row), stop, start) for row in out.tolist()]
+
+
+def cut_at(text, stop, start=0):
+    """``text`` up to the first of the ``stop`` strings it holds from ``start`` on (all of
+    it where none)."""
+    found = [text.find(s, start) for s in stop]
+    return text[:min((at for at in found if at >= 0), default=len(text))]
