@@ -473,8 +473,9 @@ class TransformerGPT(TextModel, GPTParts):
 
     @classmethod
     def from_huggingface(cls, path, dl_studio=None, dtype=None):
-        """A Hugging Face GPT-2, Llama or Qwen2 folder as a TransformerGPT of this class's
-        nested classes, eval mode, fp32 (``dtype``: torch.bfloat16): containers.hub."""
+        """A Hugging Face folder (GPT-2, Llama, Mistral, SmolLM3, Qwen2, Qwen3) as a
+        TransformerGPT of this class's nested classes, eval mode, fp32 (``dtype``:
+        torch.bfloat16): containers.hub."""
         return hub.read_folder(cls, path, dl_studio, dtype)
 
 

@@ -121,7 +121,8 @@ def check_main(argv):
         p.add_argument("--out", default="exercise_run", help="--train: checkpoints folder")
         p.add_argument("--inside", metavar="FOLDER", help="after the checks pass, run your "
                        "part inside a real model read from a Hugging Face folder (GPT-2, "
-                       "Llama, Qwen2) and compare its logits with the model's own")
+                       "Llama, Mistral, SmolLM3, Qwen2, Qwen3) and compare its logits with "
+                       "the model's own")
         grading_arguments(p)
         args = p.parse_args(argv)
         ex = _exercise(args.name)

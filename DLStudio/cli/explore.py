@@ -297,7 +297,7 @@ def explore_main(argv=None):
             formatter_class=argparse.ArgumentDefaultsHelpFormatter)
         p.add_argument("checkpoint", metavar="DIR|FILE|FOLDER",
                        help="a checkpoints directory, one checkpoint file (.pt), or a Hugging "
-                            "Face model folder (GPT-2, Llama, Qwen2)")
+                            "Face model folder (GPT-2, Llama, Mistral, SmolLM3, Qwen2, Qwen3)")
         p.add_argument("more", nargs="*", metavar="[N] [INPUT ...]",
                        help="N: an epoch index or 'last' (the default); INPUT: English "
                             "sentences (a GPT: prompts; a visTransformer: test image indices, "

@@ -10,8 +10,8 @@ everywhere. Here models are built from their sizes alone; DLStudio's containers
                          (Vaswani et al. 2017, Fig. 1)
     GPTParts             a decoder-only language model of the same classes (Radford et al. 2018)
 The encoder-only families, beside this file: vision.py (VisionParts, Dosovitskiy et al. 2020)
-and bert.py (BERTParts, Devlin et al. 2019); what changed since 2017 (RMSNorm, rotary
-positions, SwiGLU, grouped-query attention), the classes a setting switches on: since_2017.py.
+and bert.py (BERTParts, Devlin et al. 2019); the classes a setting switches on: since_2017.py
+(RMSNorm, RoPE, SwiGLU, grouped heads) and since_2023.py (QK-norm, sliding windows, NoPE).
 
         token ids ──> EmbeddingsGenerator ──> MasterEncoder (N x BasicEncoder) ──┐
         (English)     word + position code     SelfAttention, FeedForward        │ memory
