@@ -126,25 +126,31 @@ CHAT = ("{% for m in messages %}<|start|>{{ m['role'] }}\n{{ m['content'] | trim
 
 #: What each Llama-shaped family's folder sets beyond Llama's: Qwen3's head width of its own
 #: (24, not 64 / 4) with QK-norm, Mistral's window (6: shorter than a prompt and its
-#: continuation), SmolLM3's third layer without rotary positions.
+#: continuation), SmolLM3's third layer without rotary positions; Gemma 3's eight layers
+#: (past its five sliding layers to one full), a width of 48 (sqrt(48) is not exact, nor in
+#: bf16), query_pre_attn_scalar 20 (not head_dim's 24), a window of 6.
 FAMILY_CHANGES = {"qwen3": {"head_dim": 24},
                   "mistral": {"sliding_window": 6},
                   "smollm3": {"num_hidden_layers": 3, "no_rope_layers": [1, 1, 0],
-                              "pad_token_id": None}}
+                              "pad_token_id": None},
+                  "gemma3": {"hidden_size": 48, "head_dim": 24, "num_hidden_layers": 8,
+                             "query_pre_attn_scalar": 20, "sliding_window": 6,
+                             "hidden_activation": "gelu_pytorch_tanh", "pad_token_id": None},
+                  "olmo2": {"pad_token_id": None}}
 
 
 def llama_folder(path, kind="llama", std=0.3, **changes):
-    """A LlamaForCausalLM (or ``kind`` "qwen2", "qwen3", "mistral", "smollm3": that
-    family's model) of small random weights; ``changes``: config fields
+    """A LlamaForCausalLM (or ``kind`` "qwen2", "qwen3", "mistral", "smollm3", "gemma3",
+    "olmo2": that family's model) of small random weights; ``changes``: config fields
     (num_key_value_heads, head_dim, rope_scaling, ...)."""
     import torch
     import transformers
     qwen = kind in ("qwen2", "qwen3")
     tok = qwen_tokenizer(path) if qwen else llama_tokenizer(path, chat=CHAT)
     name = {"llama": "Llama", "qwen2": "Qwen2", "qwen3": "Qwen3", "mistral": "Mistral",
-            "smollm3": "SmolLM3"}[kind]
-    Config, Model = (getattr(transformers, f"{name}Config"),
-                     getattr(transformers, f"{name}ForCausalLM"))
+            "smollm3": "SmolLM3", "gemma3": "Gemma3", "olmo2": "Olmo2"}[kind]
+    Config, Model = (getattr(transformers, f"{name}TextConfig" if kind == "gemma3" else
+                             f"{name}Config"), getattr(transformers, f"{name}ForCausalLM"))
     settings = dict(vocab_size=tok.get_vocab_size(), hidden_size=64, intermediate_size=96,
                     num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                     max_position_embeddings=256, rms_norm_eps=1e-6,

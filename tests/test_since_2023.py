@@ -17,14 +17,19 @@ from DLStudio.model.architecture import GPTParts
 from DLStudio.model.overrides import OverrideError
 
 SWITCHES = [{"qk_norm": True}, {"window": 3}, {"nope_layers": (1,)},
-            {"qk_norm": True, "window": 2, "nope_layers": (0,)}]
+            {"qk_norm": True, "window": 2, "nope_layers": (0,)},
+            {"qk_norm": "all_heads", "norm_placement": "output"},
+            {"norm_placement": "sandwich", "norm": "rmsnorm_plus_one", "feed_forward": "geglu",
+             "score_scale": 0.3, "qk_norm": True, "window": 3, "window_layers": (0,),
+             "window_rope_base": 100.0}]
 
 
 def gpt(seed=0, layers=2, **switches):
     torch.manual_seed(seed)
-    return GPTParts(vocab_size=50, embedding_size=32, max_seq_length=24,
-                    num_basic_decoders=layers, num_atten_heads=4, positions="rope",
-                    norm="rmsnorm", full_width_heads=True, kv_heads=2, **switches).eval()
+    sizes = dict(vocab_size=50, embedding_size=32, max_seq_length=24, num_basic_decoders=layers,
+                 num_atten_heads=4, positions="rope", norm="rmsnorm", full_width_heads=True,
+                 kv_heads=2)
+    return GPTParts(**dict(sizes, **switches)).eval()
 
 
 @pytest.mark.parametrize("switches", SWITCHES, ids=str)
@@ -34,8 +39,9 @@ def test_head_by_head_batched_and_cached_give_the_same_numbers(switches):
     with torch.no_grad():
         batched = model(ids)
         for layer in model.master_decoder.basic_decoder_arr:
-            layer.self_attention.batched = False
-        by_head = model(ids)
+            layer.self_attention.fused = False            # the readable attention
+            layer.self_attention.batched = switches.get("qk_norm") == "all_heads"
+        by_head = model(ids)     # (a norm over all heads has no head-by-head form)
         for layer in model.master_decoder.basic_decoder_arr:
             layer.self_attention.batched = True
         with model.decoding():
@@ -152,3 +158,77 @@ def test_the_qk_norm_exercise_trains_in_train_gpt(tmp_path, monkeypatch):
     ck = load_checkpoint(checkpoint_files(str(tmp_path / "ck"))[-1])
     assert ck["container_args"]["qk_norm"] is True
     assert "MyTransformer" in str(ck.get("container_class", ck.get("model_class", "")))
+
+
+def test_the_norms_after_the_sublayers_sit_where_their_families_put_them():
+    """OLMo 2's "output": x + Norm(F(x)), no norm before; Gemma's "sandwich": both. A
+    sublayer's output ten times larger changes nothing after its norm."""
+    ids = torch.randint(0, 50, (1, 9), generator=torch.Generator().manual_seed(4))
+    for placement in ("output", "sandwich"):
+        model = gpt(norm_placement=placement)
+        layer = model.master_decoder.basic_decoder_arr[0]
+        assert isinstance(layer.norm1, torch.nn.Identity) == (placement == "output")
+        assert not isinstance(layer.post_norm1, torch.nn.Identity)
+        with torch.no_grad():
+            before = model(ids)
+            for lay in model.master_decoder.basic_decoder_arr:
+                lay.self_attention.W_O.weight.mul_(10)
+                lay.self_attention.W_O.bias.mul_(10)
+            assert (model(ids) - before).abs().max() < 1e-3
+    with pytest.raises(ValueError, match="pre-LN"):
+        gpt(norm_placement="sandwich", norm_first=False)
+
+
+def test_only_the_window_layers_slide_with_their_own_rotary_base():
+    model = gpt(layers=3, window=2, window_layers=(0, 2), window_rope_base=50.0)
+    attentions = [layer.self_attention for layer in model.master_decoder.basic_decoder_arr]
+    assert [a.window for a in attentions] == [2, None, 2]
+    assert [a.rotary.base for a in attentions] == [50.0, 10000.0, 50.0]
+    assert all(h.rotary is a.rotary for a in attentions for h in a.heads)
+    with pytest.raises(ValueError, match="not layers of a model of 3"):
+        gpt(layers=3, window=2, window_layers=(3,))
+
+
+def test_gemmas_norm_starts_as_the_identity_gain_and_geglu_gates_with_gelu():
+    from DLStudio.model.since_2017 import RMSNorm, SwiGLU
+    x = torch.randn(3, 8)
+    plain, plus_one = RMSNorm(8), RMSNorm(8, plus_one=True)
+    assert torch.equal(plus_one.weight, torch.zeros(8))
+    assert torch.allclose(plain(x), plus_one(x), atol=1e-6)
+    model = gpt(feed_forward="geglu")
+    ff = model.master_decoder.basic_decoder_arr[0].feed_forward
+    assert isinstance(ff, SwiGLU)
+    y = torch.randn(2, 32)
+    expected = ff.W2(torch.nn.functional.gelu(ff.W1(y), approximate="tanh") * ff.V(y))
+    assert torch.allclose(ff(y), expected)
+
+
+def test_a_norm_over_all_heads_refuses_a_students_head():
+    class Head(GPTParts.AttentionHead):
+        def forward(self, x, mask=None, memory=None):
+            return super().forward(x, mask, memory)
+
+    class Mine(GPTParts):
+        AttentionHead = Head
+    with pytest.raises(OverrideError, match="no single head sees"):
+        Mine(vocab_size=50, embedding_size=32, max_seq_length=24, num_basic_decoders=1,
+             num_atten_heads=4, positions="rope", full_width_heads=True, qk_norm="all_heads")
+
+
+def test_train_gpt_takes_gemmas_and_olmos_switches(tmp_path):
+    out = tmp_path / "ck"
+    status = gpt_train_main(["--embedding-size", "32", "--num-layers", "3",
+                             "--num-atten-heads", "4", "--positions", "rope",
+                             "--full-width-heads", "--norm", "rmsnorm_plus_one",
+                             "--feed-forward", "geglu", "--norm-placement", "sandwich",
+                             "--qk-norm-all-heads", "--window", "4", "--window-layers", "0,1",
+                             "--window-rope-base", "100", "--score-scale", "0.25",
+                             "--max-steps", "2", "--checkpoints-dir", str(out)])
+    assert status == 0
+    ck = load_checkpoint(checkpoint_files(str(out))[-1])
+    kept = {k: ck["container_args"][k] for k in (
+        "norm", "feed_forward", "norm_placement", "qk_norm", "window_layers",
+        "window_rope_base", "score_scale")}
+    assert kept == {"norm": "rmsnorm_plus_one", "feed_forward": "geglu",
+                    "norm_placement": "sandwich", "qk_norm": "all_heads",
+                    "window_layers": (0, 1), "window_rope_base": 100.0, "score_scale": 0.25}

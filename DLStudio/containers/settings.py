@@ -238,7 +238,8 @@ class GPTSettings(LayoutSettings):
 
     FROM_FOLDERS = ("output_bias", "feed_forward_size", "norm_eps", "scale_embeddings",
                     "head_size", "gated_size", "rope_base", "rope_scaling")
-    SINCE_2023 = ("qk_norm", "window", "nope_layers")      # model/since_2023.py
+    SINCE_2023 = ("qk_norm", "window", "nope_layers", "window_layers",    # model/
+                  "window_rope_base", "norm_placement", "score_scale")    # since_2023.py
 
     lang: str = setting("es")
     tokenizer: str = setting("bpe")
@@ -262,11 +263,15 @@ class GPTSettings(LayoutSettings):
     gated_size: int = setting(None, shapes=True)                 # None: round(2 F / 3)
     rope_base: float = setting(MODEL["rope_base"])
     rope_scaling: dict = setting(None)
-    # since 2023 (model/since_2023.py): train_gpt.py's switches, and Qwen3's, Mistral's and
-    # SmolLM3's folders'
-    qk_norm: bool = setting(MODEL["qk_norm"], shapes=True)
+    # since 2023 (model/since_2023.py): train_gpt.py's switches, and Qwen3's, Mistral's,
+    # SmolLM3's, Gemma 3's and OLMo 2's folders'
+    qk_norm: bool = setting(MODEL["qk_norm"], shapes=True)   # or "all_heads"
     window: int = setting(MODEL["window"])              # None: every earlier token
     nope_layers: tuple = setting(MODEL["nope_layers"])  # layers without rotary positions
+    window_layers: tuple = setting(MODEL["window_layers"])        # None: every layer slides
+    window_rope_base: float = setting(MODEL["window_rope_base"])  # the sliding layers' base
+    norm_placement: str = setting(MODEL["norm_placement"], shapes=True)   # "output", ...
+    score_scale: float = setting(MODEL["score_scale"])  # None: 1 / sqrt(s_qkv)
 
 
 @dataclass

@@ -55,7 +55,7 @@ from . import since_2017, since_2023
 from .batched_heads import BatchedHeads
 from .kv_cache import NO_CACHE, KeyValueCache, attached_to_decoder
 from .overrides import check_forwards, runs_base
-from .recorder import translation_maps
+from .recorder import TranslationRecords
 from .since_2017 import RMSNorm, RotaryEmbedding, SwiGLU, grouped_heads, repeat_kv, rotary_heads
 from .summed_loss import summed_cross_entropy  # F.cross_entropy(..., reduction="sum")
 from .tokens import causal_mask, padding_mask
@@ -63,18 +63,21 @@ from .tokens import causal_mask, padding_mask
 __all__ = ["TransformerParts", "EncoderDecoderParts", "GPTParts", "scaled_dot_product",
            "residual", "FEED_FORWARDS", "POSITIONS"]
 
-FEED_FORWARDS = ("relu", "gelu", "gelu_tanh", "swiglu")     # the feed_forward settings
+FEED_FORWARDS = ("relu", "gelu", "gelu_tanh", "swiglu", "geglu")   # the feed_forward settings
 POSITIONS = ("sinusoidal", "learned", "rope")  # the positions settings
+NORMS = ("layernorm", "rmsnorm", "rmsnorm_plus_one")   # the norm settings
 
 
-def scaled_dot_product(Q, K, V, mask=None):
+def scaled_dot_product(Q, K, V, mask=None, scale=None):
     """Attention(Q, K, V) = softmax(Q K^T / sqrt(s_qkv)) V   (Vaswani et al. 2017, eq. 1).
 
     Shape: Q (..., T_q, s_qkv), K and V (..., T_k, s_qkv), mask broadcastable to
-        (..., T_q, T_k), True where a query may not look
+        (..., T_q, T_k), True where a query may not look; scale: another factor for the
+        scores than 1 / sqrt(s_qkv) (since_2023.score_scale), or None
         -> output (..., T_q, s_qkv), weights (..., T_q, T_k) (each row sums to 1)
     """
-    scores = Q @ K.transpose(-2, -1) / math.sqrt(Q.size(-1))          # (..., T_q, T_k)
+    scores = Q @ K.transpose(-2, -1)                                   # (..., T_q, T_k)
+    scores = scores / math.sqrt(Q.size(-1)) if scale is None else scores * scale
     if mask is not None:
         scores = scores.masked_fill(mask, float("-inf"))
     weights = torch.softmax(scores, dim=-1)                            # (..., T_q, T_k)
@@ -108,9 +111,12 @@ class TransformerParts:
         (False: word vectors not scaled by sqrt(M)); and today's (since_2017.py): norm
         ("layernorm" | "rmsnorm"), positions="rope", feed_forward="swiglu", kv_heads (G key/
         value heads shared by groups of query heads; None: one per head); since 2023's
-        (since_2023.py): qk_norm (True: each head's queries and keys normalised), window (W:
-        a token sees the last W only), nope_layers (GPT layers without rotary positions);
-        and what a real
+        (since_2023.py): qk_norm (True: each head's queries and keys normalised;
+        "all_heads": over all heads at once), window (W: a token sees the last W only),
+        window_layers and window_rope_base (a GPT's sliding layers, their rotary base),
+        nope_layers (GPT layers without rotary positions), norm_placement ("output" |
+        "sandwich": norms on the sublayers' outputs), score_scale (the scores' factor),
+        norm="rmsnorm_plus_one" and feed_forward="geglu" (Gemma's); and what a real
         model's folder sets (containers/hub.py): head_size (s_qkv of full-width heads when
         not M / H), output_bias, rope_base, rope_scaling ({"rope_type": "llama3" | "linear",
         ...}), gated_size (SwiGLU's hidden width; None: round(2 F / 3)).
@@ -124,7 +130,8 @@ class TransformerParts:
                  feed_forward_size=None, norm_eps=1e-5, scale_embeddings=True,
                  norm="layernorm", positions="sinusoidal", kv_heads=None, head_size=None,
                  output_bias=True, rope_base=10000.0, rope_scaling=None, gated_size=None,
-                 qk_norm=False, window=None, nope_layers=()):
+                 qk_norm=False, window=None, nope_layers=(), norm_placement=None,
+                 score_scale=None, window_layers=None, window_rope_base=None):
         if embedding_size % 2:
             raise ValueError(f"embedding_size must be even (sin/cos pairs), got {embedding_size}")
         self.embedding_size, self.max_seq_length = embedding_size, max_seq_length
@@ -137,13 +144,14 @@ class TransformerParts:
         positions = "learned" if learned_positions else positions
         self.positions, self.learned_positions = positions, positions == "learned"
         self.tie_embeddings, self.kv_heads = tie_embeddings, since_2017.checked_kv_heads(kv_heads)
-        self.qk_norm, self.window, self.nope_layers = since_2023.switches(qk_norm, window,
-                                                                          nope_layers)
+        since_2023.set_switches(self, qk_norm=qk_norm, window=window, nope_layers=nope_layers,
+                                norm_placement=norm_placement, score_scale=score_scale,
+                                window_layers=window_layers, window_rope_base=window_rope_base)
         self.shared_vocab = shared_vocab
         if shared_vocab and len(set(self.vocab_sizes.values())) > 1:
             raise ValueError(f"shared_vocab: one vocabulary for both, not {self.vocab_sizes}")
         for name, value, allowed in (("feed_forward", feed_forward, FEED_FORWARDS),
-                                     ("norm", norm, ("layernorm", "rmsnorm")),
+                                     ("norm", norm, NORMS),
                                      ("positions", positions, POSITIONS)):
             if value not in allowed:
                 raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
@@ -161,14 +169,15 @@ class TransformerParts:
 
     def norm_layer(self, size):
         """Every normalisation of the model: LayerNorm (Ba et al. 2016) with the model's
-        epsilon, or its RMSNorm with ``norm="rmsnorm"``."""
-        if self.norm == "rmsnorm":
-            return self.RMSNorm(size, eps=self.norm_eps)
+        epsilon, or its RMSNorm with ``norm="rmsnorm"`` (Gemma's: "rmsnorm_plus_one")."""
+        if self.norm != "layernorm":
+            return self.RMSNorm(size, eps=self.norm_eps, **(
+                {"plus_one": True} if self.norm == "rmsnorm_plus_one" else {}))
         return nn.LayerNorm(size, eps=self.norm_eps)
 
     def feed_forward_block(self, dls):
-        """A layer's feed-forward network: FeedForward (ReLU or GELU), or SwiGLU."""
-        block = self.SwiGLU if self.feed_forward == "swiglu" else self.FeedForward
+        """A layer's feed-forward network: FeedForward (ReLU or GELU), or SwiGLU (GEGLU)."""
+        block = self.SwiGLU if self.feed_forward in ("swiglu", "geglu") else self.FeedForward
         return block(dls, self)
 
     def num_tokens(self, lang):           # of a vocabulary: its embeddings and output layer
@@ -236,7 +245,8 @@ class TransformerParts:
             handing its weights (B, T_q, T_k) to ``self.keep_weights``.
         ``rotary``: with ``positions="rope"``, self-attention's RotaryEmbedding, which turns
         the queries and keys by position (since_2017.py); None otherwise. ``q_norm``,
-        ``k_norm``: with ``qk_norm``, the attention's norms of queries and keys.
+        ``k_norm``: with ``qk_norm``, the attention's norms of queries and keys;
+        ``score_scale``: the scores' factor, None for 1 / sqrt(s_qkv) (since_2023.py).
         """
 
         record_attention = False
@@ -250,7 +260,7 @@ class TransformerParts:
             self.WK = nn.Linear(input_size, qkv_size)
             self.WV = nn.Linear(input_size, qkv_size)
             self.rotary = None               # self-attention's RotaryEmbedding, with RoPE
-            self.q_norm = self.k_norm = None     # its attention's norms, with qk_norm
+            self.q_norm = self.k_norm = self.score_scale = None    # since 2023's switches
 
         def forward(self, x, mask=None, memory=None):
             kv = x if memory is None else memory
@@ -259,7 +269,7 @@ class TransformerParts:
                 Q, K = self.q_norm(Q), self.k_norm(K)
             if self.rotary is not None:          # RoPE: position m turns by m theta
                 Q, K = self.rotary(Q), self.rotary(K)
-            out, weights = scaled_dot_product(Q, K, self.WV(kv), mask)
+            out, weights = scaled_dot_product(Q, K, self.WV(kv), mask, self.score_scale)
             self.keep_weights(weights)
             return out                                                     # (B, T_q, s_qkv)
 
@@ -281,7 +291,7 @@ class TransformerParts:
             kv_cache: `NO_CACHE`, or a KeyValueCache while decoding word by word.
             group: query heads per key/value head (``kv_heads``: since_2017.grouped_heads).
             rotary: the heads' RotaryEmbedding (``positions="rope"``; never cross-attention).
-            q_norm, k_norm, window: since 2023's switches (since_2023.py), or None.
+            q_norm, k_norm, window, score_scale: since 2023's switches (since_2023.py).
         """
 
         kv_cache = NO_CACHE
@@ -317,6 +327,7 @@ class TransformerParts:
                                                       **since_2017.rope_settings(xformer))
                 rotary_heads(self.heads, self.rotary)
             self.q_norm, self.k_norm = since_2023.qk_norms(self, xformer)
+            self.score_scale = since_2023.score_scale(self, xformer)
             self.window = None if self.reads_memory else getattr(xformer, "window", None)
             self.batched = self.can_batch(TransformerParts.AttentionHead)
             if not runs_base(self, TransformerParts.SelfAttention, "weighted"):
@@ -361,7 +372,7 @@ class TransformerParts:
             """The batched path's readable attention. Q (B, H, T_q, s_qkv), K and V
             (B, G, T_k, s_qkv): query head h reads key/value head h // (H / G)."""
             return scaled_dot_product(Q, repeat_kv(K, self.group), repeat_kv(V, self.group),
-                                      mask)
+                                      mask, self.score_scale)
 
     class FeedForward(nn.Module):
         """Position-wise feed-forward network: W2 ReLU(W1 x)  (Vaswani et al. 2017, eq. 2);
@@ -400,13 +411,15 @@ class TransformerParts:
             self.self_attention = xformer.SelfAttention(dls, xformer, num_atten_heads)
             self.feed_forward = xformer.feed_forward_block(dls)
             self.norm1, self.norm2 = xformer.norm_layer(M), xformer.norm_layer(M)
+            self.post_norm1, self.post_norm2 = since_2023.sublayer_norms(
+                self, xformer, 2)                  # nn.Identity, or norm_placement's norms
             self.dropout = nn.Dropout(xformer.dropout)
 
         def forward(self, x, mask=None):
-            x = residual(x, self.norm1, lambda y: self.dropout(self.self_attention(y, mask)),
-                         self.norm_first)                                  # (B, T_src, M)
-            return residual(x, self.norm2, lambda y: self.dropout(self.feed_forward(y)),
-                            self.norm_first)                               # (B, T_src, M)
+            x = residual(x, self.norm1, lambda y: self.dropout(self.post_norm1(
+                self.self_attention(y, mask))), self.norm_first)           # (B, T_src, M)
+            return residual(x, self.norm2, lambda y: self.dropout(self.post_norm2(
+                self.feed_forward(y))), self.norm_first)                   # (B, T_src, M)
 
     class MasterEncoder(nn.Module):
         """A stack of ``num_basic_encoders`` BasicEncoders (with a final LayerNorm for PreLN,
@@ -503,17 +516,17 @@ class EncoderDecoderParts(TransformerParts):
             self.cross_attention = xformer.CrossAttention(dls, xformer, num_atten_heads)
             self.feed_forward = xformer.feed_forward_block(dls)
             self.norm1, self.norm2, self.norm3 = (xformer.norm_layer(M) for _ in range(3))
+            self.post_norm1, self.post_norm2, self.post_norm3 = since_2023.sublayer_norms(
+                self, xformer, 3)                  # nn.Identity, or norm_placement's norms
             self.dropout = nn.Dropout(xformer.dropout)
 
         def forward(self, x, memory, self_mask=None, cross_mask=None):
-            x = residual(x, self.norm1,
-                         lambda y: self.dropout(self.self_attention(y, self_mask)),
-                         self.norm_first)                                  # (B, T_tgt, M)
-            x = residual(x, self.norm2,
-                         lambda y: self.dropout(self.cross_attention(y, memory, cross_mask)),
-                         self.norm_first)                                  # (B, T_tgt, M)
-            return residual(x, self.norm3, lambda y: self.dropout(self.feed_forward(y)),
-                            self.norm_first)                               # (B, T_tgt, M)
+            x = residual(x, self.norm1, lambda y: self.dropout(self.post_norm1(
+                self.self_attention(y, self_mask))), self.norm_first)      # (B, T_tgt, M)
+            x = residual(x, self.norm2, lambda y: self.dropout(self.post_norm2(
+                self.cross_attention(y, memory, cross_mask))), self.norm_first)
+            return residual(x, self.norm3, lambda y: self.dropout(self.post_norm3(
+                self.feed_forward(y))), self.norm_first)                   # (B, T_tgt, M)
 
     class MasterDecoderWithMasking(nn.Module):
         """A stack of BasicDecoderWithMasking layers and the output layer over Spanish words.
@@ -553,15 +566,13 @@ class EncoderDecoderParts(TransformerParts):
                 x = x[keep]                                                # (N, M)
             return self.out(x)                                   # (B, T_tgt, V_es) | (N, V_es)
 
-    class EncoderDecoder(nn.Module):
+    class EncoderDecoder(TranslationRecords, nn.Module):
         """The whole model as one module: both embedding generators, the MasterEncoder and
         the MasterDecoderWithMasking (so one optimiser sees every parameter).
 
         Shape: src (B, T_src) English ids, tgt (B, T_tgt) Spanish ids (starting with SOS)
             -> logits (B, T_tgt, V_es), or (N, V_es) with ``keep``
         """
-
-        spec = {}        # the container's part of a checkpoint (DLStudio.Transformers)
 
         def __init__(self, xformer, master_encoder, master_decoder):
             super().__init__()
@@ -606,26 +617,6 @@ class EncoderDecoderParts(TransformerParts):
             """``with model.decoding() as caches``: a KeyValueCache (or ``cache_class``) on each
             attention of the decoder, or none where they would not be read (kv_cache.py)."""
             return attached_to_decoder(self.decoder, EncoderDecoderParts, "decoder", cache_class)
-
-        def attention_maps(self, src, tgt):
-            """The attention weights of one teacher-forced pass (for plots): see
-            recorder.translation_maps."""
-            return translation_maps(self, src, tgt)
-
-        def parts(self):
-            """The parts whose weights a checkpoint keeps, by DLStudio's names."""
-            return {"embeddings_generator_en": self.embeddings_generator_en,
-                    "embeddings_generator_es": self.embeddings_generator_es,
-                    "encoder": self.encoder, "decoder": self.decoder}
-
-        def description(self):
-            """The stacks' sizes, and (``spec``) what its container adds to a checkpoint."""
-            enc, dec = self.encoder, self.decoder
-            return dict(self.spec, encoder_config={"num_basic_encoders": enc.num_basic_encoders,
-                                                   "num_atten_heads": enc.num_atten_heads},
-                        decoder_config={"num_basic_decoders": dec.num_basic_decoders,
-                                        "num_atten_heads": dec.num_atten_heads,
-                                        "masking": dec.masking})
 
 
 class GPTParts(TransformerParts, nn.Module):
@@ -674,8 +665,7 @@ class GPTParts(TransformerParts, nn.Module):
             None, self, num_basic_decoders, num_atten_heads)
         if self.tie_embeddings:
             self.master_decoder.out.weight = self.embeddings_generator.embedding.weight
-        for i in self.nope_layers:           # NoPE: these layers turn nothing (since_2023)
-            since_2023.without_positions(self.master_decoder.basic_decoder_arr[i].self_attention)
+        since_2023.per_layer(self, self.master_decoder.basic_decoder_arr)   # NoPE, windows
 
     def num_tokens(self, lang=None):
         return self.vocab_sizes[self.lang]       # one language, whatever a part asks for

@@ -12,6 +12,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from . import since_2023
 from .overrides import runs_base, say_once
 from .since_2017 import repeat_kv
 
@@ -44,7 +45,7 @@ class BatchedHeads:
     """The batched arithmetic of `SelfAttention` (which provides ``heads``, ``qkv_size``,
     ``num_atten_heads``, ``full_width``, ``kv_cache``, ``record_attention`` and
     ``weighted``, the readable attention, ``group``, ``rotary``, ``q_norm``,
-    ``k_norm``). Line (A) is in `all_heads`."""
+    ``k_norm``, ``score_scale``). Line (A) is in `all_heads`."""
 
     fused = True       # F.scaled_dot_product_attention in the batched path (measured)
     fused_cpu_bf16 = False   # ... for bf16 on a CPU too (a real model's, as transformers)
@@ -66,7 +67,8 @@ class BatchedHeads:
             if not grouped:        # (torch < 2.5: the groups' keys and values, repeated)
                 K, V = repeat_kv(K, self.group), repeat_kv(V, self.group)
             out = F.scaled_dot_product_attention(
-                Q, K, V, attn_mask=None if mask is None else ~mask, **grouped)  # (B, H, T_q, s)
+                Q, K, V, attn_mask=None if mask is None else ~mask, scale=self.score_scale,
+                **grouped)                                             # (B, H, T_q, s_qkv)
         else:
             out, weights = self.weighted(Q, K, V, mask)                # (B, H, T_q, s_qkv)
             if self.record_attention:
@@ -87,7 +89,7 @@ class BatchedHeads:
             Q, = self.project(x_q, ("WQ",))
             K, V = self.kv_cache.once(lambda: self.normed_keys(
                 self.project(x_kv, ("WK", "WV"), kv_heads)))
-            Q = Q if self.q_norm is None else self.q_norm(Q)
+            Q = Q if self.q_norm is None else self.normed(self.q_norm, Q)
         else:
             if self.group == 1:                                # one product for all three
                 Q, K, V = self.project(x_q, ("WQ", "WK", "WV"))
@@ -95,7 +97,7 @@ class BatchedHeads:
                 (Q,), (K, V) = self.project(x_q, ("WQ",)), self.project(x_q, ("WK", "WV"),
                                                                          kv_heads)
             if self.q_norm is not None:                       # QK-norm, before the turn
-                Q, (K, V) = self.q_norm(Q), self.normed_keys((K, V))
+                Q, (K, V) = self.normed(self.q_norm, Q), self.normed_keys((K, V))
             if self.rotary is not None:
                 offset = self.kv_cache.length                 # the newest word's position
                 Q, K = self.rotary(Q, offset), self.rotary(K, offset)
@@ -105,7 +107,13 @@ class BatchedHeads:
     def normed_keys(self, kv):
         """(K, V) with K normalised by ``k_norm`` (QK-norm; since_2023.py), where there is one."""
         K, V = kv
-        return (K if self.k_norm is None else self.k_norm(K)), V
+        return (K if self.k_norm is None else self.normed(self.k_norm, K)), V
+
+    def normed(self, norm, X):
+        """X (B, H, T, s_qkv) through a QK-norm: each head's numbers, or all heads' at once
+        (qk_norm="all_heads", a norm of H s_qkv numbers)."""
+        return X if norm is None else norm(X) if norm.weight.numel() == X.size(-1) \
+            else since_2023.across_heads(norm, X)
 
     def project(self, x, names, heads=None):
         """Each of ``heads``' (all by default) W_<name> for each name, applied to its slice of

@@ -3,7 +3,7 @@ pictures of attention (torch only, beside the architecture)."""
 
 import torch
 
-__all__ = ["record_attention", "translation_maps"]
+__all__ = ["record_attention", "translation_maps", "TranslationRecords"]
 
 
 def record_attention(attentions, run):
@@ -35,3 +35,29 @@ def translation_maps(model, src, tgt):
     with torch.no_grad():
         maps = iter(record_attention(sum(kinds.values(), []), lambda: model(src, tgt)))
     return {kind: [next(maps) for _ in attentions] for kind, attentions in kinds.items()}
+
+
+class TranslationRecords:
+    """What the translation model (architecture.EncoderDecoder) tells beside its arithmetic:
+    its attention maps, the parts a checkpoint keeps by DLStudio's names, and its sizes."""
+
+    spec = {}        # the container's part of a checkpoint (DLStudio.Transformers)
+
+    def attention_maps(self, src, tgt):
+        """The attention weights of one teacher-forced pass (for plots): `translation_maps`."""
+        return translation_maps(self, src, tgt)
+
+    def parts(self):
+        """The parts whose weights a checkpoint keeps, by DLStudio's names."""
+        return {"embeddings_generator_en": self.embeddings_generator_en,
+                "embeddings_generator_es": self.embeddings_generator_es,
+                "encoder": self.encoder, "decoder": self.decoder}
+
+    def description(self):
+        """The stacks' sizes, and (``spec``) what its container adds to a checkpoint."""
+        enc, dec = self.encoder, self.decoder
+        return dict(self.spec, encoder_config={"num_basic_encoders": enc.num_basic_encoders,
+                                               "num_atten_heads": enc.num_atten_heads},
+                    decoder_config={"num_basic_decoders": dec.num_basic_decoders,
+                                    "num_atten_heads": dec.num_atten_heads,
+                                    "masking": dec.masking})

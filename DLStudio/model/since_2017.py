@@ -15,6 +15,7 @@ Shapes: M embedding_size, F the ReLU block's hidden width (2 M, or feed_forward_
 H query heads, G key/value heads, s_qkv a head's width, T positions.
 """
 
+import functools
 import math
 
 import torch
@@ -36,17 +37,24 @@ class RMSNorm(nn.Module):
     of 1, never shifted. Cheaper, and as good in today's models. In bf16 the normalising is
     done in fp32 and its result rounded to bf16 before g multiplies it (as Llama's code
     and transformers do); in fp32 that changes nothing.
-    Args: size (M), eps (inside the root). Shape: (..., M) -> (..., M)
+    ``plus_one`` (Gemma's, ``norm="rmsnorm_plus_one"``): the gain is 1 + g, g stored and
+    starting at 0 (weight decay then pulls the gain towards 1, not 0). ``gain_in_fp32``
+    (Gemma's and OLMo 2's code): g multiplies before the rounding to bf16, not after.
+    Args: size (M), eps (inside the root), plus_one. Shape: (..., M) -> (..., M)
     """
 
-    def __init__(self, size, eps=1e-5):
+    gain_in_fp32 = False
+
+    def __init__(self, size, eps=1e-5, plus_one=False):
         super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(size))                     # g
+        self.eps, self.plus_one, self.gain_in_fp32 = eps, plus_one, plus_one
+        self.weight = nn.Parameter(torch.zeros(size) if plus_one else torch.ones(size))  # g
 
     def forward(self, x):
         dtype, x = x.dtype, x.float()
         x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        if self.gain_in_fp32:
+            return (x * (self.plus_one + self.weight.float())).to(dtype)
         return self.weight * x.to(dtype)
 
 
@@ -58,7 +66,8 @@ class SwiGLU(nn.Module):
     One half of the hidden layer gates the other. Its hidden width is round(2 F / 3), so
     that with three matrices it has the ReLU block's number of weights (biases as in the
     ReLU block; within 1% of its parameters).
-    ``activation``: the gate's nonlinearity (GEGLU takes GELU: homework 2).
+    ``activation``: the gate's nonlinearity; GEGLU (``feed_forward="geglu"``, Gemma's)
+    takes GELU in its tanh form instead of SiLU (Shazeer 2020, eq. 5).
     Args: dls, xformer (for M and F). Shape: (B, T, M) -> (B, T, M), position by position.
     """
 
@@ -66,6 +75,8 @@ class SwiGLU(nn.Module):
 
     def __init__(self, dls, xformer):
         super().__init__()
+        if getattr(xformer, "feed_forward", None) == "geglu":
+            self.activation = functools.partial(F.gelu, approximate="tanh")
         M = xformer.embedding_size
         hidden = (getattr(xformer, "gated_size", None)          # a real model's own width
                   or round(2 * (xformer.feed_forward_size or 2 * M) / 3))

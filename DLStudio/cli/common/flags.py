@@ -7,7 +7,7 @@ import os
 
 from ...checkpoints import WEIGHTS
 from ...containers.settings import TranslationSettings
-from ...model.architecture import FEED_FORWARDS, POSITIONS
+from ...model.architecture import FEED_FORWARDS, NORMS, POSITIONS
 from ...runtime.precision import PRECISIONS
 from ...runtime.studio import DLStudio
 from ...training.schedule import SCHEDULES
@@ -213,14 +213,16 @@ def add_since_2017_arguments(parser, feed_forward="relu", positions="sinusoidal"
     ``positions``: the model's defaults; ``full_width``: add ``--full-width-heads``, which
     ``--kv-heads`` needs, where the script has none)."""
     p = parser
-    p.add_argument("--norm", choices=("layernorm", "rmsnorm"), default="layernorm",
-                   help="rmsnorm: RMSNorm for every LayerNorm (Zhang and Sennrich 2019)")
+    p.add_argument("--norm", choices=NORMS, default="layernorm",
+                   help="rmsnorm: RMSNorm for every LayerNorm (Zhang and Sennrich 2019); "
+                        "rmsnorm_plus_one: Gemma's, its gain 1 + g")
     p.add_argument("--positions", choices=POSITIONS, default=positions,
                    help="the position code: sinusoidal (2017), learned, or rope (rotary: "
                         "queries and keys turned by position, Su et al. 2021)")
     p.add_argument("--feed-forward", choices=FEED_FORWARDS, default=feed_forward,
-                   help="the feed-forward network: relu (2017), gelu (BERT, GPT) or "
-                        "swiglu (gated, Shazeer 2020; the same number of weights)")
+                   help="the feed-forward network: relu (2017), gelu (BERT, GPT), "
+                        "swiglu (gated, Shazeer 2020; the same number of weights) or geglu "
+                        "(GELU-gated, Gemma's)")
     p.add_argument("--kv-heads", type=positive_int, default=None, metavar="G",
                    help="grouped-query attention: G key/value heads shared by the query "
                         "heads in groups (1: multi-query; default: one per head); needs "
@@ -249,17 +251,32 @@ def since_2017(args, positions=True):
 
 def add_since_2023_arguments(parser):
     """The changes since 2023 a GPT takes as switches (model/since_2023.py): ``--qk-norm``,
-    ``--window``, ``--nope-layers``."""
+    ``--qk-norm-all-heads``, ``--window``, ``--window-layers``, ``--window-rope-base``,
+    ``--nope-layers``, ``--norm-placement``, ``--score-scale``."""
     p = parser
     p.add_argument("--qk-norm", action="store_true",
                    help="each head's queries and keys RMS-normalised before the scores "
                         "(Qwen3, Gemma 3)")
+    p.add_argument("--qk-norm-all-heads", action="store_true",
+                   help="the queries and keys normalised over all heads at once (OLMo 2)")
     p.add_argument("--window", type=positive_int, default=None, metavar="W",
                    help="a sliding window: each token sees the last W tokens only, itself "
                         "included (Mistral; default: all before it)")
+    p.add_argument("--window-layers", type=layer_list, default=None, metavar="I,J",
+                   help="with --window: only these layers (from 0) slide, the others see "
+                        "every earlier token (Gemma 3: five of every six slide)")
+    p.add_argument("--window-rope-base", type=positive_float, default=None, metavar="B",
+                   help="with --window and --positions rope: the sliding layers' rotary base "
+                        "(Gemma 3: 10000 there, 1000000 on its full layers)")
     p.add_argument("--nope-layers", type=layer_list, default=(), metavar="I,J",
                    help="layers (from 0) without rotary positions, with --positions rope "
                         "(SmolLM3's NoPE layers)")
+    p.add_argument("--norm-placement", choices=("output", "sandwich"), default=None,
+                   help="norms on the sublayers' outputs: output, x + Norm(F(x)) (OLMo 2); "
+                        "sandwich, x + Norm(F(Norm(x))) (Gemma 2, 3); pre-LN layouts only")
+    p.add_argument("--score-scale", type=positive_float, default=None, metavar="C",
+                   help="the attention scores q.k times C instead of 1/sqrt(s_qkv) (Gemma: "
+                        "query_pre_attn_scalar ** -0.5)")
 
 
 def layer_list(text):
@@ -277,14 +294,31 @@ def layer_list(text):
 def since_2023(args):
     """The container keywords of `add_since_2023_arguments`' flags, checked against the
     model's layers and positions."""
-    outside = [i for i in args.nope_layers if i >= args.num_layers]
-    if outside:
-        raise UserError(f"--nope-layers {','.join(map(str, outside))}: the model has "
-                        f"{args.num_layers} layers (0 to {args.num_layers - 1})")
-    if args.nope_layers and args.positions != "rope":
-        raise UserError("--nope-layers takes the rotary positions off some layers: it needs "
-                        "--positions rope")
-    return {"qk_norm": args.qk_norm, "window": args.window, "nope_layers": args.nope_layers}
+    for flag, layers in (("--nope-layers", args.nope_layers),
+                         ("--window-layers", args.window_layers or ())):
+        outside = [i for i in layers if i >= args.num_layers]
+        if outside:
+            raise UserError(f"{flag} {','.join(map(str, outside))}: the model has "
+                            f"{args.num_layers} layers (0 to {args.num_layers - 1})")
+    for flag, given, needs in (("--nope-layers", args.nope_layers, args.positions == "rope"),
+                               ("--window-rope-base", args.window_rope_base,
+                                args.positions == "rope" and args.window),
+                               ("--window-layers", args.window_layers is not None,
+                                args.window)):
+        if given and not needs:
+            raise UserError(f"{flag} needs --window W" if flag == "--window-layers" else
+                            f"{flag} changes rotary positions: it needs --positions rope"
+                            + (" and --window W" if "window" in flag else ""))
+    if args.norm_placement and args.layout != "PreLN":
+        raise UserError(f"--norm-placement {args.norm_placement} adds norms to the pre-LN "
+                        "layout: it needs --layout PreLN")
+    if args.qk_norm and args.qk_norm_all_heads:
+        raise UserError("--qk-norm normalises each head, --qk-norm-all-heads all heads at "
+                        "once: give one of them")
+    return {"qk_norm": "all_heads" if args.qk_norm_all_heads else args.qk_norm,
+            "window": args.window, "nope_layers": args.nope_layers,
+            "window_layers": args.window_layers, "window_rope_base": args.window_rope_base,
+            "norm_placement": args.norm_placement, "score_scale": args.score_scale}
 
 
 def add_checkpoint_arguments(parser, sentence=False):

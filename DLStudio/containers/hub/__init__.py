@@ -1,9 +1,11 @@
 """Real language models in our classes: a Hugging Face folder of GPT-2, Llama (SmolLM2,
-Llama 3.x, TinyLlama), Mistral, SmolLM3, Qwen2 or Qwen3 read into a TransformerGPT built of
+Llama 3.x, TinyLlama), Mistral, SmolLM3, Qwen2, Qwen3, Gemma 3 or OLMo 2 read into a
+TransformerGPT built of
 the architecture's own nested classes (`read_folder`), and a TransformerGPT written back as
 a folder transformers reads (`write_folder`, writer.py). No second implementation: every
 config field maps to one of our settings, every weight to one of our parameters, in one
-short module per family (gpt2.py; llama.py, with Mistral and SmolLM3; qwen.py), over one
+short module per family (gpt2.py; llama.py, with Mistral and SmolLM3; qwen.py; gemma.py;
+olmo.py), over one
 core that reads and places weights (weights.py). What we cannot reproduce exactly is
 refused by name, every such setting at once.
 
@@ -12,6 +14,13 @@ refused by name, every such setting at once.
     SmolLM3    no_rope_layers                        nope_layers
     Qwen2      biases on W_Q, W_K, W_V               (our heads' biases)
     Qwen3      q_norm, k_norm; head_dim              qk_norm; head_size
+    Gemma 3    (1 + w) RMSNorm, four norms a layer,  norm="rmsnorm_plus_one",
+               GeGLU, sqrt(M) embeddings,            norm_placement="sandwich", "geglu",
+               query_pre_attn_scalar, q/k norms,     scale_embeddings, score_scale, qk_norm,
+               sliding and full layers, each kind's  window, window_layers,
+               rotary base                           window_rope_base
+    OLMo 2     norms after the sublayers; q/k norms  norm_placement="output";
+               over all heads                        qk_norm="all_heads"
 
 The two rotary layouts. Our RotaryEmbedding turns neighbouring pairs (x_2i, x_2i+1), as
 the RoFormer paper and Meta's first Llama code do. Hugging Face's Llama turns the two
@@ -28,7 +37,7 @@ import torch
 
 from ...data.hub_tokenizer import FolderError, HubTokenizer, read_json
 from ...runtime.studio import DLStudio
-from . import gpt2, llama, qwen
+from . import gemma, gpt2, llama, olmo, qwen
 from .weights import halves_from_pairs, hf_weights, pairs_from_halves, place
 from .writer import write_folder
 
@@ -36,7 +45,8 @@ __all__ = ["read_folder", "write_folder", "settings_of", "pairs_from_halves",
            "halves_from_pairs", "hf_weights", "FolderError", "ARCHITECTURES"]
 
 #: Each architecture we read, and the module of its family.
-FAMILIES = {arch: family for family in (gpt2, llama, qwen) for arch in family.ARCHITECTURES}
+FAMILIES = {arch: family for family in (gpt2, llama, qwen, gemma, olmo)
+            for arch in family.ARCHITECTURES}
 ARCHITECTURES = tuple(FAMILIES)
 #: What we refuse, with the reason, among the hub's best-known others.
 OTHERS = {"MixtralForCausalLM": "a mixture of experts",
@@ -44,8 +54,8 @@ OTHERS = {"MixtralForCausalLM": "a mixture of experts",
           "Qwen3MoeForCausalLM": "a mixture of experts",
           "GemmaForCausalLM": "embeddings scaled by sqrt(M) and RMSNorm with 1 + g",
           "Gemma2ForCausalLM": "logit soft-capping and sliding windows",
-          "Gemma3ForCausalLM": "four norms a layer, GeGLU and windows on some layers",
-          "Olmo2ForCausalLM": "norms after the sublayers and q/k norms over all heads",
+          "Gemma3ForConditionalGeneration": "images and text; its text model alone is a "
+                                            "Gemma3ForCausalLM (the 270M and 1B folders)",
           "Phi3ForCausalLM": "fused projections with a sliding window"}
 
 
@@ -62,8 +72,8 @@ def settings_of(config, path="the folder"):
     if refused:
         raise FolderError(f"{path}: {arch} with settings we cannot reproduce exactly: "
                           f"{'; '.join(refused)}. Nothing was loaded")
-    return dict(settings, layout="PreLN", output_bias=False, scale_embeddings=False,
-                dropout=0.0)
+    return dict({"layout": "PreLN", "output_bias": False, "scale_embeddings": False},
+                **settings, dropout=0.0)
 
 
 def read_folder(cls, path, dl_studio=None, dtype=None):
@@ -91,6 +101,11 @@ def read_folder(cls, path, dl_studio=None, dtype=None):
                           f"{' ...' if len(left) > 4 else ''}. Nothing was loaded")
     gpt.folder, gpt.generation_config = path, read_json(path, "generation_config.json",
                                                         required=False)
+    for norm in gpt.modules():             # bf16: where the family's code applies the gain
+        if isinstance(norm, gpt.RMSNorm) and getattr(family, "GAIN_IN_FP32", False):
+            norm.gain_in_fp32 = True
+    words = gpt.embeddings_generator      # sqrt(M) rounded to the model's dtype, as Gemma's
+    words.scale = torch.tensor(words.scale, dtype=dtype or torch.float32).item()
     for layer in gpt.master_decoder.basic_decoder_arr:   # bf16 on a CPU: transformers' kernel
         layer.self_attention.fused_cpu_bf16 = True
     return gpt.to(dls.device).eval()

@@ -6,9 +6,11 @@ rotary positions, SwiGLU, grouped-query attention; Qwen's families read through 
 
 from .weights import heads_of, pairs_from_halves
 
-__all__ = ["ARCHITECTURES", "settings", "weights", "rope", "window"]
+__all__ = ["ARCHITECTURES", "settings", "weights", "rope", "window", "NORMS"]
 
 ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "SmolLM3ForCausalLM")
+#: A layer's norms, theirs and ours: Llama's before each sublayer (pre-LN).
+NORMS = (("input_layernorm", "norm1"), ("post_attention_layernorm", "norm2"))
 
 
 def rope(config, refused):
@@ -32,10 +34,10 @@ def rope(config, refused):
 
 
 def window(config, arch, refused):
-    """The sliding window of every layer (since_2023.windowed), or None. Mistral slides on
-    every layer when ``sliding_window`` is set; the others say which layers slide in
-    ``layer_types`` (or, in Qwen's older configs, from ``max_window_layers`` on). A window
-    on some layers only is refused by name."""
+    """The sliding window and the layers that slide (since_2023.windowed, per_layer): (W,
+    None) when every layer slides, (None, None) when none. Mistral slides on every layer when
+    ``sliding_window`` is set; the others say which layers slide in ``layer_types`` (or, in
+    Qwen's older configs, from ``max_window_layers`` on)."""
     size, layers = config.get("sliding_window"), config["num_hidden_layers"]
     if arch == "MistralForCausalLM":                  # no layer_types: all layers, or none
         types = ["sliding_attention" if size else "full_attention"] * layers
@@ -49,15 +51,12 @@ def window(config, arch, refused):
     unknown = sorted(set(types) - {"full_attention", "sliding_attention"})
     if unknown:
         refused.append(f"layer_types {', '.join(unknown)}")
-    sliding = [t == "sliding_attention" for t in types]
-    if not any(sliding):
-        return None
-    if not all(sliding):
-        refused.append("a sliding window on some layers only (layer_types "
-                       f"{''.join('S' if s else 'F' for s in sliding)})")
+    sliding = tuple(i for i, t in enumerate(types) if t == "sliding_attention")
+    if not sliding:
+        return None, None
     if not size:
         refused.append("sliding layers without a sliding_window")
-    return size or None
+    return size or None, None if len(sliding) == layers else sliding
 
 
 def settings(config, arch, refused):
@@ -70,6 +69,7 @@ def settings(config, arch, refused):
         refused.append(f"hidden_act {config['hidden_act']!r} (SwiGLU needs 'silu')")
     base, scaling = rope(config, refused)
     uses_rope = config.get("no_rope_layers") or [1] * config["num_hidden_layers"]
+    size, sliding = window(config, arch, refused)
     return dict(embedding_size=M, num_basic_decoders=config["num_hidden_layers"],
                 num_atten_heads=H, full_width_heads=True, kv_heads=None if G == H else G,
                 head_size=None if head == M // H else head,
@@ -78,18 +78,20 @@ def settings(config, arch, refused):
                 norm_eps=config.get("rms_norm_eps", 1e-6), feed_forward="swiglu",
                 gated_size=config["intermediate_size"],
                 tie_embeddings=config.get("tie_word_embeddings", False),
-                window=window(config, arch, refused),
+                window=size, window_layers=sliding,
                 nope_layers=tuple(i for i, turned in enumerate(
                     uses_rope[:config["num_hidden_layers"]]) if not turned))
 
 
-def weights(hf, config, settings):
-    """A Llama-shaped folder's weights by our names, one at a time; W_Q, W_K rows (and
-    Qwen3's q_norm, k_norm gains) into our rotary pairs. A bias the folder lacks
-    (attention_bias, mlp_bias false) is zero: the same arithmetic."""
+def weights(hf, config, settings, norms=NORMS):
+    """A Llama-shaped folder's weights by our names, one at a time; W_Q, W_K rows (and the
+    q_norm, k_norm gains: a head's, or all heads') into our rotary pairs. A bias the folder
+    lacks (attention_bias, mlp_bias false) is zero: the same arithmetic. ``norms``: the
+    family's layer norms, theirs and ours."""
     hf = hf.renamed("model.")
     H = config["num_attention_heads"]
     G = settings["kv_heads"] or H
+    s = settings["head_size"] or config["hidden_size"] // H
     yield "embeddings_generator.embedding.weight", hf.pop("embed_tokens.weight")
     yield "master_decoder.final_norm.weight", hf.pop("norm.weight")
     for i in range(config["num_hidden_layers"]):
@@ -105,13 +107,11 @@ def weights(hf, config, settings):
         for name in ("q_norm", "k_norm"):             # QK-norm: a gain per number of a head
             W = hf.pop(f"{p}self_attn.{name}.weight", None)
             if W is not None:
-                yield f"{q}self_attention.{name}.weight", pairs_from_halves(W, 1)
+                yield f"{q}self_attention.{name}.weight", pairs_from_halves(W, W.numel() // s)
         for theirs, mine in (("self_attn.o_proj", "self_attention.W_O"),
                              ("mlp.gate_proj", "feed_forward.W1"),
                              ("mlp.up_proj", "feed_forward.V"),
-                             ("mlp.down_proj", "feed_forward.W2"),
-                             ("input_layernorm", "norm1"),
-                             ("post_attention_layernorm", "norm2")):
+                             ("mlp.down_proj", "feed_forward.W2"), *norms):
             for kind in ("weight", "bias"):
                 W = hf.pop(f"{p}{theirs}.{kind}", None)
                 if W is not None:

@@ -34,7 +34,8 @@ def refusals(gpt):
     if gpt.rope_scaling and gpt.rope_scaling.get("rope_type") not in ("linear", "llama3"):
         found.append(f"rope_scaling {gpt.rope_scaling}")
     for name, flag in (("qk_norm", "--qk-norm"), ("window", "--window"),
-                       ("nope_layers", "--nope-layers")):
+                       ("nope_layers", "--nope-layers"), ("norm_placement", "--norm-placement"),
+                       ("score_scale", "--score-scale")):
         if getattr(gpt, name, None):
             found.append(f"{name} {getattr(gpt, name)!r}: Llama has none (train without "
                          f"{flag})")
