@@ -62,7 +62,7 @@ from .data.vocabulary import (
     tokenizer_from_state,
 )
 from .evaluation.decode_and_score import LENGTH_PENALTY, classify, translate_sentences
-from .evaluation.generation import decode, encode, generate_text, perplexity, with_folder_defaults
+from .evaluation.generation import LanguageModelUse
 from .model.architecture import (
     EncoderDecoderParts,
     GPTParts,
@@ -386,7 +386,7 @@ class TransformerPreLN(TransformerBase):
     norm_first = True
 
 
-class TransformerGPT(TextModel, GPTParts):
+class TransformerGPT(TextModel, LanguageModelUse, GPTParts):
     """A decoder-only language model (GPT: Radford et al. 2018): it predicts each next token
     of a sentence from the tokens before it, and so can continue a prompt. It is built from
     the translation models' own classes; there is no attention code of its own:
@@ -446,23 +446,6 @@ class TransformerGPT(TextModel, GPTParts):
         """A trainer of this GPT on its text, not yet run (see containers.wiring)."""
         return language_model_trainer(self, checkpoints_dir, **options)
 
-    def perplexity(self, sentences=None):
-        """Perplexity on the held-out sentences (or ``sentences``), per piece and per word."""
-        return perplexity(self, self.held_out_sentences if sentences is None else sentences)
-
-    def generate(self, prompt, **options):
-        """Continue ``prompt`` (a string); see generation.generate_text for the options (a
-        real model's defaults: its folder's, generation.with_folder_defaults)."""
-        return generate_text(self, prompt, **with_folder_defaults(self, options))
-
-    def encode(self, text):
-        """``text`` as a prompt's ids: SOS first (a folder's: as its tokenizer adds them)."""
-        return encode(self, text)
-
-    def decode(self, ids):
-        """The text of ``ids``, without start, end or other special tokens."""
-        return decode(self, ids)
-
     @classmethod
     def from_checkpoint(cls, path, dl_studio=None, model_class=None, weights="raw"):
         """A `Restored` (gpt, gpt, checkpoint) from a checkpoint file alone, in eval mode on
@@ -473,7 +456,8 @@ class TransformerGPT(TextModel, GPTParts):
 
     @classmethod
     def from_huggingface(cls, path, dl_studio=None, dtype=None):
-        """A Hugging Face folder (GPT-2, Llama, Mistral, SmolLM3, Qwen2, Qwen3) as a
+        """A Hugging Face folder (GPT-2, Llama, Mistral, SmolLM3, Qwen2, Qwen3, Gemma 3,
+        OLMo 2) as a
         TransformerGPT of this class's nested classes, eval mode, fp32 (``dtype``:
         torch.bfloat16): containers.hub."""
         return hub.read_folder(cls, path, dl_studio, dtype)

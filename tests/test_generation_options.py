@@ -4,10 +4,11 @@ message from the command line. A small GPT trained a few steps, written as a Lla
 by our own writer: no download, no transformers."""
 
 import pytest
+import torch
 
 from DLStudio.cli.gpt import prompts_main
 from DLStudio.containers import hub
-from DLStudio.evaluation.generation import cut_at
+from DLStudio.evaluation.generation import cut_at, generate
 from DLStudio.Transformers import TransformerGPT
 
 from .test_real_models import llama_shaped_gpt
@@ -56,3 +57,106 @@ def test_system_is_refused_without_chat(folder, capsys):
         prompts_main([folder, "la casa", "--system", "Be brief."])
     assert "--system is the system message of a --chat conversation" in \
         capsys.readouterr().err
+
+
+
+def test_streamed_pieces_are_whole_characters_that_join_into_the_text(folder, tmp_path):
+    """The pieces of gpt.stream joined are gpt.generate's text, with and without a stop
+    string; none ends inside a character of several bytes (a byte-level model's early
+    tokens split them), and none shows the start of a stop string it then cuts. Our own
+    GPT streams its sentence the same way."""
+    gpt = TransformerGPT.from_huggingface(folder)
+    for prompt in ("la casa", "¿dónde está el café?"):
+        whole = gpt.generate(prompt, max_new_tokens=30)[0]
+        pieces = list(gpt.stream(prompt, max_new_tokens=30))
+        assert "".join(pieces) == whole and len(pieces) > 1
+        if "\ufffd" not in whole:
+            assert not any("\ufffd" in piece for piece in pieces)
+        stop = whole[4:7]
+        assert "".join(gpt.stream(prompt, max_new_tokens=30, stop=[stop])) == \
+            whole[:whole.find(stop)]
+    ours = llama_shaped_gpt(tmp_path, steps=2)
+    assert "".join(ours.stream("la casa")) == ours.generate("la casa")[0]
+
+
+def test_log_probabilities_are_the_models_own_for_the_tokens_chosen(folder):
+    """With logprobs=True each new token comes with log softmax(logits)[token] of the model
+    itself, whatever the temperature: recomputed here from one pass over the whole text;
+    gpt.generate gives them beside each token's piece of the text."""
+    gpt = TransformerGPT.from_huggingface(folder)
+    prompt = torch.tensor([gpt.encode("la casa")])
+    P = prompt.size(1)
+    for options in ({}, {"temperature": 0.9, "seed": 3, "top_k": 20}):
+        kept = []
+        seed = options.get("seed")
+        out = generate(gpt, prompt, 12, options.get("temperature", 0.0), options.get("top_k"),
+                       None if seed is None else torch.Generator().manual_seed(seed),
+                       end_ids=(), logprobs=kept)
+        with torch.no_grad():
+            expected = gpt(out).log_softmax(-1)[0, P - 1:-1].gather(1, out[0, P:, None])[:, 0]
+        got = torch.stack(kept, 1)[0]
+        assert got.shape == expected.shape == (12,)
+        assert (got - expected).abs().max() < 1e-4 and (got <= 0).all()
+        (text, scored), = gpt.generate("la casa", max_new_tokens=12, logprobs=True, **options)
+        assert text == gpt.generate("la casa", max_new_tokens=12, **options)[0]
+        if not any("\ufffd" in piece for piece, _ in scored):   # (a byte of a character)
+            assert "".join(piece for piece, _ in scored) == text
+        ends = [i for i, t in enumerate(out[0, P:].tolist()) if t in gpt.vocab.end_ids]
+        assert len(scored) == (ends[0] if ends else 12)
+        assert [score for _, score in scored] == pytest.approx(got[:len(scored)].tolist(),
+                                                               abs=1e-6)
+
+
+PROMPTS = ["la casa", "el perro come la manzana y", "yo", "¿dónde está el café? Ella canta"]
+
+
+def test_a_batch_of_prompts_gives_what_each_gives_alone(folder):
+    """Prompts of different lengths continued together (padded on the left, their pads
+    masked, their rotary positions their own): each row's text is its prompt's alone, with
+    the cache and without, in batches of any size, with a stop string."""
+    gpt = TransformerGPT.from_huggingface(folder)
+    alone = [gpt.generate(p, max_new_tokens=15)[0] for p in PROMPTS]
+    assert len(set(alone)) == len(alone)
+    assert gpt.generate(PROMPTS, max_new_tokens=15) == alone
+    assert gpt.generate(PROMPTS, max_new_tokens=15, use_cache=False) == alone
+    assert gpt.generate(PROMPTS, max_new_tokens=15, batch_size=3) == alone
+    stop = alone[1][2:4]
+    assert gpt.generate(PROMPTS, max_new_tokens=15, stop=[stop]) == \
+        [gpt.generate(p, max_new_tokens=15, stop=[stop])[0] for p in PROMPTS]
+
+
+@pytest.mark.parametrize("positions", ["learned", "sinusoidal"])
+def test_our_own_gpts_positions_count_from_each_rows_first_token(positions):
+    """A GPT with learned or sinusoidal position codes: a left-padded row's codes are those
+    of the row alone (greedy sentences equal)."""
+    from DLStudio import DLStudio
+    text = ["la casa es roja", "el perro come la manzana", "yo no sé nada",
+            "ella canta muy bien"] * 8
+    gpt = TransformerGPT(dl_studio=DLStudio(use_gpu=False, seed=0), sentences=text,
+                         tokenizer="word", embedding_size=32, num_basic_decoders=2,
+                         num_atten_heads=4, positions=positions, held_out_fraction=0.0)
+    prompts = ["ella canta", "el perro come la", "yo"]
+    alone = [gpt.generate(p, temperature=0)[0] for p in prompts]
+    assert gpt.generate(prompts, temperature=0) == alone
+
+
+def test_the_command_line_continues_a_file_of_prompts_one_line_each(folder, capsys,
+                                                                    monkeypatch):
+    """interact_with_prompts.py FOLDER --prompts - --template ... --stop ...: one line per
+    prompt, in order, each what generate gives its wrapped prompt alone."""
+    import io
+    gpt = TransformerGPT.from_huggingface(folder)
+    template = "Q: {}\\nA:"
+    wrapped = [f"Q: {p}\nA:" for p in PROMPTS]
+    whole = gpt.generate(wrapped[0], max_new_tokens=12)[0]
+    stop = whole[3:5]
+    expected = [gpt.generate(w, max_new_tokens=12, stop=[stop])[0].replace("\n", "\\n")
+                for w in wrapped]
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(PROMPTS) + "\n"))
+    assert prompts_main([folder, "--prompts", "-", "--template", template, "--temperature",
+                         "0", "--max-new-tokens", "12", "--stop", stop,
+                         "--batch-size", "3"]) == 0
+    assert capsys.readouterr().out.splitlines() == expected
+    with pytest.raises(SystemExit):
+        prompts_main([folder, "--template", "Q: {}"])
+    assert "needs --prompts" in capsys.readouterr().err

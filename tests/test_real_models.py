@@ -475,3 +475,16 @@ def test_a_folder_that_is_not_safetensors_is_refused_in_words(tmp_path):
     with pytest.raises(FolderError, match="not a safetensors file"):
         hub.hf_weights(str(tmp_path))
 
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["gpt2 (tokenizer.json)", "mistral (a window of 6)",
+                                  "gemma3 (8 layers, 5:1 windows)", "olmo2",
+                                  "smollm3 (a layer without rotary positions)"])
+def test_a_batch_of_prompts_of_different_lengths_gives_each_prompts_tokens(folders, name):
+    """Left padding with each row's own positions (learned, rotary, windows, NoPE layers):
+    every row's 20 greedy tokens are those of its prompt alone."""
+    gpt = TransformerGPT.from_huggingface(folders[name])
+    prompts = ["the quick brown fox jumps", "la", "naïve café résumé — déjà vu and more",
+               "numbers 12345"]
+    alone = [gpt.generate(p, max_new_tokens=20, temperature=0) for p in prompts]
+    assert gpt.generate(prompts, max_new_tokens=20, temperature=0) == [a[0] for a in alone]

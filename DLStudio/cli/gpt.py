@@ -34,7 +34,7 @@ from .common import (
     subclass_of,
     take_best_use,
 )
-from .real_models import folder_prompts, greedy_without_sampling_flags
+from .real_models import folder_prompts, greedy_without_sampling_flags, print_batched
 
 __all__ = ["gpt_train_main", "prompts_main", "pretraining_main", "read_sentences", "GPT"]
 
@@ -193,7 +193,8 @@ def prompts_main(argv=None):
                                                 "checkpoint (babyGPT's name for the job).")
         p.add_argument("checkpoint", metavar="DIR|FILE|FOLDER",
                        help="a checkpoint, or a Hugging Face model folder (config.json: GPT-2, "
-                            "Llama, Mistral, SmolLM3, Qwen2, Qwen3; docs/real_models.md)")
+                            "Llama, Mistral, SmolLM3, Qwen2, Qwen3, Gemma 3, OLMo 2; "
+                            "docs/real_models.md)")
         p.add_argument("more", nargs="*", metavar="[N] [PROMPT]",
                        help="N: an epoch or 'last' (the default); PROMPT: the start of a "
                             "sentence (none: read prompts line by line until end of input)")
@@ -220,12 +221,25 @@ def prompts_main(argv=None):
                        metavar="P", help="P > 1 makes tokens already in the text less likely "
                                          "(1: off; default: 1, a folder's own)")
         p.add_argument("--bf16", action="store_true", help="a folder: its weights in bf16")
+        p.add_argument("--prompts", metavar="FILE|-",
+                       help="prompts from a file (-: standard input), one a line (\\n in a "
+                            "line: a newline), continued in batches; one line printed for "
+                            "each continuation, in order (its newlines written \\n)")
+        p.add_argument("--template", metavar="TEXT",
+                       help="with --prompts: each prompt put in TEXT's {} (\\n: a newline), "
+                            "e.g. \"English: {}\\nSpanish:\"")
+        p.add_argument("--batch-size", type=positive_int, default=8,
+                       help="with --prompts: prompts continued together (padded on the "
+                            "left; each gives what it gives alone)")
         add_weights_argument(p)
         p.add_argument("--max-new-tokens", type=positive_int, default=None)
         p.add_argument("--seed", type=int, default=None)
         p.add_argument("--model-class", metavar="MODULE:CLASS",
                        help="the TransformerGPT subclass the checkpoint was trained with")
         args = p.parse_args(argv)
+        if args.template is not None and (args.prompts is None or "{}" not in args.template):
+            p.error("--template wraps each of --prompts' prompts: it needs --prompts and a "
+                    "{} where the prompt goes")
         if hugging_face_folder(args.checkpoint):
             return folder_prompts(p, args)
         if args.chat or args.bf16 or args.system:
@@ -242,6 +256,10 @@ def prompts_main(argv=None):
                    "top_p": args.top_p, "stop": args.stop,
                    "repetition_penalty": args.repetition_penalty or 1.0}
         greedy_without_sampling_flags(args, options)
+        if args.prompts:
+            if prompt is not None:
+                p.error("give the prompts in --prompts' file or as PROMPT, not both")
+            return print_batched(gpt, args, options)
         prompts = [prompt] if prompt is not None else (line.rstrip("\n") for line in sys.stdin)
         status = 0
         for text in prompts:

@@ -17,7 +17,8 @@ from .common import (
     run_job,
 )
 
-__all__ = ["folder_prompts", "save_main", "greedy_without_sampling_flags"]
+__all__ = ["folder_prompts", "save_main", "greedy_without_sampling_flags", "print_batched",
+           "prompts_of"]
 
 
 class Printer:
@@ -69,6 +70,11 @@ def folder_prompts(p, args):
         p.error("--system is the system message of a --chat conversation")
     if args.chat:
         return _chat(gpt, options, args.system)
+    if args.prompts:
+        if args.more:
+            p.error("give the prompts in --prompts' file or as PROMPT, not both")
+        options["num_samples"] = samples
+        return print_batched(gpt, args, options)
     prompts = ([args.more[0]] if args.more else (line.rstrip("\n") for line in sys.stdin))
     for prompt in prompts:
         for _ in range(samples):
@@ -76,6 +82,40 @@ def folder_prompts(p, args):
             printer = _printer(gpt, options)
             said = gpt.generate(prompt, on_token=printer, **options)[0]
             print(said if printer is None else printer.finish() or "")
+    return 0
+
+
+def unescaped(text):
+    """A command line's ``\\n`` as a newline."""
+    return text.replace("\\n", "\n")
+
+
+def prompts_of(args):
+    """``--prompts FILE|-``: its lines (``\\n`` inside a line: a newline), each put in
+    ``--template``'s {} where one is given."""
+    if args.prompts == "-":
+        lines = sys.stdin.read().splitlines()
+    else:
+        try:
+            with open(args.prompts, encoding="utf-8") as f:
+                lines = f.read().splitlines()
+        except (OSError, UnicodeDecodeError) as e:
+            raise UserError(f"--prompts {args.prompts}: cannot read it as text ({e})") from None
+    template = unescaped(args.template) if args.template else "{}"
+    return [template.replace("{}", unescaped(line)) for line in lines]
+
+
+def print_batched(gpt, args, options):
+    """Continue the prompts of ``--prompts``, ``--batch-size`` at a time, and print one line
+    for each continuation (a real model's: the continuation; our own: the sentence), in
+    order, its newlines written \\n."""
+    prompts = prompts_of(args)
+    try:
+        said = gpt.generate(prompts, batch_size=args.batch_size, **options) if prompts else []
+    except ValueError as e:
+        raise UserError(f"--prompts {args.prompts}: {e}") from None
+    for text in said:
+        print(text.replace("\n", "\\n"), flush=True)
     return 0
 
 

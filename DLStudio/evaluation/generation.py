@@ -27,12 +27,14 @@ import torch.nn.functional as F
 
 from ..data import normalize
 from ..data.vocabulary import plain_words
+from ..model import left_padding
 from ..model.tokens import EOS_INDEX, SOS_INDEX, padding_mask
 
 __all__ = ["encode_sentences", "perplexity", "folder_perplexity", "next_token", "generate",
            "generate_text", "prompt_ids", "encode", "decode", "folder_defaults", "penalised",
            "until_end", "not_applied", "sampling_ignored", "with_folder_defaults",
-           "FOLDER_NEW_TOKENS", "cut_at"]
+           "FOLDER_NEW_TOKENS", "cut_at", "steps", "stream_text", "Continuation",
+           "LanguageModelUse"]
 
 
 def encode_sentences(tokenizer, sentences, max_seq_length):
@@ -150,10 +152,14 @@ def penalised(logits, ys, penalty):
 @torch.no_grad()
 def generate(gpt, prompt, max_new_tokens=None, temperature=0.0, top_k=None, generator=None,
              use_cache=True, top_p=None, repetition_penalty=1.0, end_ids=(EOS_INDEX,),
-             on_token=None, ended=None):
+             on_token=None, ended=None, logprobs=None, pads=None):
     """Continue each row of ``prompt`` until it emits one of ``end_ids`` (none: until
     max_new_tokens) or max_seq_length is reached, or ``ended(ys)`` (B,) says it has ended
-    (a stop string); ``on_token(ids)`` is called with each step's tokens (B,).
+    (a stop string); ``on_token(ids)`` is called with each step's tokens (B,); ``logprobs``
+    (a list) gets each step's log-probabilities of those tokens (B,) under the model's own
+    distribution (before temperature, top-k, top-p and the repetition penalty). ``pads``
+    (B,): rows padded on the left (inside model.left_padding.left_padded), each then
+    reaching max_seq_length of its own tokens.
 
     ``use_cache=False`` re-reads the whole prefix at every step (what the cache saves; a
     test checks both give the same tokens).
@@ -161,11 +167,29 @@ def generate(gpt, prompt, max_new_tokens=None, temperature=0.0, top_k=None, gene
     Shape: prompt (B, P) ids (SOS first, or a folder's own) -> (B, <= max_seq_length) ids,
         the prompt included, end_ids[0] after a row's end
     """
+    ys = prompt
+    for ys, logprob in steps(gpt, prompt, max_new_tokens, temperature, top_k, generator,
+                             use_cache, top_p, repetition_penalty, end_ids, ended, pads):
+        if on_token is not None:
+            on_token(ys[:, -1])
+        if logprobs is not None:
+            logprobs.append(logprob)
+    return ys
+
+
+def steps(gpt, prompt, max_new_tokens=None, temperature=0.0, top_k=None, generator=None,
+          use_cache=True, top_p=None, repetition_penalty=1.0, end_ids=(EOS_INDEX,),
+          ended=None, pads=None):
+    """`generate`'s loop, one step at a time: yields (ys, the new tokens' log-probabilities
+    (B,)) after each token (stopping early leaves the caches as they were). A row that has
+    reached max_seq_length of its own tokens (``pads``: padded rows) ends there."""
     gpt.eval()
     ends = torch.tensor(list(end_ids), dtype=torch.long, device=prompt.device)
     ys, B = prompt, prompt.size(0)
-    room = gpt.max_seq_length - ys.size(1)
-    steps = room if max_new_tokens is None else min(room, max_new_tokens)
+    pads = torch.zeros(B, dtype=torch.long, device=ys.device) if pads is None else pads
+    room = gpt.max_seq_length - (ys.size(1) - pads)                         # (B,)
+    steps = int(room.max()) if max_new_tokens is None else min(int(room.max()),
+                                                                max_new_tokens)
     done = torch.zeros(B, dtype=torch.bool, device=ys.device)
     scope = gpt.decoding() if use_cache else contextlib.nullcontext([])
     with scope as caches:
@@ -176,20 +200,23 @@ def generate(gpt, prompt, max_new_tokens=None, temperature=0.0, top_k=None, gene
                 keep = torch.zeros(ys.shape, dtype=torch.bool, device=ys.device)
                 keep[:, -1] = True                           # logits of the last position
                 logits = gpt(ys, keep)                                      # (B, V)
-            if repetition_penalty != 1.0:
-                logits = penalised(logits, ys, repetition_penalty)
+            chosen_from = logits
+            if repetition_penalty != 1.0:      # (a row's pads read as its first token)
+                first = torch.maximum(torch.arange(ys.size(1), device=ys.device)[None],
+                                      pads[:, None])
+                logits = penalised(logits, ys.gather(1, first), repetition_penalty)
             token = next_token(logits, temperature, top_k, generator, top_p)  # (B,)
+            logprob = chosen_from.float().log_softmax(-1).gather(1, token[:, None])[:, 0]
             if len(ends):                                   # a row that has ended stays so
                 token = token.masked_fill(done, int(ends[0]))
                 done |= torch.isin(token, ends)
             ys = torch.cat([ys, token[:, None]], dim=1)
             if ended is not None:
                 done |= ended(ys)
-            if on_token is not None:
-                on_token(token)
+            done |= step + 1 >= room                          # a row at max_seq_length
+            yield ys, logprob
             if done.all():
                 break
-    return ys
 
 
 def until_end(ids, ends=(EOS_INDEX,)):
@@ -302,10 +329,17 @@ def sampling_ignored(temperature, top_k, top_p):
 
 def generate_text(gpt, prompt, num_samples=1, max_new_tokens=None, temperature=0.0,
                   top_k=None, seed=None, use_cache=True, top_p=None, repetition_penalty=1.0,
-                  on_token=None, ids=None, max_length=None, stop=()):
+                  on_token=None, ids=None, max_length=None, stop=(), logprobs=False,
+                  batch_size=None):
     """Continue a prompt (a string, possibly empty; or ``ids``, a list): ``num_samples``
     sentences (the prompt included), as text; a real model's: the continuation only,
-    as its folder's tokenizer writes it.
+    as its folder's tokenizer writes it. With ``logprobs``: each sample as (text, [(piece,
+    log-probability), ...]), a pair for each new token up to its end (the model's own
+    log-probability of the token chosen, whatever the sampling settings).
+
+    A list of prompts is continued together, ``batch_size`` at a time (all at once by
+    default), each row padded on the left to the longest (model/left_padding.py): one text
+    per prompt and sample, in order, each what its prompt gives alone.
 
     Length: our own model's ends at EOS or at its max_seq_length; a real model's at one of
     its folder's end tokens (none named: never) or after ``max_new_tokens`` new tokens, or
@@ -317,30 +351,111 @@ def generate_text(gpt, prompt, num_samples=1, max_new_tokens=None, temperature=0
     said = sampling_ignored(temperature, top_k, top_p)
     if said:
         warnings.warn(said, stacklevel=2)
+    many = isinstance(prompt, (list, tuple))
+    prompts = list(prompt) if many else [prompt]
+    size = batch_size or len(prompts) or 1
     generator = torch.Generator().manual_seed(seed) if seed is not None else None
-    hub = gpt.vocab.kind == "hub"
-    ids = (prompt_ids(gpt, prompt) if ids is None
-           else torch.tensor([ids], device=next(gpt.parameters()).device))
-    ids = ids.repeat(num_samples, 1)
-    if hub and max_new_tokens is None:
-        max_new_tokens = (max(1, max_length - ids.size(1)) if max_length
-                          else FOLDER_NEW_TOKENS)
-    ends = gpt.vocab.end_ids if hub else (EOS_INDEX,)
-    stop = [s for s in ([stop] if isinstance(stop, str) else stop) if s]
-    P = ids.size(1)
+    out = []
+    for at in range(0, len(prompts), size):
+        run = Continuation(gpt, prompts[at:at + size], num_samples, max_new_tokens, ids,
+                           max_length, stop)
+        kept = [] if logprobs else None
+        with run.padded():
+            ys = generate(gpt, run.ids, run.max_new_tokens, temperature, top_k, generator,
+                          use_cache, top_p, repetition_penalty, run.ends, on_token,
+                          run.ended, kept, run.pads)
+        rows = run.rows(ys)
+        texts = [run.text(b, row) for b, row in enumerate(rows)]
+        if not logprobs:
+            out += texts
+            continue
+        scores = torch.stack(kept, 1).tolist() if kept else [[] for _ in texts]  # (B, new)
+        out += [(text, run.pieces(b, row, score))
+                for b, (text, row, score) in enumerate(zip(texts, rows, scores))]
+    return out
 
-    def text_of(row):               # a folder's: its continuation; ours: the whole sentence
-        if hub:
-            return gpt.vocab.decode(until_end(row[P:], ends)[0])
-        return gpt.vocab.text(until_end(row[1:])[0])
-    start = 0 if hub else len(text_of(ids[0].tolist()))   # where the continuation begins
 
-    def ended(ys):                  # the rows whose continuation holds a stop string
-        return torch.tensor([any(s in text_of(row)[start:] for s in stop)
-                             for row in ys.tolist()], device=ys.device)
-    out = generate(gpt, ids, max_new_tokens, temperature, top_k, generator, use_cache,
-                   top_p, repetition_penalty, ends, on_token, ended if stop else None)
-    return [cut_at(text_of(row), stop, start) for row in out.tolist()]
+def stream_text(gpt, prompt, max_new_tokens=None, temperature=0.0, top_k=None, seed=None,
+                use_cache=True, top_p=None, repetition_penalty=1.0, ids=None, max_length=None,
+                stop=()):
+    """``gpt.stream``: the continuation of `generate_text` (one prompt, one sample), yielded
+    in pieces as it forms: ``for piece in gpt.stream(prompt): print(piece, end="")``. A
+    piece holds whole characters only (a character of several bytes waits for its last
+    token), and never the start of a stop string (held back until it is told apart); the
+    pieces joined are generate_text's text."""
+    said = sampling_ignored(temperature, top_k, top_p)
+    if said:
+        warnings.warn(said, stacklevel=2)
+    generator = torch.Generator().manual_seed(seed) if seed is not None else None
+    run = Continuation(gpt, [prompt], 1, max_new_tokens, ids, max_length, stop)
+    held = max((len(s) for s in run.stop), default=1) - 1     # might begin a stop string
+    shown, ys = 0, run.ids
+    for ys, _ in steps(gpt, run.ids, run.max_new_tokens, temperature, top_k, generator,
+                       use_cache, top_p, repetition_penalty, run.ends, run.ended):
+        text = run.text(0, ys[0].tolist())
+        ready = len(text) - held
+        while ready > shown and text[ready - 1] == "\ufffd":  # a character not yet whole
+            ready -= 1
+        if ready > shown:
+            yield text[shown:ready]
+            shown = ready
+    text = run.text(0, ys[0].tolist())
+    if len(text) > shown:
+        yield text[shown:]
+
+
+class Continuation:
+    """What generate_text and stream_text share: the prompts' ids, ``num_samples`` rows each
+    (padded on the left where their lengths differ), their end tokens, their length in new
+    tokens, the stop strings, and the text of a row."""
+
+    def __init__(self, gpt, prompts, num_samples, max_new_tokens, ids, max_length, stop):
+        self.gpt, self.hub = gpt, gpt.vocab.kind == "hub"
+        device = next(gpt.parameters()).device
+        rows = ([prompt_ids(gpt, p)[0].tolist() for p in prompts] if ids is None
+                else [list(ids)])
+        rows = [row for row in rows for _ in range(num_samples)]
+        self.P = [len(row) for row in rows]
+        self.ids, self.pads = left_padding.padded_rows(rows, rows[0][0], device)
+        if self.hub and max_new_tokens is None:
+            max_new_tokens = (max(1, max_length - max(self.P)) if max_length
+                              else FOLDER_NEW_TOKENS)
+        self.max_new_tokens = max_new_tokens
+        self.ends = gpt.vocab.end_ids if self.hub else (EOS_INDEX,)
+        self.stop = [s for s in ([stop] if isinstance(stop, str) else stop) if s]
+        self.start = [0 if self.hub else len(self.whole(b, row))   # where each continuation
+                      for b, row in enumerate(rows)]              # begins in its text
+        self.ended = self.stopped if self.stop else None
+
+    def padded(self):
+        """The scope of the model reading these rows: left-padded where they need it."""
+        if not self.pads.any():
+            return contextlib.nullcontext()
+        return left_padding.left_padded(self.gpt, self.pads)
+
+    def rows(self, ys):
+        """The rows of ys (B, T) as lists, without their padding, up to max_seq_length."""
+        most = self.gpt.max_seq_length
+        return [row[pad:pad + most] for row, pad in zip(ys.tolist(), self.pads.tolist())]
+
+    def whole(self, b, row):        # a folder's: its continuation; ours: the whole sentence
+        if self.hub:
+            return self.gpt.vocab.decode(until_end(row[self.P[b]:], self.ends)[0])
+        return self.gpt.vocab.text(until_end(row[1:])[0])
+
+    def text(self, b, row):
+        """Row b's text, cut at the first stop string of its continuation."""
+        return cut_at(self.whole(b, row), self.stop, self.start[b])
+
+    def stopped(self, ys):          # the rows whose continuation holds a stop string
+        return torch.tensor([any(s in self.whole(b, row)[self.start[b]:] for s in self.stop)
+                             for b, row in enumerate(self.rows(ys))], device=ys.device)
+
+    def pieces(self, b, row, scores):
+        """(piece, log-probability) for each new token of row b up to its end."""
+        kept, _ = until_end(row[self.P[b]:], self.ends)
+        return [(self.gpt.decode([token]) if self.hub else self.gpt.vocab.text([token]),
+                 float(score)) for token, score in zip(kept, scores)]
 
 
 def cut_at(text, stop, start=0):
@@ -348,3 +463,30 @@ def cut_at(text, stop, start=0):
     it where none)."""
     found = [text.find(s, start) for s in stop]
     return text[:min((at for at in found if at >= 0), default=len(text))]
+
+
+class LanguageModelUse:
+    """What a TransformerGPT does with text: score it, continue it, stream it, and turn it
+    into ids and back (this module's functions, as methods)."""
+
+    def perplexity(self, sentences=None):
+        """Perplexity on the held-out sentences (or ``sentences``), per piece and per word."""
+        return perplexity(self, self.held_out_sentences if sentences is None else sentences)
+
+    def generate(self, prompt, **options):
+        """Continue ``prompt`` (a string); see `generate_text` for the options (a real
+        model's defaults: its folder's, `with_folder_defaults`)."""
+        return generate_text(self, prompt, **with_folder_defaults(self, options))
+
+    def stream(self, prompt, **options):
+        """``for piece in gpt.stream(prompt): print(piece, end="", flush=True)``: the text of
+        `generate` as it forms, in whole characters (`stream_text`; one sample)."""
+        return stream_text(self, prompt, **with_folder_defaults(self, options))
+
+    def encode(self, text):
+        """``text`` as a prompt's ids: SOS first (a folder's: as its tokenizer adds them)."""
+        return encode(self, text)
+
+    def decode(self, ids):
+        """The text of ``ids``, without start, end or other special tokens."""
+        return decode(self, ids)

@@ -51,7 +51,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from . import since_2017, since_2023
+from . import left_padding, since_2017, since_2023
 from .batched_heads import BatchedHeads
 from .kv_cache import NO_CACHE, KeyValueCache, attached_to_decoder
 from .overrides import check_forwards, runs_base
@@ -193,6 +193,7 @@ class TransformerParts:
         Shape: ids (B, T) -> (B, T, M); position t may depend on ids[:, :t + 1] only."""
 
         positional_base = 10000.0
+        left_pads = None       # (B,) pad tokens before each row's first (left_padding.py)
 
         def __init__(self, xformer, lang, embedding_size):
             super().__init__()
@@ -230,6 +231,9 @@ class TransformerParts:
                 return self.dropout(x)
             positions = (self.positional_encoding if self.learned_positions is None
                          else self.learned_positions)
+            if self.left_pads is not None:     # prompts of different lengths: left_padding.py
+                at = left_padding.positions(T, 0, self.left_pads, len(positions) - 1)
+                return self.dropout(x + positions[at])                            # (B, T, M)
             return self.dropout(x + positions[:T])                                # (B, T, M)
 
     class AttentionHead(nn.Module):
@@ -296,6 +300,7 @@ class TransformerParts:
 
         kv_cache = NO_CACHE
         windowed = staticmethod(since_2023.windowed)    # a sliding window's mask (window)
+        left_pads = None       # (B,) pad tokens before each row's first (left_padding.py)
 
         def __init__(self, dls, xformer, num_atten_heads):
             super().__init__()
@@ -341,6 +346,8 @@ class TransformerParts:
         def forward(self, x, mask=None):
             if self.window:              # a sliding window: the last `window` tokens only
                 mask = self.windowed(mask, x, self.kv_cache.length, self.window)
+            if self.left_pads is not None:                  # no row sees another's padding
+                mask = left_padding.pad_mask(mask, x, self.kv_cache.length, self.left_pads)
             return self.attend(x, x, mask)                                 # (B, T, M)
 
         def attend(self, x_q, x_kv, mask):

@@ -22,6 +22,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from . import left_padding
 from .overrides import OverrideError
 
 __all__ = ["RMSNorm", "SwiGLU", "RotaryEmbedding", "grouped_heads", "checked_kv_heads",
@@ -138,8 +139,16 @@ class RotaryEmbedding(nn.Module):
             self.table = table = (angle.cos().to(x.dtype), angle.sin().to(x.dtype))
         return table[0][offset:end], table[1][offset:end]
 
+    left_pads = None     # (B,): rows padded on the left count from their first real token
+
     def forward(self, x, offset=0):
         cos, sin = self.cos_sin(x.size(-2), offset, x)                    # (T, d/2)
+        if self.left_pads is not None:       # each row's own positions (left_padding.py)
+            at = left_padding.positions(x.size(-2), offset, self.left_pads)   # (B, T)
+            cos, sin = self.cos_sin(int(at.max()) + 1, 0, x)
+            cos, sin = cos[at], sin[at]                                    # (B, T, d/2)
+            if x.dim() == 4:                                               # (B, H, T, d)
+                cos, sin = cos[:, None], sin[:, None]
         even, odd = x[..., 0::2], x[..., 1::2]                             # (..., T, d/2)
         turned = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)
         return turned.flatten(-2)                                          # (..., T, d)
