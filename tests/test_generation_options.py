@@ -160,3 +160,68 @@ def test_the_command_line_continues_a_file_of_prompts_one_line_each(folder, caps
     with pytest.raises(SystemExit):
         prompts_main([folder, "--template", "Q: {}"])
     assert "needs --prompts" in capsys.readouterr().err
+
+
+CHAT = ("{% for m in messages %}<|start|>{{ m['role'] }}\n{{ m['content'] | trim }}<|eot_id|>"
+        "{% endfor %}{% if add_generation_prompt %}<|start|>assistant\n{% endif %}")
+
+
+def chat_folder(folder, tmp_path, context=512):
+    """The folder with a chat template and a context of ``context`` tokens."""
+    import json
+    import shutil
+    path = tmp_path / "chat"
+    shutil.copytree(folder, path)
+    config = json.loads((path / "tokenizer_config.json").read_text())
+    (path / "tokenizer_config.json").write_text(json.dumps(dict(config, chat_template=CHAT)))
+    model = json.loads((path / "config.json").read_text())
+    (path / "config.json").write_text(json.dumps(dict(model, max_position_embeddings=context)))
+    return str(path)
+
+
+def test_a_chat_reads_only_what_its_caches_do_not_hold(folder, tmp_path):
+    """Three turns with a PrefixCache: the same replies as reading each turn's whole
+    conversation afresh, and each turn reads none of the previous turn's prompt again (its
+    keys and values are in the caches; a reply that re-encodes otherwise is read again)."""
+    from DLStudio.evaluation.generation import PrefixCache
+    gpt = TransformerGPT.from_huggingface(chat_folder(folder, tmp_path))
+    lines, options = ["hola", "la casa es roja", "el perro"], dict(max_new_tokens=8)
+    replies, messages, lengths = [], [], []
+    for line in lines:
+        messages.append({"role": "user", "content": line})
+        ids = gpt.vocab.chat(messages)[1]
+        lengths.append(len(ids))
+        replies.append(gpt.generate(None, ids=ids, **options)[0])
+        messages.append({"role": "assistant", "content": replies[-1]})
+    read, forward = [], gpt.master_decoder.forward
+
+    def counted(x, *args, **kwargs):                  # the positions each pass reads
+        read.append(x.size(1))
+        return forward(x, *args, **kwargs)
+    gpt.master_decoder.forward = counted
+    messages, got, first_reads = [], [], []
+    with PrefixCache(gpt) as session:
+        for line in lines:
+            messages.append({"role": "user", "content": line})
+            before = len(read)
+            got.append(gpt.generate(None, ids=gpt.vocab.chat(messages)[1], session=session,
+                                    **options)[0])
+            first_reads.append(read[before])
+            messages.append({"role": "assistant", "content": got[-1]})
+    assert got == replies
+    assert first_reads[0] == lengths[0]
+    assert all(first <= length - earlier for first, length, earlier in
+               zip(first_reads[1:], lengths[1:], lengths))     # the last prompt is not re-read
+    assert sum(first_reads) < sum(lengths) * 0.6
+
+
+def test_a_chat_says_when_it_outgrows_the_context(folder, tmp_path, capsys, monkeypatch):
+    import io
+    path = chat_folder(folder, tmp_path, context=120)
+    monkeypatch.setattr("sys.stdin", io.StringIO("hola\nla casa es roja\nel perro come la "
+                                                 "manzana\nyo no sé nada\n" + "y " * 130 + "\n"))
+    assert prompts_main([path, "--chat", "--temperature", "0", "--max-new-tokens", "6"]) == 0
+    out = capsys.readouterr()
+    assert out.out.count("assistant> ") == 4
+    assert "outgrown this model's context of 120 tokens" in out.err
+    assert "this model reads 120: say it in fewer words" in out.err

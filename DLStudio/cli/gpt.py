@@ -34,7 +34,7 @@ from .common import (
     subclass_of,
     take_best_use,
 )
-from .real_models import folder_prompts, greedy_without_sampling_flags, print_batched
+from .real_models import folder_prompts, greedy_without_sampling_flags, print_batched, unescaped
 
 __all__ = ["gpt_train_main", "prompts_main", "pretraining_main", "read_sentences", "GPT"]
 
@@ -215,8 +215,8 @@ def prompts_main(argv=None):
         p.add_argument("--system", metavar="TEXT",
                        help="with --chat: the system message the conversation starts with")
         p.add_argument("--stop", action="append", default=[], metavar="STRING",
-                       help="end a continuation where it writes STRING (not printed); "
-                            "repeatable")
+                       help="end a continuation where it writes STRING (not printed; "
+                            "\\n: a newline); repeatable")
         p.add_argument("--repetition-penalty", type=positive_float, default=None,
                        metavar="P", help="P > 1 makes tokens already in the text less likely "
                                          "(1: off; default: 1, a folder's own)")
@@ -237,6 +237,7 @@ def prompts_main(argv=None):
         p.add_argument("--model-class", metavar="MODULE:CLASS",
                        help="the TransformerGPT subclass the checkpoint was trained with")
         args = p.parse_args(argv)
+        args.stop = [unescaped(stop) for stop in args.stop]       # "\\n": a newline
         if args.template is not None and (args.prompts is None or "{}" not in args.template):
             p.error("--template wraps each of --prompts' prompts: it needs --prompts and a "
                     "{} where the prompt goes")

@@ -7,7 +7,7 @@ import sys
 import torch
 
 from ..containers import hub
-from ..evaluation.generation import folder_defaults, not_applied, sampling_ignored
+from ..evaluation.generation import PrefixCache, folder_defaults, not_applied, sampling_ignored
 from ..Transformers import TransformerGPT
 from .common import (
     Parser,
@@ -18,7 +18,7 @@ from .common import (
 )
 
 __all__ = ["folder_prompts", "save_main", "greedy_without_sampling_flags", "print_batched",
-           "prompts_of"]
+           "prompts_of", "unescaped"]
 
 
 class Printer:
@@ -138,16 +138,46 @@ def greedy_without_sampling_flags(args, options):
 
 
 def _chat(gpt, options, system=None):
+    """The conversation, a line of standard input a turn, its key/value caches kept from
+    turn to turn (generation.PrefixCache)."""
     messages = [{"role": "system", "content": system}] if system else []
-    for line in sys.stdin:
-        messages.append({"role": "user", "content": line.rstrip("\n")})
-        _, ids = gpt.vocab.chat(messages)
-        print("assistant> ", end="", flush=True)
-        printer = _printer(gpt, options)
-        reply = gpt.generate(None, ids=ids, on_token=printer, **options)[0]
-        print(reply if printer is None else printer.finish() or "")
-        messages.append({"role": "assistant", "content": reply})
+    with PrefixCache(gpt) as session:
+        for line in sys.stdin:
+            messages.append({"role": "user", "content": line.rstrip("\n")})
+            ids = _fitted(gpt, messages)
+            if ids is None:
+                continue
+            print("assistant> ", end="", flush=True)
+            printer = _printer(gpt, options)
+            reply = gpt.generate(None, ids=ids, on_token=printer, session=session,
+                                 **options)[0]
+            print(reply if printer is None else printer.finish() or "")
+            messages.append({"role": "assistant", "content": reply})
     return 0
+
+
+def _fitted(gpt, messages):
+    """The conversation's ids, its earliest turns left out (said) while it is longer than
+    the model's context leaves room for a reply; None, the last message taken back (said),
+    where that message alone is too long."""
+    most = gpt.max_seq_length
+    _, ids = gpt.vocab.chat(messages)
+    dropped = 0
+    while len(ids) >= most - 1:
+        first = 1 if messages[0]["role"] == "system" else 0
+        if len(messages) - first <= 1:
+            messages.pop()
+            print(f"(your message is {len(ids)} tokens with the conversation's template; "
+                  f"this model reads {most}: say it in fewer words)", file=sys.stderr)
+            return None
+        del messages[first:first + 2]                  # the earliest exchange
+        dropped += 1
+        _, ids = gpt.vocab.chat(messages)
+    if dropped:
+        print(f"(the conversation has outgrown this model's context of {most} tokens: its "
+              f"earliest {dropped} exchange{'s' if dropped > 1 else ''} left out)",
+              file=sys.stderr)
+    return ids
 
 
 def save_main(argv=None):

@@ -34,7 +34,7 @@ __all__ = ["encode_sentences", "perplexity", "folder_perplexity", "next_token", 
            "generate_text", "prompt_ids", "encode", "decode", "folder_defaults", "penalised",
            "until_end", "not_applied", "sampling_ignored", "with_folder_defaults",
            "FOLDER_NEW_TOKENS", "cut_at", "steps", "stream_text", "Continuation",
-           "LanguageModelUse"]
+           "LanguageModelUse", "PrefixCache"]
 
 
 def encode_sentences(tokenizer, sentences, max_seq_length):
@@ -152,14 +152,15 @@ def penalised(logits, ys, penalty):
 @torch.no_grad()
 def generate(gpt, prompt, max_new_tokens=None, temperature=0.0, top_k=None, generator=None,
              use_cache=True, top_p=None, repetition_penalty=1.0, end_ids=(EOS_INDEX,),
-             on_token=None, ended=None, logprobs=None, pads=None):
+             on_token=None, ended=None, logprobs=None, pads=None, session=None):
     """Continue each row of ``prompt`` until it emits one of ``end_ids`` (none: until
     max_new_tokens) or max_seq_length is reached, or ``ended(ys)`` (B,) says it has ended
     (a stop string); ``on_token(ids)`` is called with each step's tokens (B,); ``logprobs``
     (a list) gets each step's log-probabilities of those tokens (B,) under the model's own
     distribution (before temperature, top-k, top-p and the repetition penalty). ``pads``
     (B,): rows padded on the left (inside model.left_padding.left_padded), each then
-    reaching max_seq_length of its own tokens.
+    reaching max_seq_length of its own tokens. ``session``: a `PrefixCache` whose caches
+    already hold the start of ``prompt`` (one row), which is then not read again.
 
     ``use_cache=False`` re-reads the whole prefix at every step (what the cache saves; a
     test checks both give the same tokens).
@@ -169,7 +170,8 @@ def generate(gpt, prompt, max_new_tokens=None, temperature=0.0, top_k=None, gene
     """
     ys = prompt
     for ys, logprob in steps(gpt, prompt, max_new_tokens, temperature, top_k, generator,
-                             use_cache, top_p, repetition_penalty, end_ids, ended, pads):
+                             use_cache, top_p, repetition_penalty, end_ids, ended, pads,
+                             session):
         if on_token is not None:
             on_token(ys[:, -1])
         if logprobs is not None:
@@ -179,7 +181,7 @@ def generate(gpt, prompt, max_new_tokens=None, temperature=0.0, top_k=None, gene
 
 def steps(gpt, prompt, max_new_tokens=None, temperature=0.0, top_k=None, generator=None,
           use_cache=True, top_p=None, repetition_penalty=1.0, end_ids=(EOS_INDEX,),
-          ended=None, pads=None):
+          ended=None, pads=None, session=None):
     """`generate`'s loop, one step at a time: yields (ys, the new tokens' log-probabilities
     (B,)) after each token (stopping early leaves the caches as they were). A row that has
     reached max_seq_length of its own tokens (``pads``: padded rows) ends there."""
@@ -191,11 +193,16 @@ def steps(gpt, prompt, max_new_tokens=None, temperature=0.0, top_k=None, generat
     steps = int(room.max()) if max_new_tokens is None else min(int(room.max()),
                                                                 max_new_tokens)
     done = torch.zeros(B, dtype=torch.bool, device=ys.device)
-    scope = gpt.decoding() if use_cache else contextlib.nullcontext([])
+    scope = (contextlib.nullcontext(session.caches) if session is not None else
+             gpt.decoding() if use_cache else contextlib.nullcontext([]))
+    held = session.start(ys[0].tolist()) if session is not None else 0   # already read
     with scope as caches:
         for step in range(steps):
             if caches and step > 0:
                 logits = gpt.decode_newest(ys)                              # (B, V)
+            elif held:                 # the tokens after those the caches hold, then logits
+                x = gpt.embeddings_generator(ys)[:, held:]                 # (B, T - held, M)
+                logits = gpt.master_decoder(x, None)[:, -1]                 # (B, V)
             else:
                 keep = torch.zeros(ys.shape, dtype=torch.bool, device=ys.device)
                 keep[:, -1] = True                           # logits of the last position
@@ -214,9 +221,47 @@ def steps(gpt, prompt, max_new_tokens=None, temperature=0.0, top_k=None, generat
             if ended is not None:
                 done |= ended(ys)
             done |= step + 1 >= room                          # a row at max_seq_length
+            if session is not None and caches:
+                session.ids = ys[0, :-1].tolist()             # all but the newest are read
             yield ys, logprob
             if done.all():
                 break
+
+
+class PrefixCache:
+    """A conversation's key/value caches, kept from one turn to the next: each turn the
+    model reads only what follows the longest prefix its rendered conversation shares with
+    the tokens the caches hold (a chat template may rewrite earlier turns, and a reply
+    re-encoded may split otherwise: the shared tokens decide, not the last turn's length).
+
+        with PrefixCache(gpt) as session:
+            reply = gpt.generate(None, ids=ids, session=session)[0]      # each turn
+
+    Where the model's classes would not read a cache (a student's), every turn reads all."""
+
+    def __init__(self, gpt):
+        self.gpt, self.ids, self.caches, self.scope = gpt, [], [], gpt.decoding()
+
+    def __enter__(self):
+        self.caches = self.scope.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.scope.__exit__(*exc)
+
+    def start(self, row):
+        """How many of ``row``'s tokens the caches hold (at most all but its last, whose
+        logits are wanted); the caches are cut back to them."""
+        shared = 0
+        for held, new in zip(self.ids, row[:-1]):
+            if held != new:
+                break
+            shared += 1
+        shared = shared if self.caches else 0
+        for cache in self.caches:
+            cache.keep(shared)
+        self.ids = self.ids[:shared]
+        return shared
 
 
 def until_end(ids, ends=(EOS_INDEX,)):
@@ -330,7 +375,7 @@ def sampling_ignored(temperature, top_k, top_p):
 def generate_text(gpt, prompt, num_samples=1, max_new_tokens=None, temperature=0.0,
                   top_k=None, seed=None, use_cache=True, top_p=None, repetition_penalty=1.0,
                   on_token=None, ids=None, max_length=None, stop=(), logprobs=False,
-                  batch_size=None):
+                  batch_size=None, session=None):
     """Continue a prompt (a string, possibly empty; or ``ids``, a list): ``num_samples``
     sentences (the prompt included), as text; a real model's: the continuation only,
     as its folder's tokenizer writes it. With ``logprobs``: each sample as (text, [(piece,
@@ -339,7 +384,8 @@ def generate_text(gpt, prompt, num_samples=1, max_new_tokens=None, temperature=0
 
     A list of prompts is continued together, ``batch_size`` at a time (all at once by
     default), each row padded on the left to the longest (model/left_padding.py): one text
-    per prompt and sample, in order, each what its prompt gives alone.
+    per prompt and sample, in order, each what its prompt gives alone. ``session``: a
+    `PrefixCache` kept across the turns of a conversation (one prompt, one sample).
 
     Length: our own model's ends at EOS or at its max_seq_length; a real model's at one of
     its folder's end tokens (none named: never) or after ``max_new_tokens`` new tokens, or
@@ -363,7 +409,7 @@ def generate_text(gpt, prompt, num_samples=1, max_new_tokens=None, temperature=0
         with run.padded():
             ys = generate(gpt, run.ids, run.max_new_tokens, temperature, top_k, generator,
                           use_cache, top_p, repetition_penalty, run.ends, on_token,
-                          run.ended, kept, run.pads)
+                          run.ended, kept, run.pads, session)
         rows = run.rows(ys)
         texts = [run.text(b, row) for b, row in enumerate(rows)]
         if not logprobs:

@@ -344,6 +344,7 @@ class TransformerParts:
             return xformer.AttentionHead
 
         def forward(self, x, mask=None):
+            mask = self.kv_cache.widened(mask)     # new words after cached ones see those
             if self.window:              # a sliding window: the last `window` tokens only
                 mask = self.windowed(mask, x, self.kv_cache.length, self.window)
             if self.left_pads is not None:                  # no row sees another's padding

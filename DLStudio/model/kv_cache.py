@@ -24,6 +24,7 @@ class KeyValueCache:
         once(compute)   cross-attention: the memory's keys and values, computed at step one
         weights(...)    the heads' W_Q, W_K, W_V stacked once for all steps
         select(rows)    go on with these rows (a finished sentence, a beam's reordering)
+        keep(n)         the first n words only; widened(mask): new words' mask over all keys
     ``of_memory`` says which kind it holds: a beam's hypotheses of one sentence share the
     memory, so reordering them leaves the memory's keys and values as they are.
     """
@@ -60,6 +61,19 @@ class KeyValueCache:
         if self.K is not None:
             self.K, self.V = self.K[rows], self.V[rows]
 
+    def keep(self, n):
+        """Keep the first ``n`` words' keys and values only (a conversation whose earlier
+        words stay as they were: generation.PrefixCache)."""
+        if self.K is not None:
+            self.K, self.V = self.K[:, :, :n], self.V[:, :, :n]
+
+    def widened(self, mask):
+        """A mask over the new words' keys (..., T_q, T_q), widened to the keys held before
+        them, which every new word sees: (..., T_q, length + T_q). Other masks unchanged."""
+        if mask is None or not self.length or mask.size(-1) != mask.size(-2):
+            return mask
+        return torch.nn.functional.pad(mask, (self.length, 0), value=False)
+
 
 class _NoCache:
     """Training and whole-sentence passes: nothing is kept."""
@@ -74,6 +88,9 @@ class _NoCache:
 
     def weights(self, names, stack):
         return stack(names)
+
+    def widened(self, mask):
+        return mask
 
 
 NO_CACHE = _NoCache()
