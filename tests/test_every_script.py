@@ -243,6 +243,9 @@ def runs(w):
               "--vocab", 300, "--prompt", 4, "--new", 3, "--repeats", 1, "--dtypes", "fp32",
               "--results", "generate.json"],
              "| ours | fp32 |")],
+        "benchmarks/laptop_models.py": [
+            (["--models", "tiny", "--dtypes", "fp32", "--prompt", 4, "--new", 2, "--repeats", 1],
+             "| a tiny Gemma 3 (the test's) |")],
         "benchmarks/bench_decode.py": [
             (["--archive", a, *TINY, "--num-atten-heads", 2, "--batch-size", 8, "--batches", 1,
               "--repeats", 1], "sentences/s"),
