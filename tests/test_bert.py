@@ -273,6 +273,7 @@ def masked_scores_of(bert, held_out):
     return masked_scores(bert, *held_out)
 
 
+@pytest.mark.slow
 def test_a_benchmarks_pretraining_text_holds_no_sentence_of_the_test_rows():
     from DLStudio.data.tasks import pretraining_sentences
     corpus = load_archive(BUNDLED_ARCHIVE)

@@ -212,6 +212,7 @@ def test_cli_inspect_bundled():
     assert "sentence pairs:    20000" in out.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists(REAL_ARCHIVE), reason="real archive not present")
 def test_cli_inspect_real_archive():
     out = subprocess.run([sys.executable, "-m", "DLStudio.data", "inspect", REAL_ARCHIVE],

@@ -320,7 +320,8 @@ def test_every_script_has_a_run(work):
 
 
 # The longest benchmark runs are left to make test-all (CI), to keep make test under 5 minutes.
-SLOW_SCRIPTS = {"benchmarks/same_arithmetic.py", "benchmarks/bench_train.py"}
+SLOW_SCRIPTS = {"benchmarks/same_arithmetic.py", "benchmarks/bench_train.py",
+                "benchmarks/bench_generate.py", "benchmarks/recipe_sweep.py"}
 
 
 @pytest.mark.parametrize("script", [pytest.param(s, marks=pytest.mark.slow)
@@ -348,6 +349,7 @@ def test_early_and_long_translations_are_handled(work, monkeypatch, capsys):
     assert (work / "maps" / "attention_cross.png").stat().st_size > 5000
 
 
+@pytest.mark.slow
 def test_a_homework_checkpoint_is_scored_by_the_scripts_as_a_student_runs_them(work):
     """As a student would: python3 homework_*.py, then the command it prints."""
     env = dict(os.environ, PYTHONPATH=ROOT, MPLBACKEND="Agg")

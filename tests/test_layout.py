@@ -141,6 +141,7 @@ def exists(module):
         return False
 
 
+@pytest.mark.slow
 def test_importing_a_module_loads_nothing_from_a_floor_above_its_own():
     """In a fresh interpreter's state (torch kept, every DLStudio module forgotten), each
     module is imported and every DLStudio module that came with it is of its floor or
@@ -197,6 +198,7 @@ def test_the_modules_import_one_another_without_a_cycle():
     assert [module for module in graph if reaches(module, module)] == []
 
 
+@pytest.mark.slow
 def test_every_module_can_be_the_first_one_imported():
     """Python's own order: a package's __init__ runs before its modules, so a module that
     imports a sibling package can meet a module of its own package half made. Each module

@@ -28,6 +28,7 @@ def test_a_recipe_sets_the_defaults_and_a_flag_still_wins():
     assert (mine.batch_size, mine.tokenizer, mine.label_smoothing) == (7, "word", 0.1)
 
 
+@pytest.mark.slow
 def test_a_recipe_scores_its_other_decodings(tmp_path, monkeypatch, capsys):
     from DLStudio import TransformerFG
     from DLStudio.evaluation.decode_and_score import evaluate_bleu
@@ -61,6 +62,7 @@ def test_a_recipe_scores_its_other_decodings(tmp_path, monkeypatch, capsys):
                                   "--results recipes.json")
 
 
+@pytest.mark.slow
 def test_modern30_is_todays_parts_and_only_the_preln_script_runs_it(tmp_path, capsys):
     """The recipe sets each switch since 2017; the post-LN script refuses it with the script
     that runs it; through that script the checkpoint records the parts and the decoding."""
@@ -126,6 +128,7 @@ def test_modern30_trains_what_the_sweep_measured_as_modern30_nodrop():
     assert settings_of("modern-gqa", 30.0, 10.0, sizes)["learning_rate"] == 5e-4
 
 
+@pytest.mark.slow
 def test_the_length_penalty_reaches_the_beam_of_every_script(trained, capsys):
     from DLStudio import TransformerFG
     from DLStudio.cli.translation import test_checkpoint_main, translate_main
@@ -180,6 +183,7 @@ def test_the_sweep_refuses_a_development_split_as_large_as_the_training_one(
     assert "distinct English sentences" in said and "Traceback" not in said
 
 
+@pytest.mark.slow
 def test_make_recipe_runs_the_script_the_recipe_names(tmp_path):
     """``make recipe RECIPE=modern30`` runs the PreLN script (the FG script would refuse it
     by name); fast30 the FG script. A missing archive stops each after the recipe is read."""
@@ -257,6 +261,7 @@ def trained_sweep_rows(tmp_path, rows, minutes=30.0, **more):
     return made
 
 
+@pytest.mark.slow
 def test_the_sweeps_tied_row_trains_a_tied_output_layer(tmp_path):
     """modern30-tied: the sweep hands tie_embeddings to the model it trains (the output
     layer is the decoder's word vectors, in the checkpoint too); modern30-nodrop's is not."""
@@ -269,6 +274,7 @@ def test_the_sweeps_tied_row_trains_a_tied_output_layer(tmp_path):
     assert tied == {"modern30-tied": True, "modern30-nodrop": False}
 
 
+@pytest.mark.slow
 def test_the_sweeps_larger_rows_train_larger_models_for_max_steps(tmp_path):
     """modern30-ffn1024, modern30-emb320 and modern30-6+4 train the model they name (the
     feed-forward width, the embedding, the layers reach the checkpoint), and a row given

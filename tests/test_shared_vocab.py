@@ -56,6 +56,7 @@ def test_three_uses_one_matrix_and_its_gradient_is_their_sum():
     assert apart.decoder.out.weight.grad.abs().sum() > 0
 
 
+@pytest.mark.slow
 def test_a_checkpoint_rebuilds_the_one_matrix_and_translates_the_same(tmp_path, capsys):
     from DLStudio.cli.translation import train_main, translate_main
     assert train_main("FG", ["--archive", "bundled", "--tokenizer", "bpe", "--shared-vocab",

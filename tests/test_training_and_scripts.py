@@ -123,6 +123,7 @@ def test_translating_user_input(trained):
         x.run_code_for_translating_user_input(enc, dec, str(folder / "ck"), 1, "i am " * 5)
 
 
+@pytest.mark.slow
 def test_scripts_test_checkpoint_and_translate(trained):
     folder = trained[0]
     out = run([os.path.join(EXAMPLES, "test_checkpointFG.py"), "ck", "1", "--show", "3",

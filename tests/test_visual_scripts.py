@@ -33,6 +33,7 @@ def assert_picture(path, min_width=300, min_height=200):
     assert image[..., :3].std() > 0.05, f"{path} looks blank"
 
 
+@pytest.mark.slow
 def test_show_attention_writes_three_grids(trained):
     folder = trained[0]
     out = run("show_attention.py", "ck", 1, "She is not tired today.", "--out", "maps",
@@ -93,6 +94,7 @@ def test_positional_encoding_and_schedule_pictures(tmp_path):
     assert_picture(tmp_path / "lr_schedule.png", 400, 250)
 
 
+@pytest.mark.slow
 def test_score_checkpoints_table_plot_and_tracked_bleu(trained):
     folder, x, enc, dec, trainer, _ = trained
     out = run("score_checkpoints.py", "ck", cwd=folder)
@@ -127,6 +129,7 @@ def test_compare_fg_preln_runs_and_plots(tmp_path, extra):
     assert {line.split(",")[0] for line in lines[1:]} == {"FG", "FG-no-warmup", "PreLN"}
 
 
+@pytest.mark.slow
 def test_compare_runs_a_switch_each_for_the_same_number_of_steps(tmp_path):
     from DLStudio.data import generate_corpus, save_archive
     save_archive(generate_corpus(400, seed=6), tmp_path / "tiny.tar.gz")

@@ -73,6 +73,7 @@ def test_every_parameter_changes_after_one_step(layout):
     assert unchanged == []
 
 
+@pytest.mark.slow
 def test_a_short_training_learns_the_shapes(tmp_path):
     vit = tiny_vit(epochs=4, num_train=3000, num_test=600)
     assert (vit.predict(vit.test_set.images) == vit.test_set.labels).float().mean() < 0.3
@@ -146,6 +147,7 @@ def test_class_token_attention_rows_sum_to_one():
     assert vit.master_encoder.basic_encoder_arr[0].self_attention.record_attention is False
 
 
+@pytest.mark.slow
 def test_missing_cifar10_says_where_to_put_it(tmp_path):
     with pytest.raises(ImageDataError) as e:
         load_cifar10(str(tmp_path))
