@@ -8,6 +8,8 @@ import importlib.util
 import os
 import sys
 
+import pytest
+
 from .conftest import ROOT
 
 PACKAGE = os.path.join(ROOT, "DLStudio")
