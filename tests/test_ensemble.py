@@ -112,6 +112,7 @@ def runs(tmp_path_factory):
     return [train(root / f"seed{seed}", seed) for seed in (0, 1)], root
 
 
+@pytest.mark.slow
 def test_test_checkpoint_scores_the_ensemble(runs, capsys):
     from DLStudio.cli.translation import test_checkpoint_main
     from DLStudio.evaluation import evaluate_bleu
@@ -129,6 +130,7 @@ def test_test_checkpoint_scores_the_ensemble(runs, capsys):
     assert "an ensemble of 2 checkpoints" in said.err
 
 
+@pytest.mark.slow
 def test_translate_sentence_takes_an_ensemble(runs, capsys):
     from DLStudio.cli.translation import translate_main
     (first, second), _ = runs
@@ -141,6 +143,7 @@ def test_translate_sentence_takes_an_ensemble(runs, capsys):
     assert capsys.readouterr().out.splitlines() == expected
 
 
+@pytest.mark.slow
 def test_ensemble_goes_before_or_after_the_checkpoint(runs, capsys):
     from DLStudio.cli.translation import test_checkpoint_main, translate_main
     (first, second), root = runs
@@ -164,6 +167,7 @@ def test_ensemble_goes_before_or_after_the_checkpoint(runs, capsys):
         capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_model_of_another_vocabulary_is_refused_with_a_message(runs, capsys):
     from DLStudio.cli.translation import test_checkpoint_main
     (first, _), root = runs
@@ -216,6 +220,7 @@ def test_members_train_at_once_and_their_ensemble_is_scored(tmp_path, capsys):
     assert row["other_decodings"][-1]["bleu"] == round(bleu, 2)
 
 
+@pytest.mark.slow
 def test_a_member_that_fails_is_reported_with_its_own_message(tmp_path, capsys):
     from DLStudio.cli.translation import train_main
     top = tmp_path / "run"

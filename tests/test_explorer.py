@@ -266,6 +266,7 @@ def test_explore_says_what_is_wrong_with_its_input(trained, tmp_path, capsys):
     assert "give at least one input" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_serve_prints_its_address_answers_there_and_stops_on_ctrl_c(trained):
     """Started as a shell starts a job in the background, with SIGINT ignored: the server
     sets its own handler, so Ctrl-C (a SIGINT) still stops it."""

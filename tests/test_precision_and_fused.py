@@ -73,6 +73,7 @@ def test_bf16_on_the_cpu_takes_the_readable_product(monkeypatch):
     assert not calls and fused.dtype == torch.bfloat16 and torch.equal(fused, readable)
 
 
+@pytest.mark.slow
 def test_bf16_autocast_trains_as_fp32_does():
     """One batch: bf16's loss is close to fp32's, not equal. Four epochs from the same start:
     bf16's loss falls as fp32's does, and the weights stay fp32."""

@@ -225,6 +225,7 @@ def test_generation_stops_at_max_seq_length_on_an_untrained_model():
         gpt.generate(" ".join(["el"] * gpt.max_seq_length))
 
 
+@pytest.mark.slow
 def test_a_gpt_starts_a_translation_decoder_and_the_rest_stays():
     dls = DLStudio(use_gpu=False, seed=0)
     x = TransformerPreLN(dl_studio=dls, data_archive=BUNDLED_ARCHIVE, embedding_size=32,

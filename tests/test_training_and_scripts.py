@@ -145,6 +145,7 @@ def test_scripts_test_checkpoint_and_translate(trained):
         assert ("usage" in out.stderr) or ("error:" in out.stderr)
 
 
+@pytest.mark.slow
 def test_training_script_missing_archive_explains(tmp_path):
     out = run([os.path.join(EXAMPLES, "seq2seq_with_transformerFG.py")], cwd=tmp_path)
     assert out.returncode == 1 and "Traceback" not in out.stderr
