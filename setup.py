@@ -72,9 +72,10 @@ setup(
                 "nbformat>=5.7", "ipykernel>=6", "setuptools>=70.1", "build>=1",
                 "selenium>=4.10"],
         "notebook": ["notebook>=7", "ipykernel>=6"],     # make notebook: Jupyter itself
-        # make test-all: a Hugging Face BERT built by transformers, read into ours (parity);
+        # make test-all: a Hugging Face BERT built by transformers, read into ours, and our
+        # LoRA adapters read by PEFT (parity);
         # never a runtime need
-        "parity": ["transformers>=4.40"],
+        "parity": ["transformers>=4.40", "peft>=0.13"],
     },
     license="MIT",
 )

@@ -72,6 +72,7 @@ from .model.architecture import (
 )
 from .model.bert import BERTParts
 from .model.kv_cache import KeyValueCache
+from .model.lora import LoRAAdapting
 from .model.tokens import causal_mask, padding_mask
 from .model.vision import VisionParts
 from .runtime.studio import DLStudio
@@ -386,7 +387,7 @@ class TransformerPreLN(TransformerBase):
     norm_first = True
 
 
-class TransformerGPT(TextModel, LanguageModelUse, GPTParts):
+class TransformerGPT(TextModel, LanguageModelUse, LoRAAdapting, GPTParts):
     """A decoder-only language model (GPT: Radford et al. 2018): it predicts each next token
     of a sentence from the tokens before it, and so can continue a prompt. It is built from
     the translation models' own classes; there is no attention code of its own:

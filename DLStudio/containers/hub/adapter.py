@@ -1,0 +1,61 @@
+"""A GPT's LoRAs (model/lora.py) written as PEFT writes an adapter: ``adapter_config.json``
+and ``adapter_model.safetensors`` under PEFT's names, so that
+
+    PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(FOLDER), ADAPTER)
+
+gives the logits our adapted model gives. One A (r x in) and one B (out x r) a projection,
+by Hugging Face's module names; the rows of B for W_Q and W_K in the halves layout of a
+rotary folder (weights.halves_from_pairs: our heads turn neighbouring pairs)."""
+
+import json
+import os
+
+from ...data.hub_tokenizer import FolderError
+from ...model.lora import HF_TARGETS
+from .weights import halves_from_pairs
+
+__all__ = ["write_adapter", "adapter_weights"]
+
+OURS = {ours: theirs for theirs, ours in HF_TARGETS.items()}
+MODULE = {"WQ": "self_attn", "WK": "self_attn", "WV": "self_attn", "W_O": "self_attn",
+          "W1": "mlp", "V": "mlp", "W2": "mlp"}
+
+
+def adapter_weights(gpt):
+    """{PEFT's name: tensor} of every LoRA of ``gpt``."""
+    out = {}
+    for i, name, lora, places in gpt.lora_places():
+        key = f"base_model.model.model.layers.{i}.{MODULE[name]}.{OURS[name]}"
+        B = lora.B.detach()
+        if name in ("WQ", "WK"):                          # rotary rows: back to halves
+            B = halves_from_pairs(B, len(places))
+        out[f"{key}.lora_A.weight"] = lora.A.detach()
+        out[f"{key}.lora_B.weight"] = B
+    return {k: v.float().contiguous().clone() for k, v in out.items()}
+
+
+def write_adapter(gpt, out):
+    """Write ``gpt``'s LoRAs at ``out`` as PEFT's adapter of its folder (``gpt.folder``)."""
+    places = list(gpt.lora_places())
+    if not places:
+        raise FolderError("this model has no LoRA to write: add_lora() first")
+    if getattr(gpt, "lora_merged", False):
+        raise FolderError("the LoRAs are merged into the weights: unmerge_lora() first, or "
+                          "write the merged model as a folder")
+    if os.path.exists(out) and os.listdir(out):
+        raise FolderError(f"{out} exists and is not empty: give a new folder")
+    from safetensors.torch import save_file
+    lora = places[0][2]
+    config = {"peft_type": "LORA", "task_type": "CAUSAL_LM", "r": lora.rank,
+              "lora_alpha": lora.alpha, "lora_dropout": 0.0, "bias": "none",
+              "target_modules": sorted({OURS[name] for _, name, _, _ in places}),
+              "fan_in_fan_out": False, "inference_mode": True, "use_rslora": False,
+              "use_dora": False, "modules_to_save": None,
+              "base_model_name_or_path": getattr(gpt, "folder", None)}
+    os.makedirs(out, exist_ok=True)
+    save_file(adapter_weights(gpt), os.path.join(out, "adapter_model.safetensors"),
+              metadata={"format": "pt"})
+    with open(os.path.join(out, "adapter_config.json"), "w", encoding="utf-8") as f:
+        json.dump(config, f, indent=2)
+    return out
+

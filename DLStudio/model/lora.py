@@ -1,0 +1,149 @@
+"""LoRA, low-rank adaptation (Hu et al. 2021): fine-tune a large model by learning, for some
+of its projections W (out x in), a change of low rank while W itself stays frozen:
+
+    W x   ->   W x + (alpha / r) B A x          A (r x in), B (out x r), r << in, out
+
+B starts at zero, so at step 0 the model is exactly the one it adapts; A starts random
+(Kaiming-uniform, as PEFT). Only A and B learn: for a 135M-parameter model with r = 8 on
+its four attention projections, well under 1% of the weights. After training, B A can be
+added into W once (`merge`): the adapted model then costs what the base costs.
+
+One projection has one A and one B, as PEFT has them, whatever our per-head layout: head h
+of W_Q reads rows h s .. (h + 1) s of B A (grouped keys and values: the group's rows). The
+change is a parametrisation of each head's weight (torch.nn.utils.parametrize): the weight
+a head (or the batched path, which stacks the heads' weights) reads is W + (alpha / r) B A
+rows, so the model's own code runs unchanged, head by head or batched.
+
+    gpt.add_lora(rank=8, alpha=16, targets=("WQ", "WK", "WV", "W_O"))   # or q_proj, ...
+    ... train: only the LoRA parameters require gradients ...
+    gpt.merge_lora()       # B A folded into W; gpt.unmerge_lora() takes it out again
+
+A subclass of `LoRA` (rsLoRA's alpha / sqrt(r) scale, say) is used wherever the model
+names its ``LoRA``.
+"""
+
+import math
+
+import torch
+import torch.nn as nn
+from torch.nn.utils import parametrize
+
+__all__ = ["LoRA", "LoRAAdapting", "HF_TARGETS", "ATTENTION", "FEED_FORWARD"]
+
+ATTENTION = ("WQ", "WK", "WV", "W_O")
+FEED_FORWARD = ("W1", "V", "W2")
+#: Hugging Face's (PEFT's) names of the projections, and ours.
+HF_TARGETS = {"q_proj": "WQ", "k_proj": "WK", "v_proj": "WV", "o_proj": "W_O",
+              "gate_proj": "W1", "up_proj": "V", "down_proj": "W2"}
+
+
+class LoRA(nn.Module):
+    """One projection's low-rank change: ``delta(rows)`` = (alpha / r) B[rows] A.
+
+    Args: in_size, out_size (of W), rank (r), alpha.
+    Shape: A (r, in_size), B (out_size, r); delta -> (len(rows), in_size)
+    """
+
+    def __init__(self, in_size, out_size, rank=8, alpha=16):
+        super().__init__()
+        if rank < 1:
+            raise ValueError(f"a LoRA's rank is at least 1, got {rank}")
+        self.rank, self.alpha, self.scale = rank, alpha, alpha / rank
+        self.A = nn.Parameter(torch.empty(rank, in_size))
+        nn.init.kaiming_uniform_(self.A, a=math.sqrt(5))
+        self.B = nn.Parameter(torch.zeros(out_size, rank))          # the change starts at 0
+
+    def delta(self, rows=slice(None)):
+        return self.scale * (self.B[rows] @ self.A)
+
+
+class _Rows(nn.Module):
+    """The parametrisation of one weight: W + its rows of the LoRA's change (the LoRA is
+    the layer's, held here without registering it twice)."""
+
+    def __init__(self, lora, rows):
+        super().__init__()
+        self.__dict__["lora"], self.rows = lora, rows
+
+    def forward(self, W):
+        return W + self.lora.delta(self.rows).to(W.dtype)
+
+
+def _places(layer, name):
+    """(module, rows) for each weight of a layer's projection ``name`` that its LoRA
+    changes: each head's (a group's once), or the one Linear's."""
+    attention, ff = layer.self_attention, layer.feed_forward
+    if name in ("WQ", "WK", "WV"):
+        if not attention.full_width:
+            raise ValueError("LoRA on W_Q, W_K, W_V needs full-width heads (a sliced head "
+                             "reads its own slice of each word: no one A for all of them)")
+        heads = list(attention.heads) if name == "WQ" else \
+            list(attention.heads)[::attention.group]
+        s = attention.qkv_size
+        return [(getattr(head, name), slice(h * s, (h + 1) * s)) for h, head in
+                enumerate(heads)]
+    module = attention.W_O if name == "W_O" else getattr(ff, name, None)
+    if not isinstance(module, nn.Linear):
+        raise ValueError(f"this model has no projection {name} to adapt")
+    return [(module, slice(None))]
+
+
+class LoRAAdapting:
+    """LoRA on a GPT's layers (a container mixin: ``self.master_decoder.basic_decoder_arr``)."""
+
+    LoRA = LoRA
+
+    def add_lora(self, rank=8, alpha=16, targets=ATTENTION):
+        """A `LoRA` (the class's nested ``LoRA``) on each layer's ``targets`` (ours: WQ,
+        WK, WV, W_O, W1, V, W2, or Hugging Face's q_proj, ..., down_proj); every other
+        weight frozen. Returns the number of trainable parameters."""
+        names = [HF_TARGETS.get(t, t) for t in targets]
+        unknown = sorted(set(names) - set(ATTENTION + FEED_FORWARD))
+        if unknown or not names:
+            raise ValueError(f"LoRA targets are {', '.join(ATTENTION + FEED_FORWARD)} (or "
+                             f"{', '.join(HF_TARGETS)}), got {', '.join(unknown) or 'none'}")
+        if getattr(self, "lora_targets", None):
+            raise ValueError("this model has LoRA already: merge_lora() first")
+        for p in self.parameters():
+            p.requires_grad_(False)
+        device = next(self.parameters()).device
+        for layer in self.master_decoder.basic_decoder_arr:
+            layer.loras = nn.ModuleDict()
+            for name in names:
+                places = _places(layer, name)
+                in_size = places[0][0].in_features
+                out_size = sum(m.out_features for m, _ in places)
+                lora = self.LoRA(in_size, out_size, rank, alpha).to(device)
+                for module, rows in places:
+                    parametrize.register_parametrization(module, "weight", _Rows(lora, rows))
+                layer.loras[name] = lora
+        self.lora_targets, self.lora_merged = tuple(names), False
+        return sum(p.numel() for p in self.parameters() if p.requires_grad)
+
+    def lora_places(self):
+        """(layer index, name, LoRA, [(module, rows), ...]) of every LoRA."""
+        for i, layer in enumerate(self.master_decoder.basic_decoder_arr):
+            for name, lora in getattr(layer, "loras", {}).items():
+                yield i, name, lora, _places(layer, name)
+
+    def merge_lora(self):
+        """Fold each B A into its W (the model then costs what the base costs); the LoRAs
+        are kept, so that `unmerge_lora` can take them out again."""
+        for _, _, _, places in self.lora_places():
+            for module, _ in places:
+                if parametrize.is_parametrized(module, "weight"):
+                    parametrize.remove_parametrizations(module, "weight",
+                                                        leave_parametrized=True)
+                    module.weight.requires_grad_(False)
+        self.lora_merged = True
+
+    def unmerge_lora(self):
+        """W back to the base (B A taken out), the LoRAs again a parametrisation of it."""
+        if not getattr(self, "lora_merged", False):
+            return
+        with torch.no_grad():
+            for _, _, lora, places in self.lora_places():
+                for module, rows in places:
+                    module.weight.sub_(lora.delta(rows).to(module.weight.dtype))
+                    parametrize.register_parametrization(module, "weight", _Rows(lora, rows))
+        self.lora_merged = False

@@ -1,0 +1,136 @@
+"""LoRA in our classes (model/lora.py): the model is unchanged at step 0, only A and B
+learn, the batched path and the heads one by one agree, merging and unmerging change
+nothing the model computes, a subclass's LoRA is used, and the adapter written in PEFT's
+format gives transformers + PEFT our logits (that test needs the parity extra)."""
+
+import math
+
+import pytest
+import torch
+
+from DLStudio import DLStudio
+from DLStudio.containers import hub
+from DLStudio.Transformers import TransformerGPT
+
+from .hub_folders import llama_folder
+
+ALL = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+def llama_gpt(cls=TransformerGPT, seed=0):
+    settings = dict(norm="rmsnorm", positions="rope", feed_forward="swiglu",
+                    full_width_heads=True, output_bias=False, kv_heads=2, num_atten_heads=4,
+                    embedding_size=32, num_basic_decoders=2, vocab_size=300)
+    text = ["la casa es roja", "el perro come la manzana", "yo no sé nada"] * 6
+    return cls(dl_studio=DLStudio(use_gpu=False, seed=seed), sentences=text,
+               **settings).eval()
+
+
+def with_random_b(gpt, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for _, _, lora, _ in gpt.lora_places():
+            lora.B.copy_(torch.randn(lora.B.shape, generator=g) * 0.5)
+    return gpt
+
+
+IDS = torch.randint(3, 60, (2, 11), generator=torch.Generator().manual_seed(0))
+
+
+def test_the_model_is_unchanged_at_step_0_and_only_a_and_b_learn():
+    gpt = llama_gpt()
+    with torch.no_grad():
+        before = gpt(IDS)
+    trainable = gpt.add_lora(rank=4, alpha=8, targets=ALL)
+    with torch.no_grad():
+        assert torch.equal(gpt(IDS), before)
+    M, F, G, s = 32, gpt.master_decoder.basic_decoder_arr[0].feed_forward.W1.out_features, 2, 8
+    per_layer = sum(4 * (i + o) for i, o in ((M, 4 * s), (M, G * s), (M, G * s), (4 * s, M),
+                                             (M, F), (M, F), (F, M)))
+    assert trainable == 2 * per_layer
+    gpt.train()
+    loss, _ = gpt.loss(IDS)
+    loss.backward()
+    grads = {n: p.grad for n, p in gpt.named_parameters() if p.grad is not None}
+    assert len(grads) == 2 * 2 * 7 and all(".loras." in n for n in grads)
+    # at step 0 only B moves: A's gradient is B^T times what reaches the change, and B = 0
+    assert all((g.abs().max() > 0) == n.endswith(".B") for n, g in grads.items())
+
+
+def test_heads_one_by_one_batched_and_cached_agree_with_a_lora():
+    gpt = with_random_b(llama_gpt())
+    gpt.add_lora(rank=4, targets=ALL)
+    with_random_b(gpt)
+    attentions = [layer.self_attention for layer in gpt.master_decoder.basic_decoder_arr]
+    assert all(a.batched for a in attentions)
+    with torch.no_grad():
+        batched = gpt(IDS)
+        for a in attentions:
+            a.batched = False
+        by_head = gpt(IDS)
+        for a in attentions:
+            a.batched = True
+        with gpt.decoding():
+            cached = torch.stack([gpt.decode_newest(IDS[:, :t + 1]) for t in range(11)], 1)
+    assert (batched - by_head).abs().max() < 1e-5
+    assert (batched - cached).abs().max() < 1e-5
+
+
+def test_merge_and_unmerge_change_nothing_the_model_computes():
+    gpt = llama_gpt()
+    with torch.no_grad():
+        base = gpt(IDS)
+    gpt.add_lora(rank=4, targets=ALL)
+    with_random_b(gpt)
+    with torch.no_grad():
+        adapted = gpt(IDS)
+        assert (adapted - base).abs().max() > 1e-2
+        gpt.merge_lora()
+        assert (gpt(IDS) - adapted).abs().max() < 1e-5
+        gpt.unmerge_lora()
+        assert (gpt(IDS) - adapted).abs().max() < 1e-5
+        for _, _, lora, _ in gpt.lora_places():
+            lora.B.zero_()
+        assert (gpt(IDS) - base).abs().max() < 1e-5
+
+
+def test_a_subclass_lora_is_used_wherever_the_model_names_it():
+    class RsLoRA(TransformerGPT.LoRA):                 # rank-stabilised: alpha / sqrt(r)
+        def __init__(self, in_size, out_size, rank=8, alpha=16):
+            super().__init__(in_size, out_size, rank, alpha)
+            self.scale = alpha / math.sqrt(rank)
+
+    class Mine(TransformerGPT):
+        LoRA = RsLoRA
+    gpt = llama_gpt(Mine)
+    gpt.add_lora(rank=4, alpha=8)
+    loras = [lora for _, _, lora, _ in gpt.lora_places()]
+    assert len(loras) == 8 and all(type(lora) is RsLoRA and lora.scale == 4.0
+                                   for lora in loras)
+    with pytest.raises(ValueError, match="LoRA targets are"):
+        llama_gpt().add_lora(targets=("c_fc",))
+
+
+@pytest.mark.slow
+def test_the_adapter_in_pefts_format_gives_transformers_our_logits(tmp_path):
+    """A random Llama folder written by transformers (grouped heads, tied), LoRA of rank 4
+    on all seven projections with random B: PEFT loads our adapter onto transformers'
+    model and gives our logits within 1e-4; the folder's files are untouched."""
+    pytest.importorskip("peft", reason="the PEFT parity test needs peft (the parity extra)")
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+    folder = llama_folder(str(tmp_path / "llama"))
+    before = {p.name: p.read_bytes() for p in (tmp_path / "llama").iterdir()}
+    gpt = TransformerGPT.from_huggingface(folder)
+    gpt.add_lora(rank=4, alpha=8, targets=ALL)
+    with_random_b(gpt)
+    hub.write_adapter(gpt, str(tmp_path / "adapter"))
+    model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(folder),
+                                      str(tmp_path / "adapter")).eval()
+    ids = torch.tensor([gpt.encode("the quick brown fox jumps over the lazy dog")])
+    with torch.no_grad():
+        ours, theirs = gpt(ids), model(ids).logits
+        assert (ours - theirs).abs().max() <= 1e-4
+        with model.disable_adapter():
+            assert (ours - model(ids).logits).abs().max() > 1e-2     # the adapter matters
+    assert {p.name: p.read_bytes() for p in (tmp_path / "llama").iterdir()} == before
