@@ -225,3 +225,11 @@ def test_a_chat_says_when_it_outgrows_the_context(folder, tmp_path, capsys, monk
     assert out.out.count("assistant> ") == 4
     assert "outgrown this model's context of 120 tokens" in out.err
     assert "this model reads 120: say it in fewer words" in out.err
+
+
+def test_ids_longer_than_the_context_are_refused_in_words(folder):
+    gpt = TransformerGPT.from_huggingface(folder)
+    with pytest.raises(ValueError, match="give a shorter one"):
+        gpt.generate(None, ids=[5] * gpt.max_seq_length)
+    with pytest.raises(ValueError, match="give one"):
+        gpt.generate(None, ids=[])

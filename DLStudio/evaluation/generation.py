@@ -460,6 +460,10 @@ class Continuation:
         device = next(gpt.parameters()).device
         rows = ([prompt_ids(gpt, p)[0].tolist() for p in prompts] if ids is None
                 else [list(ids)])
+        if ids is not None and not 0 < len(ids) < gpt.max_seq_length:
+            raise ValueError(f"the prompt is {len(ids)} tokens; this model continues prompts "
+                             f"of 1 to {gpt.max_seq_length - 1}: give "
+                             f"{'one' if not ids else 'a shorter one'}")
         rows = [row for row in rows for _ in range(num_samples)]
         self.P = [len(row) for row in rows]
         self.ids, self.pads = left_padding.padded_rows(rows, rows[0][0], device)
