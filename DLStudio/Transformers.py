@@ -456,12 +456,13 @@ class TransformerGPT(TextModel, LanguageModelUse, LoRAAdapting, GPTParts):
                            weights)
 
     @classmethod
-    def from_huggingface(cls, path, dl_studio=None, dtype=None):
+    def from_huggingface(cls, path, dl_studio=None, dtype=None, adapter=None):
         """A Hugging Face folder (GPT-2, Llama, Mistral, SmolLM3, Qwen2, Qwen3, Gemma 3,
-        OLMo 2) as a
-        TransformerGPT of this class's nested classes, eval mode, fp32 (``dtype``:
-        torch.bfloat16): containers.hub."""
-        return hub.read_folder(cls, path, dl_studio, dtype)
+        OLMo 2) as a TransformerGPT of this class's nested classes, eval mode, fp32
+        (``dtype``: torch.bfloat16), with PEFT's LoRA ``adapter`` folder on it where given:
+        containers.hub."""
+        gpt = hub.read_folder(cls, path, dl_studio, dtype)
+        return gpt if adapter is None else hub.read_adapter(gpt, adapter)
 
 
 class visTransformer(Container, VisionParts):

@@ -134,3 +134,41 @@ def test_the_adapter_in_pefts_format_gives_transformers_our_logits(tmp_path):
         with model.disable_adapter():
             assert (ours - model(ids).logits).abs().max() > 1e-2     # the adapter matters
     assert {p.name: p.read_bytes() for p in (tmp_path / "llama").iterdir()} == before
+
+
+def test_an_adapter_written_is_read_back_onto_its_folder(tmp_path):
+    """Our GPT as a Llama folder, a LoRA with random B written as PEFT's adapter, read onto
+    the folder again with from_huggingface(..., adapter=): the same logits; an adapter with
+    a setting we cannot reproduce is refused by name, loading nothing."""
+    import json
+    folder = hub.write_folder(llama_gpt(), str(tmp_path / "folder"))
+    gpt = TransformerGPT.from_huggingface(folder)
+    gpt.add_lora(rank=4, alpha=8, targets=ALL)
+    with_random_b(gpt)
+    hub.write_adapter(gpt, str(tmp_path / "adapter"))
+    again = TransformerGPT.from_huggingface(folder, adapter=str(tmp_path / "adapter"))
+    with torch.no_grad():
+        assert (again(IDS) - gpt(IDS)).abs().max() < 1e-6
+    config = tmp_path / "adapter" / "adapter_config.json"
+    config.write_text(json.dumps(dict(json.loads(config.read_text()), use_dora=True)))
+    with pytest.raises(hub.FolderError, match="use_dora True"):
+        TransformerGPT.from_huggingface(folder, adapter=str(tmp_path / "adapter"))
+
+
+@pytest.mark.slow
+def test_an_adapter_peft_wrote_gives_ours_its_logits(tmp_path):
+    """PEFT's own LoRA (rank 4, random B) on transformers' Llama, saved with
+    save_pretrained, read onto our model of the folder: PEFT's logits within 1e-4."""
+    pytest.importorskip("peft", reason="the PEFT parity test needs peft (the parity extra)")
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+    folder = llama_folder(str(tmp_path / "llama"))
+    model = get_peft_model(AutoModelForCausalLM.from_pretrained(folder), LoraConfig(
+        r=4, lora_alpha=8, target_modules=["q_proj", "k_proj", "v_proj", "o_proj",
+                                           "gate_proj", "up_proj", "down_proj"],
+        init_lora_weights=False)).eval()
+    model.save_pretrained(str(tmp_path / "adapter"))
+    gpt = TransformerGPT.from_huggingface(folder, adapter=str(tmp_path / "adapter"))
+    ids = torch.tensor([gpt.encode("the quick brown fox jumps over the lazy dog")])
+    with torch.no_grad():
+        assert (gpt(ids) - model(ids).logits).abs().max() <= 1e-4

@@ -1,5 +1,5 @@
-"""A GPT's LoRAs (model/lora.py) written as PEFT writes an adapter: ``adapter_config.json``
-and ``adapter_model.safetensors`` under PEFT's names, so that
+"""A GPT's LoRAs (model/lora.py) written as PEFT writes an adapter, and read back:
+``adapter_config.json`` and ``adapter_model.safetensors`` under PEFT's names, so that
 
     PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(FOLDER), ADAPTER)
 
@@ -10,11 +10,13 @@ rotary folder (weights.halves_from_pairs: our heads turn neighbouring pairs)."""
 import json
 import os
 
+import torch
+
 from ...data.hub_tokenizer import FolderError
 from ...model.lora import HF_TARGETS
-from .weights import halves_from_pairs
+from .weights import halves_from_pairs, pairs_from_halves
 
-__all__ = ["write_adapter", "adapter_weights"]
+__all__ = ["write_adapter", "adapter_weights", "read_adapter"]
 
 OURS = {ours: theirs for theirs, ours in HF_TARGETS.items()}
 MODULE = {"WQ": "self_attn", "WK": "self_attn", "WV": "self_attn", "W_O": "self_attn",
@@ -59,3 +61,43 @@ def write_adapter(gpt, out):
         json.dump(config, f, indent=2)
     return out
 
+
+
+def read_adapter(gpt, path):
+    """PEFT's LoRA adapter at ``path`` (adapter_config.json, adapter_model.safetensors) put
+    on ``gpt`` (read from the adapter's base folder): `add_lora` with its rank, alpha and
+    targets, then its A and B. What we cannot reproduce exactly is refused by name."""
+    from ...data.hub_tokenizer import read_json
+    config = read_json(path, "adapter_config.json")
+    expected = {"peft_type": "LORA", "fan_in_fan_out": False, "use_dora": False,
+                "use_rslora": False, "bias": "none"}
+    refused = [f"{name} {config[name]!r}" for name, ours in expected.items()
+               if name in config and config[name] != ours]
+    refused += [f"{name} {config[name]!r}" for name in ("modules_to_save",
+                "layers_to_transform", "rank_pattern", "alpha_pattern") if config.get(name)]
+    targets = config.get("target_modules") or []
+    if isinstance(targets, str) or not targets:
+        refused.append(f"target_modules {targets!r} (a list of module names)")
+    if refused:
+        raise FolderError(f"{path}: an adapter with settings we cannot reproduce exactly: "
+                          f"{'; '.join(refused)}. Nothing was loaded")
+    file = os.path.join(path, "adapter_model.safetensors")
+    if not os.path.isfile(file):
+        raise FolderError(f"{path} has no adapter_model.safetensors")
+    from safetensors.torch import load_file
+    found = {k.replace(".default.", "."): v for k, v in load_file(file).items()}
+    gpt.add_lora(rank=config["r"], alpha=config["lora_alpha"], targets=targets)
+    with torch.no_grad():
+        for i, name, lora, places in gpt.lora_places():
+            key = f"base_model.model.model.layers.{i}.{MODULE[name]}.{OURS[name]}"
+            A, B = found.pop(f"{key}.lora_A.weight", None), found.pop(f"{key}.lora_B.weight",
+                                                                          None)
+            if A is None or B is None:
+                raise FolderError(f"{path}: adapter_model.safetensors has no {key}'s A and B")
+            if name in ("WQ", "WK"):
+                B = pairs_from_halves(B, len(places))
+            lora.A.copy_(A)
+            lora.B.copy_(B)
+    if found:
+        raise FolderError(f"{path}: no place in our model for {', '.join(sorted(found)[:4])}")
+    return gpt
