@@ -197,35 +197,37 @@ def steps(gpt, prompt, max_new_tokens=None, temperature=0.0, top_k=None, generat
              gpt.decoding() if use_cache else contextlib.nullcontext([]))
     held = session.start(ys[0].tolist()) if session is not None else 0   # already read
     with scope as caches:
-        for step in range(steps):
-            if caches and step > 0:
-                logits = gpt.decode_newest(ys)                              # (B, V)
-            elif held:                 # the tokens after those the caches hold, then logits
-                x = gpt.embeddings_generator(ys)[:, held:]                 # (B, T - held, M)
-                logits = gpt.master_decoder(x, None)[:, -1]                 # (B, V)
-            else:
-                keep = torch.zeros(ys.shape, dtype=torch.bool, device=ys.device)
-                keep[:, -1] = True                           # logits of the last position
-                logits = gpt(ys, keep)                                      # (B, V)
-            chosen_from = logits
-            if repetition_penalty != 1.0:      # (a row's pads read as its first token)
-                first = torch.maximum(torch.arange(ys.size(1), device=ys.device)[None],
-                                      pads[:, None])
-                logits = penalised(logits, ys.gather(1, first), repetition_penalty)
-            token = next_token(logits, temperature, top_k, generator, top_p)  # (B,)
-            logprob = chosen_from.float().log_softmax(-1).gather(1, token[:, None])[:, 0]
-            if len(ends):                                   # a row that has ended stays so
-                token = token.masked_fill(done, int(ends[0]))
-                done |= torch.isin(token, ends)
-            ys = torch.cat([ys, token[:, None]], dim=1)
-            if ended is not None:
-                done |= ended(ys)
-            done |= step + 1 >= room                          # a row at max_seq_length
-            if session is not None and caches:
-                session.ids = ys[0, :-1].tolist()             # all but the newest are read
-            yield ys, logprob
-            if done.all():
-                break
+        try:
+            for step in range(steps):
+                if caches and step > 0:
+                    logits = gpt.decode_newest(ys)                          # (B, V)
+                elif held:             # the tokens after those the caches hold, then logits
+                    x = gpt.embeddings_generator(ys)[:, held:]             # (B, T - held, M)
+                    logits = gpt.master_decoder(x, None)[:, -1]             # (B, V)
+                else:
+                    keep = torch.zeros(ys.shape, dtype=torch.bool, device=ys.device)
+                    keep[:, -1] = True                       # logits of the last position
+                    logits = gpt(ys, keep)                                  # (B, V)
+                chosen_from = logits
+                if repetition_penalty != 1.0:      # (a row's pads read as its first token)
+                    first = torch.maximum(torch.arange(ys.size(1), device=ys.device)[None],
+                                          pads[:, None])
+                    logits = penalised(logits, ys.gather(1, first), repetition_penalty)
+                token = next_token(logits, temperature, top_k, generator, top_p)   # (B,)
+                logprob = chosen_from.float().log_softmax(-1).gather(1, token[:, None])[:, 0]
+                if len(ends):                               # a row that has ended stays so
+                    token = token.masked_fill(done, int(ends[0]))
+                    done |= torch.isin(token, ends)
+                ys = torch.cat([ys, token[:, None]], dim=1)
+                if ended is not None:
+                    done |= ended(ys)
+                done |= step + 1 >= room                      # a row at max_seq_length
+                yield ys, logprob
+                if done.all():
+                    break
+        finally:          # a session's caches hold all but the newest token, once one came
+            if session is not None and caches and ys.size(1) > prompt.size(1):
+                session.ids = ys[0, :-1].tolist()
 
 
 class PrefixCache:
@@ -394,13 +396,9 @@ def generate_text(gpt, prompt, num_samples=1, max_new_tokens=None, temperature=0
     say), which is cut off with what follows it. top_k or top_p with temperature 0 are
     ignored, with a warning saying so.
     """
-    said = sampling_ignored(temperature, top_k, top_p)
-    if said:
-        warnings.warn(said, stacklevel=2)
-    many = isinstance(prompt, (list, tuple))
-    prompts = list(prompt) if many else [prompt]
+    generator = _sampling(temperature, top_k, top_p, seed)
+    prompts = list(prompt) if isinstance(prompt, (list, tuple)) else [prompt]
     size = batch_size or len(prompts) or 1
-    generator = torch.Generator().manual_seed(seed) if seed is not None else None
     out = []
     for at in range(0, len(prompts), size):
         run = Continuation(gpt, prompts[at:at + size], num_samples, max_new_tokens, ids,
@@ -429,10 +427,7 @@ def stream_text(gpt, prompt, max_new_tokens=None, temperature=0.0, top_k=None, s
     piece holds whole characters only (a character of several bytes waits for its last
     token), and never the start of a stop string (held back until it is told apart); the
     pieces joined are generate_text's text."""
-    said = sampling_ignored(temperature, top_k, top_p)
-    if said:
-        warnings.warn(said, stacklevel=2)
-    generator = torch.Generator().manual_seed(seed) if seed is not None else None
+    generator = _sampling(temperature, top_k, top_p, seed)
     run = Continuation(gpt, [prompt], 1, max_new_tokens, ids, max_length, stop)
     held = max((len(s) for s in run.stop), default=1) - 1     # might begin a stop string
     shown, ys = 0, run.ids
@@ -448,6 +443,15 @@ def stream_text(gpt, prompt, max_new_tokens=None, temperature=0.0, top_k=None, s
     text = run.text(0, ys[0].tolist())
     if len(text) > shown:
         yield text[shown:]
+
+
+def _sampling(temperature, top_k, top_p, seed):
+    """The random generator of ``seed`` (None without one), after warning where top_k or
+    top_p would change nothing (`sampling_ignored`)."""
+    said = sampling_ignored(temperature, top_k, top_p)
+    if said:
+        warnings.warn(said, stacklevel=3)
+    return torch.Generator().manual_seed(seed) if seed is not None else None
 
 
 class Continuation:

@@ -109,11 +109,12 @@ class BatchedHeads:
         K, V = kv
         return (K if self.k_norm is None else self.normed(self.k_norm, K)), V
 
+    qk_across_heads = False    # qk_norm="all_heads": its norms read all heads at once
+
     def normed(self, norm, X):
         """X (B, H, T, s_qkv) through a QK-norm: each head's numbers, or all heads' at once
-        (qk_norm="all_heads", a norm of H s_qkv numbers)."""
-        return X if norm is None else norm(X) if norm.weight.numel() == X.size(-1) \
-            else since_2023.across_heads(norm, X)
+        (``qk_across_heads``, qk_norm="all_heads": a norm of H s_qkv numbers)."""
+        return since_2023.across_heads(norm, X) if self.qk_across_heads else norm(X)
 
     def project(self, x, names, heads=None):
         """Each of ``heads``' (all by default) W_<name> for each name, applied to its slice of

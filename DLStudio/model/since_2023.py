@@ -105,6 +105,7 @@ def qk_norms(attention, xformer):
                                 "own, but qk_norm='all_heads' normalises every head's queries "
                                 "together, which no single head sees: override "
                                 "SelfAttention instead, or use qk_norm=True")
+        attention.qk_across_heads = True                     # read by the batched path
         return (xformer.norm_layer(attention.num_atten_heads * s), xformer.norm_layer(G * s))
     q_norm, k_norm = xformer.norm_layer(s), xformer.norm_layer(s)
     heads_must_read(attention.heads, "q_norm", "with qk_norm=True its queries and keys "

@@ -103,9 +103,10 @@ def read_folder(cls, path, dl_studio=None, dtype=None):
                           f"{' ...' if len(left) > 4 else ''}. Nothing was loaded")
     gpt.folder, gpt.generation_config = path, read_json(path, "generation_config.json",
                                                         required=False)
-    for norm in gpt.modules():             # bf16: where the family's code applies the gain
-        if isinstance(norm, gpt.RMSNorm) and getattr(family, "GAIN_IN_FP32", False):
-            norm.gain_in_fp32 = True
+    if getattr(family, "GAIN_IN_FP32", False):   # bf16: where its code applies the gain
+        for norm in gpt.modules():
+            if isinstance(norm, gpt.RMSNorm):
+                norm.gain_in_fp32 = True
     words = gpt.embeddings_generator      # sqrt(M) rounded to the model's dtype, as Gemma's
     words.scale = torch.tensor(words.scale, dtype=dtype or torch.float32).item()
     for layer in gpt.master_decoder.basic_decoder_arr:   # bf16 on a CPU: transformers' kernel
