@@ -22,6 +22,7 @@ A subclass of `LoRA` (rsLoRA's alpha / sqrt(r) scale, say) is used wherever the 
 names its ``LoRA``.
 """
 
+import contextlib
 import math
 
 import torch
@@ -50,11 +51,22 @@ class LoRA(nn.Module):
             raise ValueError(f"a LoRA's rank is at least 1, got {rank}")
         self.rank, self.alpha, self.scale = rank, alpha, alpha / rank
         self.A = nn.Parameter(torch.empty(rank, in_size))
-        nn.init.kaiming_uniform_(self.A, a=math.sqrt(5))
-        self.B = nn.Parameter(torch.zeros(out_size, rank))          # the change starts at 0
+        self.B = nn.Parameter(torch.empty(out_size, rank))
+        self.enabled = True                                 # False: the base model's W alone
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        """A random (Kaiming-uniform, as PEFT), B zero: the change starts at 0."""
+        with torch.no_grad():
+            nn.init.kaiming_uniform_(self.A, a=math.sqrt(5))
+            self.B.zero_()
 
     def delta(self, rows=slice(None)):
         return self.scale * (self.B[rows] @ self.A)
+
+    def merged(self, W, rows=slice(None)):
+        """W (its ``rows``) with the change folded in: W + (alpha / r) B[rows] A."""
+        return W + self.delta(rows).to(W.dtype)
 
 
 class _Rows(nn.Module):
@@ -66,7 +78,7 @@ class _Rows(nn.Module):
         self.__dict__["lora"], self.rows = lora, rows
 
     def forward(self, W):
-        return W + self.lora.delta(self.rows).to(W.dtype)
+        return self.lora.merged(W, self.rows) if self.lora.enabled else W
 
 
 def _places(layer, name):
@@ -147,3 +159,30 @@ class LoRAAdapting:
                     module.weight.sub_(lora.delta(rows).to(module.weight.dtype))
                     parametrize.register_parametrization(module, "weight", _Rows(lora, rows))
         self.lora_merged = False
+
+    @contextlib.contextmanager
+    def lora_off(self):
+        """``with gpt.lora_off():`` the base model, every LoRA switched off (DPO's reference
+        model without a second copy of the weights)."""
+        if getattr(self, "lora_merged", False):
+            raise ValueError("the LoRAs are merged into the weights: unmerge_lora() first")
+        loras = [lora for _, _, lora, _ in self.lora_places()]
+        for lora in loras:
+            lora.enabled = False
+        try:
+            yield self
+        finally:
+            for lora in loras:
+                lora.enabled = True
+
+    def remove_lora(self):
+        """Fold every LoRA into its weight for good and forget them: the model is a plain
+        one again (its checkpoint reads as any other); every weight learns again."""
+        if getattr(self, "lora_targets", None) and not self.lora_merged:
+            self.merge_lora()
+        for layer in self.master_decoder.basic_decoder_arr:
+            if hasattr(layer, "loras"):
+                del layer.loras
+        self.lora_targets, self.lora_merged = (), False
+        for p in self.parameters():
+            p.requires_grad_(True)
