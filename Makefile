@@ -29,8 +29,8 @@ test: $(STAMP)
 	$(PY) -m pytest -n auto -m "not slow"
 
 test-all: $(STAMP)
-	@$(PY) -c "import transformers, peft" 2>/dev/null || $(PY) -m pip install --quiet -e ".[parity]" \
-		|| echo "transformers or peft did not install: the Hugging Face parity tests will skip"
+	@$(PY) -c "import transformers, peft, trl" 2>/dev/null || $(PY) -m pip install --quiet -e ".[parity]" \
+		|| echo "transformers, peft or trl did not install: the Hugging Face parity tests will skip"
 	$(PY) -m pytest -n auto -m "not alone"
 	$(PY) -m pytest -m alone
 

@@ -72,10 +72,10 @@ setup(
                 "nbformat>=5.7", "ipykernel>=6", "setuptools>=70.1", "build>=1",
                 "selenium>=4.10"],
         "notebook": ["notebook>=7", "ipykernel>=6"],     # make notebook: Jupyter itself
-        # make test-all: a Hugging Face BERT built by transformers, read into ours, and our
-        # LoRA adapters read by PEFT (parity);
-        # never a runtime need
-        "parity": ["transformers>=4.40", "peft>=0.13"],
+        # make test-all: a Hugging Face BERT built by transformers, read into ours, our
+        # LoRA adapters read by PEFT, our DPO loss against TRL's (parity); never a runtime
+        # need
+        "parity": ["transformers>=4.40", "peft>=0.13", "trl>=1.0"],
     },
     license="MIT",
 )

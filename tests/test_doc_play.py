@@ -186,6 +186,7 @@ def test_the_students_pages_run_as_written(tmp_path, monkeypatch):
     for path in glob.glob(os.path.join(ROOT, "ExamplesTransformers", "*.py")):
         os.symlink(path, clone / "ExamplesTransformers" / os.path.basename(path))
     os.symlink(os.path.join(ROOT, "benchmarks"), clone / "benchmarks")
+    os.symlink(os.path.join(ROOT, "datasets", "finetune"), clone / "datasets" / "finetune")
     tiny = clone / "datasets" / BUNDLED_NAME
     save_archive(generate_corpus(300, seed=0), tiny)     # the question task wants seed 0
     for info in pkgutil.walk_packages(DLStudio.cli.__path__, "DLStudio.cli."):

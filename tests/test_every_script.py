@@ -117,6 +117,11 @@ def work(tmp_path_factory):
         str(folder / "bert_ft"))
     (folder / "text.txt").write_text("el gato come\nla casa es roja\nel perro duerme\n"
                                      "la niña lee un libro\n" * 5, encoding="utf-8")
+    (folder / "pairs.tsv").write_text("the cat eats\tel gato come\nthe house is red\tla casa "
+                                      "es roja\nthe dog sleeps\tel perro duerme\n" * 4,
+                                      encoding="utf-8")
+    (folder / "prefer.tsv").write_text("the cat\tel gato\tla casa\nthe dog\tel perro\t"
+                                       "la niña\n" * 6, encoding="utf-8")
     return folder
 
 
@@ -201,6 +206,15 @@ def runs(w):
             ([str(w / "modern_gpt"), 0, "ellos"], "'ellos' ->"),
             ([str(w / "llama_folder"), "ellos", "--temperature", 0, "--max-new-tokens", 5],
              "ellos")],
+        "ExamplesTransformers/finetune_lm.py": [
+            ([str(w / "llama_folder"), "--data", "pairs.tsv", "--template", "English: {}\\n"
+              "Spanish:", "--lora-rank", 2, "--merge", "--out", "tuned", "--checkpoints-dir",
+              "ft_lm"], "wrote tuned/merged"),
+            ([str(w / "llama_gpt"), "--data", "pairs.tsv", "--full", "--epochs", 2,
+              "--accumulate", 2, "--batch-size", 2, "--out", "tuned_gpt", "--checkpoints-dir",
+              "ft_gpt"], "held-out perplexity of the completions"),
+            ([str(w / "llama_folder"), "--data", "prefer.tsv", "--max-steps", 2,
+              "--checkpoints-dir", "ft_dpo"], "held-out pairs whose chosen")],
         "ExamplesTransformers/save_to_huggingface.py": [
             ([str(w / "llama_gpt"), 0, "exported"], "LlamaForCausalLM")],
         "ExamplesTransformers/pretraining_experiment.py": [
@@ -243,6 +257,9 @@ def runs(w):
               "--vocab", 300, "--prompt", 4, "--new", 3, "--repeats", 1, "--dtypes", "fp32",
               "--results", "generate.json"],
              "| ours | fp32 |")],
+        "benchmarks/finetune_speed.py": [
+            (["--model", "tiny", "--steps", 1, "--warmup", 1, "--ways", "full,lora-attention",
+              "--results", "ft_speed.json"], "rows added to ft_speed.json")],
         "benchmarks/laptop_models.py": [
             (["--models", "tiny", "--dtypes", "fp32", "--prompt", 4, "--new", 2, "--repeats", 1],
              "| a tiny Gemma 3 (the test's) |")],

@@ -69,6 +69,8 @@ COMMANDS = {
     "train_gpt": (_job("gpt", "gpt_train_main"), "train TransformerGPT, a language model"),
     "interact_with_prompts": (_job("gpt", "prompts_main"),
                               "continue your prompts with a GPT checkpoint or a real model"),
+    "finetune_lm": (_job("finetune", "finetune_main"),
+                    "fine-tune a language model on your rows: LoRA or full, SFT or DPO"),
     "save_to_huggingface": (_job("real_models", "save_main"),
                             "write your GPT as a Llama folder that transformers reads"),
     "pretraining_experiment": (_job("gpt", "pretraining_main"),

@@ -81,6 +81,9 @@ def gpt_parser():
                    help="bpe: pieces learnt from the training text; word: a token per word "
                         "(with --archive: the archive's word list, as the translation models)")
     p.add_argument("--vocab-size", type=positive_int, default=d["vocab_size"])
+    p.add_argument("--max-seq-length", type=positive_int, default=None,
+                   help="tokens the model reads at most (default: the longest training "
+                        "sentence's; more for fine-tuning on prompts and completions)")
     add_stack_arguments(p, d, "GPT layers (BasicDecoderWithMasking)")
     add_since_2017_arguments(p, full_width=True)
     add_since_2023_arguments(p)
@@ -123,6 +126,7 @@ def gpt_train_main(argv=None):
         gpt = cls(dl_studio=dls, sentences=sentences, lang=args.side if
                              archive_text else "text", tokenizer=args.tokenizer,
                              vocab_size=args.vocab_size, vocab=words,
+                             max_seq_length=args.max_seq_length,
                              embedding_size=args.embedding_size,
                              num_basic_decoders=args.num_layers,
                              num_atten_heads=args.num_atten_heads, layout=args.layout,
@@ -221,6 +225,9 @@ def prompts_main(argv=None):
                        metavar="P", help="P > 1 makes tokens already in the text less likely "
                                          "(1: off; default: 1, a folder's own)")
         p.add_argument("--bf16", action="store_true", help="a folder: its weights in bf16")
+        p.add_argument("--adapter", metavar="DIR",
+                       help="a folder: PEFT's LoRA adapter (finetune_lm.py --out DIR writes "
+                            "DIR/adapter) put on its model")
         p.add_argument("--prompts", metavar="FILE|-",
                        help="prompts from a file (-: standard input), one a line (\\n in a "
                             "line: a newline), continued in batches; one line printed for "
@@ -243,9 +250,9 @@ def prompts_main(argv=None):
                     "{} where the prompt goes")
         if hugging_face_folder(args.checkpoint):
             return folder_prompts(p, args)
-        if args.chat or args.bf16 or args.system:
-            p.error("--chat, --system and --bf16 are for a Hugging Face folder, not a "
-                    "checkpoint")
+        if args.chat or args.bf16 or args.system or args.adapter:
+            p.error("--chat, --system, --bf16 and --adapter are for a Hugging Face folder, "
+                    "not a checkpoint")
         path, prompt = _prompt_arguments(p, args)
         gpt, _, payload = TransformerGPT.from_checkpoint(path, model_class=args.model_class,
                                                          weights=args.weights)

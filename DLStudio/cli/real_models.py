@@ -53,7 +53,8 @@ def folder_prompts(p, args):
     if len(args.more) > 1:
         p.error(f"a folder takes one prompt (in quotes), not {len(args.more)} words")
     gpt = TransformerGPT.from_huggingface(args.checkpoint,
-                                          dtype=torch.bfloat16 if args.bf16 else None)
+                                          dtype=torch.bfloat16 if args.bf16 else None,
+                                          adapter=args.adapter)
     options = folder_defaults(gpt)
     ignored = not_applied(gpt)
     if ignored:

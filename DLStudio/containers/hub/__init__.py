@@ -103,6 +103,7 @@ def read_folder(cls, path, dl_studio=None, dtype=None):
                           f"{' ...' if len(left) > 4 else ''}. Nothing was loaded")
     gpt.folder, gpt.generation_config = path, read_json(path, "generation_config.json",
                                                         required=False)
+    gpt.folder_architecture = config["architectures"][0]
     if getattr(family, "GAIN_IN_FP32", False):   # bf16: where its code applies the gain
         for norm in gpt.modules():
             if isinstance(norm, gpt.RMSNorm):

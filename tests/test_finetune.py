@@ -1,0 +1,325 @@
+"""Fine-tuning a language model (training/rows.py, training/finetune.py, finetune_lm.py): the
+loss learns the assistant's turns and completions only (as transformers' loss with the
+prompt's labels masked), DPO's loss is TRL's on the same batch, the adapter and merged
+folder written after training give PEFT and transformers our logits, the base folder's
+files stay as they were, a run resumes, and bad rows are refused by line."""
+
+import hashlib
+import json
+
+import pytest
+import torch
+
+from DLStudio import DLStudio
+from DLStudio.cli.finetune import finetune_main
+from DLStudio.cli.gpt import prompts_main
+from DLStudio.containers import hub
+from DLStudio.training.finetune import CompletionTrainer, completion_logps, dpo_loss, padded
+from DLStudio.training.rows import RowError, encode_rows, read_rows
+from DLStudio.Transformers import TransformerGPT
+
+from .hub_folders import llama_folder
+from .test_lora import llama_gpt as short_llama_gpt
+
+#: A chat template of plain words (our BPE folder has no special tokens to mark turns).
+PLAIN_CHAT = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+              "{% if add_generation_prompt %}assistant:{% endif %}")
+CHATS = [{"messages": [{"role": "system", "content": "answer in spanish"},
+                       {"role": "user", "content": "the house"},
+                       {"role": "assistant", "content": "la casa"},
+                       {"role": "user", "content": "the dog"},
+                       {"role": "assistant", "content": "el perro"}]}] * 12
+
+
+def llama_gpt():
+    """test_lora's Llama-shaped GPT, reading 256 tokens."""
+    gpt = short_llama_gpt()
+    return type(gpt)(dl_studio=gpt.dl_studio, sentences=gpt.training_sentences,
+                     **dict(gpt.settings_class.record(gpt), max_seq_length=256)).eval()
+
+
+def our_folder(tmp_path, chat=PLAIN_CHAT):
+    """Our Llama-shaped GPT written as a folder, with a chat template."""
+    folder = hub.write_folder(llama_gpt(), str(tmp_path / "folder"))
+    config = tmp_path / "folder" / "tokenizer_config.json"
+    if chat:
+        config.write_text(json.dumps(dict(json.loads(config.read_text()), chat_template=chat)))
+    return folder
+
+
+def write_rows(path, rows):
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    return str(path)
+
+
+def learnt_text(gpt, example):
+    return gpt.vocab.decode([i for i, learn in zip(example.ids, example.learn) if learn])
+
+
+def test_chat_rows_learn_the_assistant_turns_and_nothing_else(tmp_path):
+    gpt = TransformerGPT.from_huggingface(our_folder(tmp_path))
+    kind, rows = read_rows(write_rows(tmp_path / "chat.jsonl", CHATS[:1]))
+    (example,), _ = encode_rows(gpt, kind, rows)
+    assert kind == "messages"
+    assert learnt_text(gpt, example).split() == ["la", "casa", "el", "perro"]
+    prompt = gpt.vocab.decode([i for i, learn in zip(example.ids, example.learn) if not learn])
+    assert "answer in spanish" in prompt and "la" not in prompt.split()
+
+
+def test_a_completion_is_learnt_with_its_end_token_and_the_prompt_is_not(tmp_path):
+    gpt = TransformerGPT.from_huggingface(our_folder(tmp_path))
+    rows = [{"prompt": "english: the house\nspanish:", "completion": " la casa"}]
+    kind, rows = read_rows(write_rows(tmp_path / "rows.jsonl", rows))
+    (example,), _ = encode_rows(gpt, kind, rows)
+    assert example.ids[-1] == gpt.vocab.end_ids[0] and example.learn[-1]
+    assert learnt_text(gpt, example).split() == ["la", "casa"]
+    assert not any(example.learn[:len(gpt.vocab.encode("english: the house\nspanish:")) - 1])
+
+
+def test_the_loss_is_the_cross_entropy_of_the_learnt_tokens_alone(tmp_path):
+    """The batch's loss is the mean of -log p over the tokens learnt (computed here from the
+    whole logits); giving a prompt's tokens other targets changes nothing."""
+    gpt = TransformerGPT.from_huggingface(our_folder(tmp_path))
+    kind, rows = read_rows(write_rows(tmp_path / "chat.jsonl", CHATS[:3]))
+    examples, _ = encode_rows(gpt, kind, rows)
+    ids, keep = padded(examples, torch.device("cpu"))
+    total, count = gpt.loss(ids, keep=keep)
+    logp = torch.log_softmax(gpt(ids[:, :-1]), -1)
+    targets = ids[:, 1:].clone()
+    targets[~keep] = 7                      # other targets where nothing is learnt
+    picked = logp.gather(-1, targets[..., None])[..., 0]
+    assert count == int(keep.sum()) > 0
+    assert torch.allclose(total, -picked[keep].sum(), atol=1e-4)
+
+
+def test_lora_off_is_the_base_model_and_remove_lora_leaves_a_plain_one():
+    gpt = llama_gpt()
+    ids = torch.randint(3, 60, (2, 9), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        base = gpt(ids)
+        gpt.add_lora(rank=2, targets=("WQ", "WV", "W2"))
+        for _, _, lora, _ in gpt.lora_places():
+            lora.B.normal_()
+        adapted = gpt(ids)
+        with gpt.lora_off():
+            assert torch.equal(gpt(ids), base)
+        assert (adapted - base).abs().max() > 1e-3
+        gpt.remove_lora()
+        assert torch.allclose(gpt(ids), adapted, atol=1e-5)
+    assert not any("lora" in name or "parametrizations" in name for name in gpt.state_dict())
+    assert all(p.requires_grad for p in gpt.parameters())
+
+
+def test_dpo_loss_is_log_2_at_the_reference_and_falls_as_the_chosen_gains():
+    zero = torch.zeros(3)
+    assert torch.allclose(dpo_loss(zero, zero, zero, zero), torch.full((3,), 0.6931472))
+    gained = dpo_loss(torch.tensor([1.0]), zero[:1], zero[:1], zero[:1], beta=0.5)
+    assert gained.item() < 0.6931472
+
+
+def run(argv, capsys):
+    status = finetune_main([str(a) for a in argv])
+    out = capsys.readouterr()
+    return status, out.out + out.err
+
+
+def test_finetune_lm_trains_resumes_and_writes_an_adapter_read_back(tmp_path, capsys,
+                                                                    monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    folder = our_folder(tmp_path)
+    before = {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+              for p in (tmp_path / "folder").iterdir()}
+    data = write_rows(tmp_path / "chat.jsonl", CHATS)
+    common = [folder, "--data", data, "--lora-rank", 4, "--batch-size", 4,
+              "--learning-rate", 1e-2, "--checkpoints-dir", "ck"]
+    status, out = run(common + ["--max-steps", 2], capsys)
+    assert status == 0, out
+    status, out = run(common + ["--resume", "--epochs", 3, "--out", "tuned", "--merge"],
+                      capsys)
+    assert status == 0, out
+    from DLStudio.checkpoints import load_checkpoint
+    assert load_checkpoint("ck/checkpoint_2.pt")["step"] == 3 * 3     # 11 rows, 4 a step
+    ppl = out.split("held-out perplexity of the completions: ")[1]
+    after, first = float(ppl.split()[0]), float(ppl.split("(before: ")[1].split(")")[0])
+    assert after < first                             # learnt on held-out rows too
+    adapted = TransformerGPT.from_huggingface(folder, adapter="tuned/adapter")
+    merged = TransformerGPT.from_huggingface("tuned/merged")
+    base = TransformerGPT.from_huggingface(folder)
+    ids = torch.tensor([adapted.encode("user: the house\nassistant:")])
+    with torch.no_grad():
+        assert (adapted(ids) - merged(ids)).abs().max() < 1e-4
+        assert (adapted(ids) - base(ids)).abs().max() > 1e-2
+    assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in (tmp_path / "folder").iterdir()} == before
+    said = []
+    for model, more in ((folder, ["--adapter", "tuned/adapter"]), ("tuned/merged", [])):
+        assert prompts_main([model, "user: the house\nassistant:", "--temperature", "0",
+                             "--max-new-tokens", "6", *more]) == 0
+        said.append(capsys.readouterr().out)
+    assert said[0] == said[1] and len(said[0]) > len("user: the house\nassistant:")
+    status, out = run(common + ["--resume", "--epochs", 4, "--lora-rank", 2], capsys)
+    assert status == 1 and "finetuning" in out
+
+
+def test_our_gpt_checkpoint_fine_tunes_on_pairs_and_is_read_again(tmp_path, capsys,
+                                                                  monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    gpt = llama_gpt()
+    trainer = gpt.trainer(str(tmp_path / "gpt"), max_steps=1)
+    trainer.run()
+    trainer.save(0)
+    (tmp_path / "pairs.tsv").write_text("the house\tla casa\nthe dog\tel perro\n" * 6)
+    status, out = run([tmp_path / "gpt", "--data", "pairs.tsv", "--template",
+                       "english: {} spanish:", "--out", "tuned", "--lora-rank", 2,
+                       "--epochs", 2], capsys)
+    assert status == 0, out
+    tuned = TransformerGPT.from_checkpoint(str(tmp_path / "tuned" / "merged"
+                                               / "checkpoint_1.pt"))[0]
+    assert tuned.perplexity(["la casa es roja"])["per_piece"] > 0
+
+
+@pytest.mark.parametrize("rows, message", [
+    ('{"messages": [{"role": "user", "content": "hi"}]}', "line 1: no assistant turn"),
+    ('{"prompt": "a", "completion": "  "}', "line 1: an empty completion"),
+    ('{"prompt": "a", "completion": "b"}\n\n{"prompt": "a"}', "line 3: a row has"),
+    ('{"prompt": "a", "completion": "b"}\n{"prompt": "a", "chosen": "b", "rejected": "c"}',
+     "line 2: a preference row among completion rows"),
+    ('{"prompt": "a", "completion": "b"}\n{"prompt": "a", "completion": ', "line 2: not JSON"),
+    ("a\tb\tc\td", "line 1: 4 tab-separated"),
+])
+def test_bad_rows_are_refused_by_line(tmp_path, rows, message):
+    (tmp_path / "rows").write_text(rows)
+    with pytest.raises(RowError, match=message):
+        read_rows(str(tmp_path / "rows"))
+
+
+def test_the_script_refuses_chat_rows_without_a_template_and_a_used_out(tmp_path, capsys,
+                                                                        monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    folder = our_folder(tmp_path, chat=None)
+    data = write_rows(tmp_path / "chat.jsonl", CHATS)
+    status, out = run([folder, "--data", data], capsys)
+    assert status == 1 and "line 1: this folder has no chat template" in out
+    (tmp_path / "used").mkdir()
+    (tmp_path / "used" / "x").write_text("keep me")
+    status, out = run([folder, "--data", data, "--out", "used"], capsys)
+    assert status == 1 and "used exists and is not empty" in out
+    assert (tmp_path / "used" / "x").read_text() == "keep me"
+
+
+# ------------------------------------------------------------------------------------------
+# Parity with transformers, PEFT and TRL (the parity extra).
+
+LLAMA_CHAT = [{"messages": [{"role": "user", "content": f"what is {i} plus one"},
+                            {"role": "assistant", "content": f"it is {i + 1}"}]}
+              for i in range(20)]
+
+
+@pytest.mark.slow
+def test_finetune_lm_on_a_transformers_folder_gives_peft_and_transformers_our_logits(
+        tmp_path, capsys, monkeypatch):
+    """finetune_lm.py FOLDER --data chat.jsonl --lora-rank 4 --merge --out DIR on a random
+    Llama folder written by transformers: PEFT reads DIR/adapter onto transformers' model,
+    transformers reads DIR/merged, both with our adapted model's logits within 1e-4; the
+    loss at the first step is transformers' with the prompt's labels masked; the folder's
+    files are unchanged."""
+    pytest.importorskip("peft", reason="the PEFT parity test needs peft (the parity extra)")
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+    monkeypatch.chdir(tmp_path)
+    folder = llama_folder(str(tmp_path / "llama"))
+    before = {p.name: p.read_bytes() for p in (tmp_path / "llama").iterdir()}
+    data = write_rows(tmp_path / "chat.jsonl", LLAMA_CHAT)
+    gpt = TransformerGPT.from_huggingface(folder)
+    examples, _ = encode_rows(gpt, *read_rows(data))
+    ids, keep = padded(examples[:4], torch.device("cpu"))
+    labels = ids.clone()
+    labels[:, 1:][~keep] = -100
+    labels[:, 0] = -100
+    model = AutoModelForCausalLM.from_pretrained(folder).eval()
+    with torch.no_grad():
+        theirs = model(ids, labels=labels).loss
+        total, count = gpt.loss(ids, keep=keep)
+    assert abs(float(total / count) - float(theirs)) < 1e-5
+    status, out = run([folder, "--data", data, "--lora-rank", 4, "--merge", "--out", "tuned",
+                       "--learning-rate", 1e-2, "--epochs", 2], capsys)
+    assert status == 0, out
+    ours = TransformerGPT.from_huggingface(folder, adapter="tuned/adapter")
+    peft = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(folder),
+                                     "tuned/adapter").eval()
+    merged = AutoModelForCausalLM.from_pretrained("tuned/merged").eval()
+    ids = torch.tensor([ours.encode("what is 3 plus one")])
+    with torch.no_grad():
+        logits = ours(ids)
+        assert (logits - peft(ids).logits).abs().max() <= 1e-4
+        assert (logits - merged(ids).logits).abs().max() <= 1e-4
+        assert (logits - model(ids).logits).abs().max() > 1e-2          # it learnt
+    assert {p.name: p.read_bytes() for p in (tmp_path / "llama").iterdir()} == before
+
+
+@pytest.mark.slow
+def test_our_dpo_loss_is_trls_on_the_same_batch(tmp_path):
+    """TRL's DPOTrainer (sigmoid loss, beta 0.1) with a new LoRA (random B), its reference
+    the adapter switched off; ours on our model of the same folder with the
+    same adapter, reference under lora_off: the same loss within 1e-5."""
+    pytest.importorskip("trl", reason="the DPO parity test needs trl (the parity extra)")
+    from peft import LoraConfig
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import DPOConfig, DPOTrainer
+
+    from datasets import Dataset
+    folder = llama_folder(str(tmp_path / "llama"))
+    pairs = [{"prompt": "the cat", "chosen": " sat on the mat", "rejected": " ran"},
+             {"prompt": "one two", "chosen": " three four", "rejected": " five six seven"}]
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    tokenizer.pad_token = tokenizer.eos_token
+    trainer = DPOTrainer(model=AutoModelForCausalLM.from_pretrained(folder), args=DPOConfig(
+        output_dir=str(tmp_path / "trl"), per_device_train_batch_size=2, beta=0.1,
+        report_to=[], use_cpu=True, max_length=None), train_dataset=Dataset.from_list(pairs),
+        processing_class=tokenizer, peft_config=LoraConfig(r=4, lora_alpha=8,
+                                                           target_modules=["q_proj", "v_proj"]))
+    model = trainer.model
+    with torch.no_grad():                 # a new adapter (its reference: switched off), moved
+        for name, weight in model.named_parameters():
+            if "lora_B" in name:
+                weight.normal_(0, 0.5, generator=torch.Generator().manual_seed(len(name)))
+    model.save_pretrained(str(tmp_path / "adapter"))
+    batch = next(iter(trainer.get_train_dataloader()))
+    model.eval()
+    with torch.no_grad():
+        theirs = trainer.compute_loss(model, batch)
+    gpt = TransformerGPT.from_huggingface(folder, adapter=str(tmp_path / "adapter"))
+    (tmp_path / "pairs.jsonl").write_text("\n".join(json.dumps(p) for p in pairs))
+    examples, _ = encode_rows(gpt, *read_rows(str(tmp_path / "pairs.jsonl")))
+    ids, keep = padded([e for pair in examples for e in pair], torch.device("cpu"))
+    with torch.no_grad():
+        logps = completion_logps(gpt, ids, keep).view(-1, 2)
+        with gpt.lora_off():
+            reference = completion_logps(gpt, ids, keep).view(-1, 2)
+    ours = dpo_loss(logps[:, 0], logps[:, 1], reference[:, 0], reference[:, 1], 0.1).mean()
+    assert abs(float(ours) - float(theirs)) < 1e-5
+    assert abs(float(ours) - 0.6931472) > 1e-4              # not the loss at the reference
+
+
+def test_a_completion_trainer_batches_accumulate_into_one_step():
+    """Two batches of two rows summed into a step give the gradient of one batch of four."""
+    gpt = llama_gpt()
+    gpt.add_lora(rank=2)
+    for _, _, lora, _ in gpt.lora_places():
+        torch.nn.init.normal_(lora.B)
+    from DLStudio.training.rows import Example
+    examples = [Example(list(range(3, 3 + n)), [False] * 3 + [True] * (n - 3), i)
+                for i, n in enumerate((6, 9, 7, 8))]
+    grads = []
+    for micro, accumulate in ((4, 1), (2, 2)):
+        gpt.zero_grad()
+        dls = DLStudio(use_gpu=False, batch_size=micro, epochs=1, seed=0)
+        trainer = CompletionTrainer(gpt, examples, [], torch.optim.SGD(
+            [p for p in gpt.parameters() if p.requires_grad], lr=0.0), dls,
+            accumulate=accumulate, save_checkpoints=False)
+        parts = [trainer.tensors(examples[i:i + micro]) for i in range(0, 4, micro)]
+        loss, _ = trainer.batch_loss(*parts)
+        loss.backward()
+        grads.append(torch.cat([p.grad.flatten() for p in gpt.parameters()
+                                if p.grad is not None]))
+    assert torch.allclose(grads[0], grads[1], rtol=1e-4, atol=1e-6)
