@@ -73,6 +73,7 @@ OWN = {
     "rope": "del MyRotary.forward\ndel MyHead.forward\n",
     "qk_norm": "del MyHead.forward\n",
     "sliding_window": "del MyAttention.windowed\n",
+    "lora": "del MyLoRA.reset_parameters\ndel MyLoRA.delta\ndel MyLoRA.merged\n",
     "grouped_query": ("from DLStudio.model.architecture import TransformerParts\n"
                       "MyGroupedAttention.weighted = TransformerParts.SelfAttention.weighted\n"),
     "masking": ("import torch.nn.functional as F\nfrom DLStudio.data.bert_text import mask_tokens\n"
@@ -256,6 +257,12 @@ MUTANTS = [
      "        first, second = x[..., :d // 2], x[..., d // 2:]\n"
      "        return torch.cat([first * cos - second * sin, first * sin + second * cos], -1)",
      "pairs", "rotate_half"),
+    ("lora", "B not zero at the start", "self.B.zero_()", "self.B.normal_()", "zero_start",
+     "not zero"),
+    ("lora", "the alpha / r scale missing", "return self.scale * (self.B[rows] @ self.A)",
+     "return self.B[rows] @ self.A", "scale", "scale is missing"),
+    ("lora", "a merge with A and B transposed", "return W + self.delta(rows)",
+     "return W + self.delta(rows).T", "merge", "transposed"),
     ("rmsnorm", "epsilon as a floor (clamp)", "x.pow(2).mean(-1, keepdim=True) + self.eps",
      "x.pow(2).mean(-1, keepdim=True).clamp(min=self.eps)", "epsilon_inside", "floor"),
     ("grouped_query", "key/value heads repeated in the wrong order",
