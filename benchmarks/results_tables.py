@@ -13,7 +13,7 @@ A page holds a table between two comments:
 The result files are written by the scripts that measure (``--results FILE``: the training
 scripts and ``make recipe RESULTS=...``, compare_fg_preln.py, recipe_sweep.py,
 bench_train.py, bench_generate.py, bert_pretraining.py, bleu_vs_time.py,
-pretraining_experiment.py); figures from before result files
+pretraining_experiment.py, finetune_speed.py); figures from before result files
 existed were entered once by hand, and their rows say so ("entered").
 """
 
@@ -287,12 +287,23 @@ def generate_speed(rows):
                     "same tokens", "date, commit"], lines)] + _footer(rows)
 
 
+def finetune_speed(rows):
+    lines = [[r["model"], r["fine_tuning"], r["batch"],
+              f"{r['learning']:,} ({100 * r['learning_share']:.2f}%)",
+              f"{r['seconds_per_step']:.2f}", f"{r['peak_memory_gb']:.2f}", _source(r)]
+             for r in rows]
+    return [_table(["model (random weights)", "fine-tuning", "batch", "weights that learn",
+                    "seconds a step", "peak memory (GB)", "date, commit"], lines)] + \
+        _footer(rows)
+
+
 TABLES = {"recipes": ("recipes", recipes), "headline": ("recipes", headline),
           "sweep": ("sweep", sweep), "design": ("design_1000_steps", design),
           "bleu-vs-time": ("bleu_vs_time", bleu_vs_time),
           "pretraining": ("pretraining", pretraining), "bert": ("bert", bert),
           "train-speed": ("train_speed", train_speed),
-          "generate-speed": ("generate_speed", generate_speed)}
+          "generate-speed": ("generate_speed", generate_speed),
+          "finetune-speed": ("finetune_speed", finetune_speed)}
 
 
 def render(text, where="a page"):
