@@ -323,3 +323,29 @@ def test_a_completion_trainer_batches_accumulate_into_one_step():
         grads.append(torch.cat([p.grad.flatten() for p in gpt.parameters()
                                 if p.grad is not None]))
     assert torch.allclose(grads[0], grads[1], rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["gemma3", "olmo2", "qwen3"])
+def test_a_merged_folder_keeps_its_own_architecture(tmp_path, kind):
+    """A LoRA on all seven projections of a random Gemma 3, OLMo 2 or Qwen3 folder written
+    by transformers, folded into the folder's own weights (hub.write_merged): transformers
+    reads the merged folder with our adapted model's logits within 1e-4."""
+    pytest.importorskip("transformers", reason="needs transformers (the parity extra)")
+    from transformers import AutoModelForCausalLM
+    folder = llama_folder(str(tmp_path / kind), kind=kind)
+    gpt = TransformerGPT.from_huggingface(folder)
+    gpt.add_lora(rank=4, alpha=8, targets=("q_proj", "k_proj", "v_proj", "o_proj",
+                                          "gate_proj", "up_proj", "down_proj"))
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for _, _, lora, _ in gpt.lora_places():
+            lora.B.copy_(torch.randn(lora.B.shape, generator=g) * 0.3)
+    hub.write_merged(gpt, str(tmp_path / "merged"))
+    merged = AutoModelForCausalLM.from_pretrained(str(tmp_path / "merged")).eval()
+    base = AutoModelForCausalLM.from_pretrained(folder).eval()
+    ids = torch.tensor([gpt.encode("the quick brown fox jumps over the lazy dog")])
+    with torch.no_grad():
+        ours = gpt(ids)
+        assert (ours - merged(ids).logits).abs().max() <= 1e-4
+        assert (ours - base(ids).logits).abs().max() > 1e-2

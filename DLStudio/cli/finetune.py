@@ -79,8 +79,9 @@ def finetune_parser():
                    help="bf16: the forward pass under autocast")
     p.add_argument("--out", metavar="DIR",
                    help="write DIR/adapter/ (PEFT's files) and, with --merge or --full, "
-                        "DIR/merged/ (a folder transformers reads; for a checkpoint of "
-                        "ours: a checkpoint)")
+                        "DIR/merged/ (a folder transformers reads: with LoRA, in the "
+                        "folder's own architecture; --full: a Llama folder; for a "
+                        "checkpoint of ours: a checkpoint)")
     p.add_argument("--merge", action="store_true",
                    help="with --out: also the model with the LoRA folded in")
     p.add_argument("--seed", type=int, default=0)
@@ -120,15 +121,16 @@ def _split(examples, fraction, seed):
 
 def _writable(gpt, folder, args):
     """Refuse, before training, what could not be written at the end."""
-    if not args.out:
+    if not args.out or not folder:
         return
-    if folder and (args.merge or args.full):
+    if args.full:
         found = hub.writer.refusals(gpt)
         if found:
-            raise UserError("the merged model cannot be written as a LlamaForCausalLM "
-                            f"folder ({'; '.join(found)}): leave out --merge (the adapter "
-                            "alone is written)")
-    if folder and not args.full and gpt.folder_architecture == "GPT2LMHeadModel":
+            raise UserError("a model fine-tuned whole is written as a LlamaForCausalLM "
+                            f"folder, which this one cannot be ({'; '.join(found)}): "
+                            "fine-tune it with LoRA (its adapter, and with --merge its "
+                            "merged folder, are written in its own architecture)")
+    elif gpt.folder_architecture == "GPT2LMHeadModel":
         raise UserError("GPT-2's attention is one fused c_attn, which a PEFT adapter of "
                         "ours does not write: fine-tune it with --full --out DIR")
 
@@ -218,13 +220,17 @@ def _write(gpt, folder, trainer, args):
     if not (args.merge or args.full or not folder):
         return
     merged = os.path.join(args.out, "merged")
+    if folder:
+        if lora:
+            hub.write_merged(gpt, merged)
+        else:
+            hub.write_folder(gpt, merged)
+        print(f"wrote {merged}: a {gpt.folder_architecture if lora else 'LlamaForCausalLM'} "
+              f"folder (interact_with_prompts.py {merged} \"...\", and transformers, read "
+              "it)")
+        return
     gpt.remove_lora()
     gpt.eval()
-    if folder:
-        hub.write_folder(gpt, merged)
-        print(f"wrote {merged}: a LlamaForCausalLM folder (interact_with_prompts.py {merged}"
-              " \"...\", and transformers, read it)")
-        return
     os.makedirs(merged)
     payload = make_payload(gpt, {"epoch": trainer.last_epoch or 0, "step": trainer.step,
                                  "epoch_complete": True, "train_losses":

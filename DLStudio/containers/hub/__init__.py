@@ -38,11 +38,12 @@ import torch
 from ...data.hub_tokenizer import FolderError, HubTokenizer, read_json
 from ...runtime.studio import DLStudio
 from . import gemma, gpt2, llama, olmo, qwen
-from .adapter import read_adapter, write_adapter
+from .adapter import read_adapter, write_adapter, write_merged
 from .weights import halves_from_pairs, hf_weights, pairs_from_halves, place
 from .writer import write_folder
 
-__all__ = ["read_folder", "write_folder", "write_adapter", "read_adapter", "settings_of",
+__all__ = ["read_folder", "write_folder", "write_adapter", "read_adapter", "write_merged",
+           "settings_of",
            "pairs_from_halves", "halves_from_pairs", "hf_weights", "FolderError",
            "ARCHITECTURES"]
 

@@ -9,6 +9,7 @@ rotary folder (weights.halves_from_pairs: our heads turn neighbouring pairs)."""
 
 import json
 import os
+import shutil
 
 import torch
 
@@ -16,24 +17,65 @@ from ...data.hub_tokenizer import FolderError
 from ...model.lora import HF_TARGETS
 from .weights import halves_from_pairs, pairs_from_halves
 
-__all__ = ["write_adapter", "adapter_weights", "read_adapter"]
+__all__ = ["write_adapter", "adapter_weights", "read_adapter", "write_merged"]
 
 OURS = {ours: theirs for theirs, ours in HF_TARGETS.items()}
 MODULE = {"WQ": "self_attn", "WK": "self_attn", "WV": "self_attn", "W_O": "self_attn",
           "W1": "mlp", "V": "mlp", "W2": "mlp"}
 
 
-def adapter_weights(gpt):
-    """{PEFT's name: tensor} of every LoRA of ``gpt``."""
-    out = {}
+def _theirs(gpt):
+    """(the folder's module name, A, B in the folder's row order, the LoRA) of each LoRA."""
     for i, name, lora, places in gpt.lora_places():
-        key = f"base_model.model.model.layers.{i}.{MODULE[name]}.{OURS[name]}"
         B = lora.B.detach()
         if name in ("WQ", "WK"):                          # rotary rows: back to halves
             B = halves_from_pairs(B, len(places))
-        out[f"{key}.lora_A.weight"] = lora.A.detach()
-        out[f"{key}.lora_B.weight"] = B
+        yield f"model.layers.{i}.{MODULE[name]}.{OURS[name]}", lora.A.detach(), B, lora
+
+
+def adapter_weights(gpt):
+    """{PEFT's name: tensor} of every LoRA of ``gpt``."""
+    out = {}
+    for key, A, B, _ in _theirs(gpt):
+        out[f"base_model.model.{key}.lora_A.weight"] = A
+        out[f"base_model.model.{key}.lora_B.weight"] = B
     return {k: v.float().contiguous().clone() for k, v in out.items()}
+
+
+def write_merged(gpt, out):
+    """The folder ``gpt`` was read from, with its LoRAs folded into the weights they change,
+    written at ``out`` in the folder's own architecture: every file copied, and in its
+    .safetensors each adapted projection W replaced by W + (alpha / r) B A (in W's dtype),
+    so that transformers reads it as it reads the folder, whatever the family."""
+    base = getattr(gpt, "folder", None)
+    if not base or not list(gpt.lora_places()):
+        raise FolderError("write_merged needs a model read from a folder, with LoRA on it")
+    if getattr(gpt, "lora_merged", False):
+        raise FolderError("the LoRAs are merged into our weights already: unmerge_lora() "
+                          "first (the folder's weights are the base)")
+    if os.path.exists(out) and os.listdir(out):
+        raise FolderError(f"{out} exists and is not empty: give a new folder")
+    from safetensors.torch import load_file, save_file
+    changes = {f"{key}.weight": lora.scale * (B.double() @ A.double())
+               for key, A, B, lora in _theirs(gpt)}
+    os.makedirs(out, exist_ok=True)
+    for name in sorted(os.listdir(base)):
+        path = os.path.join(base, name)
+        if not os.path.isfile(path):
+            continue
+        if not name.endswith(".safetensors"):
+            shutil.copy2(path, os.path.join(out, name))
+            continue
+        tensors = load_file(path)
+        for key in set(changes) & set(tensors):
+            W = tensors[key]
+            tensors[key] = (W.double() + changes.pop(key)).to(W.dtype).contiguous()
+        save_file(tensors, os.path.join(out, name), metadata={"format": "pt"})
+    if changes:
+        shutil.rmtree(out)
+        raise FolderError(f"{base}: its weights hold no {', '.join(sorted(changes)[:3])}: "
+                          "the merged folder is not written")
+    return out
 
 
 def write_adapter(gpt, out):
