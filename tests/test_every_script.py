@@ -257,6 +257,11 @@ def runs(w):
               "--vocab", 300, "--prompt", 4, "--new", 3, "--repeats", 1, "--dtypes", "fp32",
               "--results", "generate.json"],
              "| ours | fp32 |")],
+        "benchmarks/decoder_translation.py": [
+            (["--archive", a, "--minutes", 0.03, "--pretrain-minutes", 0.01, "--held-out", 5,
+              "--embedding-size", 16, "--num-layers", 2, "--num-atten-heads", 2,
+              "--vocab-size", 300, "--batch-size", 16, "--out", "dt", "--results", "dt.json"],
+             "rows added to dt.json")],
         "benchmarks/finetune_speed.py": [
             (["--model", "tiny", "--steps", 1, "--warmup", 1, "--ways", "full,lora-attention",
               "--results", "ft_speed.json"], "rows added to ft_speed.json")],
