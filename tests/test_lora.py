@@ -108,7 +108,7 @@ def test_a_subclass_lora_is_used_wherever_the_model_names_it():
     assert len(loras) == 8 and all(type(lora) is RsLoRA and lora.scale == 4.0
                                    for lora in loras)
     with pytest.raises(ValueError, match="LoRA targets are"):
-        llama_gpt().add_lora(targets=("c_fc",))
+        llama_gpt().add_lora(targets=("fc1",))
 
 
 @pytest.mark.slow
@@ -172,3 +172,40 @@ def test_an_adapter_peft_wrote_gives_ours_its_logits(tmp_path):
     ids = torch.tensor([gpt.encode("the quick brown fox jumps over the lazy dog")])
     with torch.no_grad():
         assert (gpt(ids) - model(ids).logits).abs().max() <= 1e-4
+
+
+@pytest.mark.slow
+def test_gpt2s_fused_c_attn_takes_one_lora_that_peft_and_transformers_read(tmp_path):
+    """GPT-2's W_Q, W_K, W_V are one Conv1D (c_attn): one LoRA over its 3 M rows (QKV), and
+    c_proj (the attention's and the MLP's) and c_fc; PEFT reads our adapter (fan_in_fan_out)
+    onto transformers' GPT-2, ours reads PEFT's, and the merged folder, Conv1D's layout
+    kept, gives the same logits, all within 1e-4."""
+    pytest.importorskip("peft", reason="the PEFT parity test needs peft (the parity extra)")
+    from peft import LoraConfig, PeftModel, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from .hub_folders import gpt2_folder
+    folder = gpt2_folder(str(tmp_path / "gpt2"), slow_tokenizer=False)
+    gpt = TransformerGPT.from_huggingface(folder)
+    gpt.add_lora(rank=4, alpha=8, targets=("c_attn", "c_proj", "c_fc"))
+    assert sorted(n for _, n, _, _ in gpt.lora_places()) == sorted(["QKV", "W_O", "W1", "W2"]
+                                                                   * 2)
+    with_random_b(gpt)
+    hub.write_adapter(gpt, str(tmp_path / "adapter"))
+    hub.write_merged(gpt, str(tmp_path / "merged"))
+    ids = torch.tensor([gpt.encode("the quick brown fox jumps over the lazy dog")])
+    peft = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(folder),
+                                     str(tmp_path / "adapter")).eval()
+    merged = AutoModelForCausalLM.from_pretrained(str(tmp_path / "merged")).eval()
+    theirs = get_peft_model(AutoModelForCausalLM.from_pretrained(folder), LoraConfig(
+        r=4, lora_alpha=8, target_modules=["c_attn"], fan_in_fan_out=True,
+        init_lora_weights=False)).eval()
+    theirs.save_pretrained(str(tmp_path / "their_adapter"))
+    again = TransformerGPT.from_huggingface(folder, adapter=str(tmp_path / "their_adapter"))
+    with torch.no_grad():
+        ours = gpt(ids)
+        assert (ours - peft(ids).logits).abs().max() <= 1e-4
+        assert (ours - merged(ids).logits).abs().max() <= 1e-4
+        with peft.disable_adapter():
+            assert (ours - peft(ids).logits).abs().max() > 1e-2
+        assert (again(ids) - theirs(ids).logits).abs().max() <= 1e-4

@@ -29,13 +29,16 @@ import torch
 import torch.nn as nn
 from torch.nn.utils import parametrize
 
-__all__ = ["LoRA", "LoRAAdapting", "HF_TARGETS", "ATTENTION", "FEED_FORWARD"]
+__all__ = ["LoRA", "LoRAAdapting", "HF_TARGETS", "GPT2_TARGETS", "ATTENTION", "FEED_FORWARD"]
 
 ATTENTION = ("WQ", "WK", "WV", "W_O")
 FEED_FORWARD = ("W1", "V", "W2")
+FUSED = ("QKV",)         # W_Q, W_K and W_V as one projection: GPT-2's c_attn
 #: Hugging Face's (PEFT's) names of the projections, and ours.
 HF_TARGETS = {"q_proj": "WQ", "k_proj": "WK", "v_proj": "WV", "o_proj": "W_O",
               "gate_proj": "W1", "up_proj": "V", "down_proj": "W2"}
+#: GPT-2's module names (its c_proj is two modules, the attention's and the MLP's).
+GPT2_TARGETS = {"c_attn": ("QKV",), "c_proj": ("W_O", "W2"), "c_fc": ("W1",)}
 
 
 class LoRA(nn.Module):
@@ -83,8 +86,16 @@ class _Rows(nn.Module):
 
 def _places(layer, name):
     """(module, rows) for each weight of a layer's projection ``name`` that its LoRA
-    changes: each head's (a group's once), or the one Linear's."""
+    changes: each head's (a group's once), or the one Linear's. "QKV": W_Q's heads, then
+    W_K's, then W_V's, one change of 3 M rows (GPT-2's fused c_attn)."""
     attention, ff = layer.self_attention, layer.feed_forward
+    if name == "QKV":
+        places, at = [], 0
+        for part in ("WQ", "WK", "WV"):
+            for module, rows in _places(layer, part):
+                places.append((module, slice(at + rows.start, at + rows.stop)))
+            at = places[-1][1].stop
+        return places
     if name in ("WQ", "WK", "WV"):
         if not attention.full_width:
             raise ValueError("LoRA on W_Q, W_K, W_V needs full-width heads (a sliced head "
@@ -107,13 +118,15 @@ class LoRAAdapting:
 
     def add_lora(self, rank=8, alpha=16, targets=ATTENTION):
         """A `LoRA` (the class's nested ``LoRA``) on each layer's ``targets`` (ours: WQ,
-        WK, WV, W_O, W1, V, W2, or Hugging Face's q_proj, ..., down_proj); every other
-        weight frozen. Returns the number of trainable parameters."""
-        names = [HF_TARGETS.get(t, t) for t in targets]
-        unknown = sorted(set(names) - set(ATTENTION + FEED_FORWARD))
+        WK, WV, W_O, W1, V, W2, or QKV: the three as one; Hugging Face's q_proj, ...,
+        down_proj; GPT-2's c_attn, c_proj, c_fc); every other weight frozen. Returns the
+        number of trainable parameters."""
+        names = [n for t in targets for n in GPT2_TARGETS.get(t, (HF_TARGETS.get(t, t),))]
+        unknown = sorted(set(names) - set(ATTENTION + FEED_FORWARD + FUSED))
         if unknown or not names:
-            raise ValueError(f"LoRA targets are {', '.join(ATTENTION + FEED_FORWARD)} (or "
-                             f"{', '.join(HF_TARGETS)}), got {', '.join(unknown) or 'none'}")
+            raise ValueError(f"LoRA targets are {', '.join(ATTENTION + FEED_FORWARD + FUSED)} "
+                             f"(or {', '.join(HF_TARGETS)}; GPT-2's "
+                             f"{', '.join(GPT2_TARGETS)}), got {', '.join(unknown) or 'none'}")
         if getattr(self, "lora_targets", None):
             raise ValueError("this model has LoRA already: merge_lora() first")
         for p in self.parameters():

@@ -22,15 +22,35 @@ __all__ = ["write_adapter", "adapter_weights", "read_adapter", "write_merged"]
 OURS = {ours: theirs for theirs, ours in HF_TARGETS.items()}
 MODULE = {"WQ": "self_attn", "WK": "self_attn", "WV": "self_attn", "W_O": "self_attn",
           "W1": "mlp", "V": "mlp", "W2": "mlp"}
+#: GPT-2's modules (Conv1D: its weights stored transposed, PEFT's fan_in_fan_out).
+GPT2 = {"QKV": "attn.c_attn", "W_O": "attn.c_proj", "W1": "mlp.c_fc", "W2": "mlp.c_proj"}
+
+
+def _gpt2(gpt):
+    return getattr(gpt, "folder_architecture", None) == "GPT2LMHeadModel"
+
+
+def _module(gpt, i, name):
+    """The folder's name of layer ``i``'s projection ``name`` (FolderError: it has none)."""
+    if _gpt2(gpt):
+        if name not in GPT2:
+            raise FolderError(f"GPT-2 has no {name} of its own (its W_Q, W_K, W_V are one "
+                              "c_attn): target c_attn, c_proj, c_fc")
+        return f"transformer.h.{i}.{GPT2[name]}"
+    if name not in OURS:
+        raise FolderError(f"this folder's model has no one module for {name}: target "
+                          f"{', '.join(HF_TARGETS)}")
+    return f"model.layers.{i}.{MODULE[name]}.{OURS[name]}"
 
 
 def _theirs(gpt):
     """(the folder's module name, A, B in the folder's row order, the LoRA) of each LoRA."""
+    rotary = gpt.positions == "rope"
     for i, name, lora, places in gpt.lora_places():
         B = lora.B.detach()
-        if name in ("WQ", "WK"):                          # rotary rows: back to halves
+        if name in ("WQ", "WK") and rotary:               # rotary rows: back to halves
             B = halves_from_pairs(B, len(places))
-        yield f"model.layers.{i}.{MODULE[name]}.{OURS[name]}", lora.A.detach(), B, lora
+        yield _module(gpt, i, name), lora.A.detach(), B, lora
 
 
 def adapter_weights(gpt):
@@ -68,8 +88,9 @@ def write_merged(gpt, out):
             continue
         tensors = load_file(path)
         for key in set(changes) & set(tensors):
-            W = tensors[key]
-            tensors[key] = (W.double() + changes.pop(key)).to(W.dtype).contiguous()
+            W, change = tensors[key], changes.pop(key)
+            change = change.t() if _gpt2(gpt) else change      # Conv1D: W stored as (in, out)
+            tensors[key] = (W.double() + change).to(W.dtype).contiguous()
         save_file(tensors, os.path.join(out, name), metadata={"format": "pt"})
     if changes:
         shutil.rmtree(out)
@@ -92,8 +113,9 @@ def write_adapter(gpt, out):
     lora = places[0][2]
     config = {"peft_type": "LORA", "task_type": "CAUSAL_LM", "r": lora.rank,
               "lora_alpha": lora.alpha, "lora_dropout": 0.0, "bias": "none",
-              "target_modules": sorted({OURS[name] for _, name, _, _ in places}),
-              "fan_in_fan_out": False, "inference_mode": True, "use_rslora": False,
+              "target_modules": sorted({_module(gpt, 0, name).rsplit(".", 1)[1]
+                                        for _, name, _, _ in places}),
+              "fan_in_fan_out": _gpt2(gpt), "inference_mode": True, "use_rslora": False,
               "use_dora": False, "modules_to_save": None,
               "base_model_name_or_path": getattr(gpt, "folder", None)}
     os.makedirs(out, exist_ok=True)
@@ -111,7 +133,7 @@ def read_adapter(gpt, path):
     targets, then its A and B. What we cannot reproduce exactly is refused by name."""
     from ...data.hub_tokenizer import read_json
     config = read_json(path, "adapter_config.json")
-    expected = {"peft_type": "LORA", "fan_in_fan_out": False, "use_dora": False,
+    expected = {"peft_type": "LORA", "fan_in_fan_out": _gpt2(gpt), "use_dora": False,
                 "use_rslora": False, "bias": "none"}
     refused = [f"{name} {config[name]!r}" for name, ours in expected.items()
                if name in config and config[name] != ours]
@@ -131,12 +153,12 @@ def read_adapter(gpt, path):
     gpt.add_lora(rank=config["r"], alpha=config["lora_alpha"], targets=targets)
     with torch.no_grad():
         for i, name, lora, places in gpt.lora_places():
-            key = f"base_model.model.model.layers.{i}.{MODULE[name]}.{OURS[name]}"
+            key = f"base_model.model.{_module(gpt, i, name)}"
             A, B = found.pop(f"{key}.lora_A.weight", None), found.pop(f"{key}.lora_B.weight",
                                                                           None)
             if A is None or B is None:
                 raise FolderError(f"{path}: adapter_model.safetensors has no {key}'s A and B")
-            if name in ("WQ", "WK"):
+            if name in ("WQ", "WK") and gpt.positions == "rope":
                 B = pairs_from_halves(B, len(places))
             lora.A.copy_(A)
             lora.B.copy_(B)
