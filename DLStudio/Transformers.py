@@ -61,6 +61,7 @@ from .data.vocabulary import (
     read_text,
     tokenizer_from_state,
 )
+from .evaluation.classify_text import decoder_probabilities
 from .evaluation.decode_and_score import LENGTH_PENALTY, classify, translate_sentences
 from .evaluation.generation import LanguageModelUse
 from .model.architecture import (
@@ -71,6 +72,7 @@ from .model.architecture import (
     scaled_dot_product,
 )
 from .model.bert import BERTParts
+from .model.decoder_head import DecoderClassifying
 from .model.kv_cache import KeyValueCache
 from .model.lora import LoRAAdapting
 from .model.tokens import causal_mask, padding_mask
@@ -387,7 +389,7 @@ class TransformerPreLN(TransformerBase):
     norm_first = True
 
 
-class TransformerGPT(TextModel, LanguageModelUse, LoRAAdapting, GPTParts):
+class TransformerGPT(TextModel, LanguageModelUse, LoRAAdapting, DecoderClassifying, GPTParts):
     """A decoder-only language model (GPT: Radford et al. 2018): it predicts each next token
     of a sentence from the tokens before it, and so can continue a prompt. It is built from
     the translation models' own classes; there is no attention code of its own:
@@ -434,6 +436,8 @@ class TransformerGPT(TextModel, LanguageModelUse, LoRAAdapting, GPTParts):
             tie_embeddings=self.tie_embeddings, norm=self.norm, feed_forward=self.feed_forward,
             kv_heads=self.kv_heads, **{k: getattr(self, k) for k in
                                        GPTSettings.FROM_FOLDERS + GPTSettings.SINCE_2023})
+        if self.labels:                   # a classifier on the last token (decoder_head.py)
+            self.add_classifier(self.labels)
 
     __init__.__signature__ = GPTSettings.signature(
         dl_studio=inspect.Parameter.empty, sentences=None, vocab=None)
@@ -463,6 +467,11 @@ class TransformerGPT(TextModel, LanguageModelUse, LoRAAdapting, GPTParts):
         containers.hub."""
         gpt = hub.read_folder(cls, path, dl_studio, dtype)
         return gpt if adapter is None else hub.read_adapter(gpt, adapter)
+
+    def classify(self, texts, seconds=None, batch_size=64):
+        """With a classifier (``add_classifier``, finetune_lm.py --classify): each label's
+        probability for each text (or pair), (N, K) (classify_text.decoder_probabilities)."""
+        return decoder_probabilities(self, texts, seconds, batch_size)
 
 
 class visTransformer(Container, VisionParts):

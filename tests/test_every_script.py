@@ -214,7 +214,10 @@ def runs(w):
               "--accumulate", 2, "--batch-size", 2, "--out", "tuned_gpt", "--checkpoints-dir",
               "ft_gpt"], "held-out perplexity of the completions"),
             ([str(w / "llama_folder"), "--data", "prefer.tsv", "--max-steps", 2,
-              "--checkpoints-dir", "ft_dpo"], "held-out pairs whose chosen")],
+              "--checkpoints-dir", "ft_dpo"], "held-out pairs whose chosen"),
+            ([str(w / "llama_folder"), "--classify", "--data", q + "/train.tsv", "--test",
+              q + "/test.tsv", "--max-steps", 3, "--out", "gpt_classifier",
+              "--checkpoints-dir", "ft_classify"], "held-out accuracy")],
         "ExamplesTransformers/save_to_huggingface.py": [
             ([str(w / "llama_gpt"), 0, "exported"], "LlamaForCausalLM")],
         "ExamplesTransformers/pretraining_experiment.py": [

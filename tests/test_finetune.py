@@ -349,3 +349,48 @@ def test_a_merged_folder_keeps_its_own_architecture(tmp_path, kind):
         ours = gpt(ids)
         assert (ours - merged(ids).logits).abs().max() <= 1e-4
         assert (ours - base(ids).logits).abs().max() > 1e-2
+
+
+# ------------------------------------------------------------------------------------------
+# A classifier on a decoder (model/decoder_head.py).
+
+def test_the_classifier_reads_the_state_the_output_layer_reads_at_the_last_token():
+    gpt = llama_gpt()
+    gpt.add_classifier(("a", "b", "c"))
+    ids = torch.randint(3, 60, (3, 9), generator=torch.Generator().manual_seed(0))
+    lengths = torch.tensor([9, 4, 6])
+    keep = torch.arange(9)[None, :] == (lengths - 1)[:, None]            # each last token
+    with torch.no_grad():
+        states = gpt.last_states(ids, lengths)
+        assert torch.allclose(gpt.master_decoder.out(states), gpt(ids, keep), atol=1e-5)
+        padded_more = torch.cat([ids, torch.full((3, 5), 7)], 1)         # padding never read
+        assert torch.allclose(gpt.class_logits(padded_more, lengths),
+                              gpt.class_logits(ids, lengths), atol=1e-5)
+
+
+def test_a_folder_learns_a_classifier_that_classify_text_reads(tmp_path, capsys,
+                                                               monkeypatch):
+    from DLStudio.cli.bert import classify_main
+    monkeypatch.chdir(tmp_path)
+    folder = our_folder(tmp_path)
+    spanish = ["la casa es roja", "el perro come", "yo no sé nada", "la niña lee",
+               "ellos comen pan", "tú tienes un gato", "el libro es azul", "nosotros vamos"]
+    english = ["the house is red", "the dog eats", "i know nothing", "the girl reads",
+               "they eat bread", "you have a cat", "the book is blue", "we go"]
+    rows = [f"es\t{t}" for t in spanish] + [f"en\t{t}" for t in english]
+    (tmp_path / "train.tsv").write_text("\n".join(rows * 3) + "\n")
+    (tmp_path / "test.tsv").write_text("es\tel gato come pan\nen\tthe cat eats bread\n"
+                                       "es\tla casa azul\nen\tthe blue house\n")
+    status, out = run([folder, "--classify", "--data", "train.tsv", "--test", "test.tsv",
+                       "--lora-rank", 4, "--learning-rate", 1e-2, "--epochs", 4, "--out",
+                       "classifier", "--checkpoints-dir", "ck"], capsys)
+    assert status == 0, out
+    accuracy = float(out.split("held-out accuracy: ")[1].split("%")[0])
+    assert accuracy >= 75
+    assert classify_main(["classifier", "el perro come pan"]) == 0
+    said = capsys.readouterr().out
+    assert said.split("\t")[0] in ("es", "en") and "es " in said and "en " in said
+    gpt = TransformerGPT.from_checkpoint(
+        str(next((tmp_path / "classifier").glob("checkpoint_*.pt"))))[0]
+    probs = gpt.classify(["el perro come pan", "the dog eats bread"])
+    assert probs.shape == (2, 2) and torch.allclose(probs.sum(1), torch.ones(2))

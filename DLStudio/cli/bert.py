@@ -213,10 +213,16 @@ def _bert_and_rest(args):
 
 
 def _load(path, args):
-    """The BERT of a checkpoint, used as it is best used (its averaged weights where the run
-    kept them, said on standard error) unless --weights says otherwise."""
+    """The BERT (or a GPT with a classifier: finetune_lm.py --classify) of a checkpoint,
+    used as it is best used (its averaged weights where the run kept them, said on standard
+    error) unless --weights says otherwise."""
     from ..checkpoints import load_checkpoint
-    take_best_use(args, load_checkpoint(path), path)
+    payload = load_checkpoint(path)
+    take_best_use(args, payload, path)
+    if payload.get("variant") == "GPT":
+        from ..Transformers import TransformerGPT
+        return TransformerGPT.from_checkpoint(path, model_class=args.model_class,
+                                              weights=args.weights).model
     return TransformerBERT.from_checkpoint(path, model_class=args.model_class,
                                            weights=args.weights).model
 
@@ -351,7 +357,8 @@ def classify_main(argv=None):
     """``classify_text.py DIR N TEXT`` (or ``-``: a row a line from standard input, a second
     text after a TAB): the likeliest label and every label's probability."""
     def run(argv):
-        p = Parser(description="Classify texts with a fine-tuned TransformerBERT checkpoint.")
+        p = Parser(description="Classify texts with a fine-tuned TransformerBERT checkpoint "
+                               "(or a GPT's: finetune_lm.py --classify).")
         p.add_argument("checkpoint", metavar="DIR|FILE")
         p.add_argument("more", nargs="+", metavar="[N] TEXT",
                        help="N: an epoch or 'last'; TEXT, or - to read rows from standard "
@@ -365,9 +372,10 @@ def classify_main(argv=None):
         if len(more) != 1:
             p.error("give one TEXT (in quotes), or - to read rows from standard input")
         bert = _load(path, args)
-        if not bert.labels:
-            raise UserError(f"{path} is a pre-trained BERT without a classifier: fine-tune "
-                            f"it first ({how_to_run('finetune_bert')} --pretrained ...)")
+        if not getattr(bert, "labels", None):
+            raise UserError(f"{path} is a pre-trained model without a classifier: fine-tune "
+                            f"it first ({how_to_run('finetune_bert')} --pretrained ..., or "
+                            f"{how_to_run('finetune_lm')} DIR --classify ...)")
         rows = [more[0]] if more[0] != "-" else [line.rstrip("\n") for line in sys.stdin]
         rows = [r for r in rows if r.strip()]
         parts = [r.split("\t") for r in rows]

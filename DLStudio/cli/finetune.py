@@ -27,7 +27,8 @@ __all__ = ["finetune_main", "finetune_parser", "LEARNING_RATES"]
 
 #: The default learning rate of each way of fine-tuning (AdamW, constant).
 LEARNING_RATES = {("completion", "lora"): 2e-4, ("completion", "full"): 2e-5,
-                  ("preference", "lora"): 5e-5, ("preference", "full"): 1e-6}
+                  ("preference", "lora"): 5e-5, ("preference", "full"): 1e-6,
+                  ("labelled", "lora"): 5e-4, ("labelled", "full"): 5e-5}
 ATTENTION = "q_proj,k_proj,v_proj,o_proj"
 
 
@@ -44,6 +45,13 @@ def finetune_parser():
                    help="JSONL rows of {\"messages\": [...]}, {\"prompt\", \"completion\"} or "
                         "{\"prompt\", \"chosen\", \"rejected\"} (DPO); or a TSV of "
                         "prompt<TAB>completion (or prompt<TAB>chosen<TAB>rejected), no header")
+    p.add_argument("--classify", action="store_true",
+                   help="--data is a TSV of label<TAB>text (or label<TAB>text<TAB>text2, "
+                        "python -m DLStudio.data tasks): train a classifier on the last "
+                        "token; --out DIR writes a checkpoint classify_text.py reads")
+    p.add_argument("--test", metavar="FILE",
+                   help="with --classify: held-out rows, the same format (else --held-out "
+                        "of --data's)")
     p.add_argument("--template", metavar="TEXT",
                    help="each prompt put in TEXT's {} (\\n: a newline), e.g. "
                         "\"English: {}\\nSpanish:\"")
@@ -54,8 +62,9 @@ def finetune_parser():
     p.add_argument("--lora-rank", type=positive_int, default=8)
     p.add_argument("--lora-alpha", type=positive_float, default=16.0)
     p.add_argument("--lora-targets", default=ATTENTION, metavar="NAMES",
-                   help=f"comma-separated projections (default {ATTENTION}; also gate_proj, "
-                        "up_proj, down_proj, or ours: WQ, WK, WV, W_O, W1, V, W2)")
+                   help=f"comma-separated projections (default {ATTENTION}, GPT-2's c_attn; "
+                        "also gate_proj, up_proj, down_proj, GPT-2's c_proj, c_fc, or ours: "
+                        "WQ, WK, WV, W_O, W1, V, W2)")
     p.add_argument("--beta", type=positive_float, default=0.1,
                    help="DPO's beta: how far the model may move from the reference")
     p.add_argument("--learning-rate", type=positive_float, default=None,
@@ -94,6 +103,8 @@ def _checked(p, args):
         p.error("--merge writes into --out DIR: give --out")
     if args.out and os.path.exists(args.out) and os.listdir(args.out):
         raise UserError(f"{args.out} exists and is not empty: give a new folder for --out")
+    if args.test and not args.classify:
+        p.error("--test holds labelled rows: it goes with --classify")
     if not 0 <= args.held_out < 1:
         p.error(f"--held-out is a fraction of the rows, below 1 (got {args.held_out})")
 
@@ -121,7 +132,7 @@ def _split(examples, fraction, seed):
 
 def _writable(gpt, folder, args):
     """Refuse, before training, what could not be written at the end."""
-    if not args.out or not folder:
+    if not args.out or not folder or args.classify:       # a classifier: our checkpoint
         return
     if args.full:
         found = hub.writer.refusals(gpt)
@@ -131,48 +142,89 @@ def _writable(gpt, folder, args):
                             "fine-tune it with LoRA (its adapter, and with --merge its "
                             "merged folder, are written in its own architecture)")
     elif gpt.folder_architecture == "GPT2LMHeadModel":
-        raise UserError("GPT-2's attention is one fused c_attn, which a PEFT adapter of "
-                        "ours does not write: fine-tune it with --full --out DIR")
+        from ..model.lora import GPT2_TARGETS
+        other = [t for t in _targets(gpt, args) if t not in GPT2_TARGETS]
+        if other:
+            raise UserError(f"GPT-2's modules are {', '.join(GPT2_TARGETS)} (its W_Q, W_K, "
+                            f"W_V are one c_attn): --lora-targets {','.join(other)} has no "
+                            "module of its own in a GPT-2 folder")
+
+
+def _targets(gpt, args):
+    """--lora-targets; a GPT-2 folder's default is its c_attn (PEFT's)."""
+    if args.lora_targets == ATTENTION and \
+            getattr(gpt, "folder_architecture", None) == "GPT2LMHeadModel":
+        return ["c_attn"]
+    return [t.strip() for t in args.lora_targets.split(",") if t.strip()]
+
+
+def _rows(gpt, folder, args):
+    """(kind, training examples, held-out examples, rows left out) of --data's rows."""
+    kind, rows = read_rows(args.data, args.template.replace("\\n", "\n")
+                           if args.template else None)
+    if kind == "messages" and not folder:
+        raise UserError("chat rows need a folder's chat template: give our GPT "
+                        "prompt/completion rows (a TSV of prompt<TAB>completion)")
+    examples, too_long = encode_rows(gpt, kind, rows, args.max_length)
+    if not examples:
+        raise UserError(f"every row of {args.data} is longer than the model reads "
+                        f"({args.max_length or gpt.max_seq_length} tokens)")
+    return (kind, *_split(examples, args.held_out, args.seed), too_long)
+
+
+def _labelled(gpt, args):
+    """--classify: a classifier on the last token for --data's labels; (kind, training
+    examples, held-out examples (--test's, else a share of --data's), 0)."""
+    from ..data.bert_text import read_labelled_rows
+    from ..training.rows import encode_labelled
+    rows = read_labelled_rows(args.data)
+    labels = tuple(sorted(set(rows.labels)))
+    if len(labels) < 2:
+        raise UserError(f"{args.data}: one label ({labels[0]}); a classifier needs two")
+    gpt.add_classifier(labels)
+    examples = encode_labelled(gpt, rows, labels, args.max_length)
+    if args.test:
+        return ("labelled", examples,
+                encode_labelled(gpt, read_labelled_rows(args.test), labels, args.max_length), 0)
+    return ("labelled", *_split(examples, args.held_out, args.seed), 0)
+
+
+def _adapt(gpt, args, kind):
+    """LoRA on the model (or every weight learning): (settings, weights that learn)."""
+    settings = {"kind": kind, "how": "full" if args.full else "lora"}
+    if args.full:
+        return settings, sum(w.numel() for w in gpt.parameters())
+    targets = _targets(gpt, args)
+    trainable = gpt.add_lora(args.lora_rank, args.lora_alpha, targets)
+    if kind == "labelled":                 # the new head learns whole
+        gpt.classifier.requires_grad_(True)
+        trainable += sum(w.numel() for w in gpt.classifier.parameters())
+    settings.update(rank=args.lora_rank, alpha=args.lora_alpha, targets=targets)
+    return settings, trainable
 
 
 def finetune_main(argv=None):
     """``finetune_lm.py FOLDER|DIR [N] --data FILE``: fine-tune, report held-out scores,
     write the adapter and the merged model."""
-    from ..training.finetune import CompletionTrainer, PreferenceTrainer
+    from ..training.finetune import ClassifyingTrainer, CompletionTrainer, PreferenceTrainer
 
     def run(argv):
         single_process_only("finetune_lm.py")
         p = finetune_parser()
         args = p.parse_args(argv)
         _checked(p, args)
-        kind, rows = read_rows(args.data, args.template.replace("\\n", "\n")
-                               if args.template else None)
         dls = DLStudio(batch_size=args.batch_size, epochs=args.epochs, seed=args.seed,
                        use_gpu=not args.cpu)
         torch.manual_seed(args.seed)
         gpt, folder = _load(p, args, dls)
-        if kind == "messages" and not folder:
-            raise UserError("chat rows need a folder's chat template: give our GPT "
-                            "prompt/completion rows (a TSV of prompt<TAB>completion)")
-        examples, too_long = encode_rows(gpt, kind, rows, args.max_length)
-        if not examples:
-            raise UserError(f"every row of {args.data} is longer than the model reads "
-                            f"({args.max_length or gpt.max_seq_length} tokens)")
-        train, held_out = _split(examples, args.held_out, args.seed)
+        kind, train, held_out, too_long = _labelled(gpt, args) if args.classify else \
+            _rows(gpt, folder, args)
         _writable(gpt, folder, args)
-        how = "full" if args.full else "lora"
-        settings = {"kind": kind, "how": how}
-        if args.full:
-            trainable = sum(p.numel() for p in gpt.parameters())
-        else:
-            targets = [t.strip() for t in args.lora_targets.split(",") if t.strip()]
-            trainable = gpt.add_lora(args.lora_rank, args.lora_alpha, targets)
-            settings.update(rank=args.lora_rank, alpha=args.lora_alpha, targets=targets)
-        preference = kind == "preference"
-        if preference:
+        settings, trainable = _adapt(gpt, args, kind)
+        if kind == "preference":
             settings["beta"] = args.beta
-        lr = args.learning_rate or LEARNING_RATES[("preference" if preference else
-                                                   "completion", how)]
+        lr = args.learning_rate or LEARNING_RATES[(kind if kind in ("preference", "labelled")
+                                                   else "completion", settings["how"])]
         dls.learning_rate = lr
         gpt.train()
         optimizer = torch.optim.AdamW([w for w in gpt.parameters() if w.requires_grad], lr=lr,
@@ -183,8 +235,9 @@ def finetune_main(argv=None):
               f"{len(train)} {kind} rows to learn, {len(held_out)} held out"
               + (f", {too_long} longer than the model reads left out" if too_long else "")
               + f"; learning rate {lr:g}; device {dls.device}", flush=True)
-        cls = PreferenceTrainer if preference else CompletionTrainer
-        options = {"beta": args.beta} if preference else {}
+        cls = {"preference": PreferenceTrainer, "labelled": ClassifyingTrainer}.get(
+            kind, CompletionTrainer)
+        options = {"beta": args.beta} if kind == "preference" else {}
         trainer = cls(gpt, train, held_out, optimizer, dls, args.checkpoints_dir,
                       accumulate=args.accumulate, settings=settings,
                       checkpoint_freq=args.checkpoint_freq, max_minutes=args.max_minutes,
@@ -192,24 +245,31 @@ def finetune_main(argv=None):
                       precision=args.precision, title="fine-tuning", **options)
         before = trainer.held_out_score()
         trainer.run()
-        after = trainer.held_out_score()
-        if after is not None:
-            if preference:
-                print(f"held-out pairs whose chosen completion the model now prefers more "
-                      f"than the reference does: {after:.1f}% of {len(held_out)}")
-            else:
-                print(f"held-out perplexity of the completions: {after:.3f} (before: "
-                      f"{before:.3f}), on {len(held_out)} rows")
+        _report(kind, before, trainer.held_out_score(), len(held_out))
         if args.out:
             _write(gpt, folder, trainer, args)
         return 0
     return run_job(run, argv)
 
 
+def _report(kind, before, after, rows):
+    if after is None:
+        return
+    if kind == "preference":
+        print(f"held-out pairs whose chosen completion the model now prefers more than the "
+              f"reference does: {after:.1f}% of {rows}")
+    elif kind == "labelled":
+        print(f"held-out accuracy: {after:.1f}% (before: {before:.1f}%), on {rows} rows")
+    else:
+        print(f"held-out perplexity of the completions: {after:.3f} (before: {before:.3f}), "
+              f"on {rows} rows")
+
+
 def _write(gpt, folder, trainer, args):
     """DIR/adapter/ and DIR/merged/ (--out, --merge)."""
-    from ..checkpoints import make_payload, save_checkpoint
     os.makedirs(args.out, exist_ok=True)
+    if getattr(gpt, "labels", None):                  # a classifier: a checkpoint of ours
+        return _checkpoint(gpt, trainer, args.out, f"classify_text.py {args.out} \"...\"")
     lora = bool(getattr(gpt, "lora_targets", None))
     if folder and lora:
         hub.write_adapter(gpt, os.path.join(args.out, "adapter"))
@@ -229,12 +289,18 @@ def _write(gpt, folder, trainer, args):
               f"folder (interact_with_prompts.py {merged} \"...\", and transformers, read "
               "it)")
         return
+    _checkpoint(gpt, trainer, merged, f"interact_with_prompts.py {merged} \"...\"")
+
+
+def _checkpoint(gpt, trainer, folder, use):
+    """The fine-tuned model (any LoRA folded in) as a checkpoint of ours in ``folder``."""
+    from ..checkpoints import make_payload, save_checkpoint
     gpt.remove_lora()
     gpt.eval()
-    os.makedirs(merged)
-    payload = make_payload(gpt, {"epoch": trainer.last_epoch or 0, "step": trainer.step,
-                                 "epoch_complete": True, "train_losses":
-                                 list(trainer.train_losses), "finetuning": trainer.settings})
-    save_checkpoint(payload, os.path.join(merged, f"checkpoint_{trainer.last_epoch or 0}.pt"))
-    print(f"wrote {merged}: the fine-tuned GPT as a checkpoint (interact_with_prompts.py "
-          f"{merged} \"...\" reads it)")
+    os.makedirs(folder, exist_ok=True)
+    epoch = trainer.last_epoch or 0
+    payload = make_payload(gpt, {"epoch": epoch, "step": trainer.step, "epoch_complete": True,
+                                 "train_losses": list(trainer.train_losses),
+                                 "finetuning": trainer.settings})
+    save_checkpoint(payload, os.path.join(folder, f"checkpoint_{epoch}.pt"))
+    print(f"wrote {folder}: the fine-tuned GPT as a checkpoint ({use} reads it)")

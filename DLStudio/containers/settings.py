@@ -272,6 +272,7 @@ class GPTSettings(LayoutSettings):
     window_rope_base: float = setting(MODEL["window_rope_base"])  # the sliding layers' base
     norm_placement: str = setting(MODEL["norm_placement"], shapes=True)   # "output", ...
     score_scale: float = setting(MODEL["score_scale"])  # None: 1 / sqrt(s_qkv)
+    labels: tuple = setting(None, shapes=True)   # a classifier's classes (model/decoder_head)
 
 
 @dataclass

@@ -3,6 +3,8 @@
 * `CompletionTrainer`: supervised fine-tuning (instruction tuning). The loss is the
   cross-entropy of the tokens a row marks to learn (training/rows.py: the assistant's turns, a
   completion), never of the prompt's; rows padded to their batch's longest.
+* `ClassifyingTrainer`: a classifier on the last token's state (model/decoder_head.py),
+  cross-entropy on the label.
 * `PreferenceTrainer`: DPO (Rafailov et al. 2023). For a prompt x, a chosen completion
   y_w and a rejected one y_l, with log-probabilities summed over the completion's tokens,
 
@@ -26,8 +28,8 @@ import torch.nn.functional as F
 
 from .trainer import Trainer
 
-__all__ = ["CompletionTrainer", "PreferenceTrainer", "dpo_loss", "completion_logps",
-           "padded", "PAD"]
+__all__ = ["CompletionTrainer", "PreferenceTrainer", "ClassifyingTrainer", "dpo_loss",
+           "completion_logps", "padded", "PAD"]
 
 #: The id padding is written with: never read (causal attention looks back only) nor learnt.
 PAD = 0
@@ -206,3 +208,41 @@ class PreferenceTrainer(_Rows):
             wins += int((ratios[:, 0] > ratios[:, 1]).sum())
         self.model.train(was)
         return 100.0 * wins / len(self.held_out)
+
+
+class ClassifyingTrainer(_Rows):
+    """A classifier on a decoder (model/decoder_head.py): cross-entropy of each text's label
+    from the last token's state. ``held_out_score``: the held-out rows' accuracy (%)."""
+
+    score_name, score_key = "accuracy", "held_out_accuracy"
+
+    def tensors(self, examples):
+        from ..evaluation.classify_text import padded_rows
+        ids, lengths = padded_rows([e.ids for e in examples], self.device)
+        return ids, lengths, torch.tensor([e.label for e in examples], device=self.device)
+
+    def count(self, part):
+        return len(part[2])
+
+    def part_loss(self, part):
+        ids, lengths, labels = part
+        return F.cross_entropy(self.model.class_logits(ids, lengths).float(), labels,
+                               reduction="sum")
+
+    def data_fingerprint(self):
+        h = hashlib.sha256()
+        for e in self.examples:
+            h.update(repr((e.ids, e.label)).encode())
+        return h.hexdigest()[:16]
+
+    @torch.no_grad()
+    def held_out_score(self):
+        if not self.held_out:
+            return None
+        was, right = self.model.training, 0
+        self.model.eval()
+        for at in range(0, len(self.held_out), self.micro):
+            ids, lengths, labels = self.tensors(self.held_out[at:at + self.micro])
+            right += int((self.model.class_logits(ids, lengths).argmax(-1) == labels).sum())
+        self.model.train(was)
+        return 100.0 * right / len(self.held_out)

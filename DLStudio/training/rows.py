@@ -22,7 +22,8 @@ import os
 
 from ..model.tokens import EOS_INDEX
 
-__all__ = ["RowError", "read_rows", "encode_rows", "Example", "MAX_BYTES"]
+__all__ = ["RowError", "read_rows", "encode_rows", "Example", "MAX_BYTES", "Labelled",
+           "encode_labelled"]
 
 #: A rows file larger than this is refused before it is read.
 MAX_BYTES = 2 << 30
@@ -217,3 +218,32 @@ def encode_rows(gpt, kind, rows, max_length=None):
         made = [Example(ids, learn, n) for ids, learn in made]
         examples.append(tuple(made) if kind == "preference" else made[0])
     return examples, too_long
+
+
+class Labelled:
+    """A text to classify as the model reads it: ``ids`` (the end token last), ``label``
+    (its index among the classifier's labels)."""
+
+    __slots__ = ("ids", "label")
+
+    def __init__(self, ids, label):
+        self.ids, self.label = list(ids), label
+
+
+def encode_labelled(gpt, rows, labels, max_length=None):
+    """Rows of data.bert_text.read_labelled_rows as `Labelled` examples for ``labels``
+    (a text longer than ``max_length`` tokens is cut, its end token kept)."""
+    from ..evaluation.classify_text import text_ids
+    index = {label: i for i, label in enumerate(labels)}
+    unknown = sorted(set(rows.labels) - set(index))
+    if unknown:
+        raise RowError(f"label(s) {', '.join(map(repr, unknown))} are not among the "
+                       f"training rows' ({', '.join(labels)})")
+    out = []
+    for i, (text, label) in enumerate(zip(rows.texts, rows.labels)):
+        second = rows.seconds[i] if rows.seconds else None
+        try:
+            out.append(Labelled(text_ids(gpt, text, second, max_length), index[label]))
+        except ValueError as e:
+            raise RowError(f"row {i + 1}: {e}") from None
+    return out
