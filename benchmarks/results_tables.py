@@ -13,8 +13,8 @@ A page holds a table between two comments:
 The result files are written by the scripts that measure (``--results FILE``: the training
 scripts and ``make recipe RESULTS=...``, compare_fg_preln.py, recipe_sweep.py,
 bench_train.py, bench_generate.py, bert_pretraining.py, bleu_vs_time.py,
-pretraining_experiment.py, finetune_speed.py); figures from before result files
-existed were entered once by hand, and their rows say so ("entered").
+pretraining_experiment.py, finetune_speed.py, decoder_translation.py); figures from before
+result files existed were entered once by hand, and their rows say so ("entered").
 """
 
 import argparse
@@ -297,13 +297,27 @@ def finetune_speed(rows):
         _footer(rows)
 
 
+def decoder_translation(rows):
+    def pre(r, key, form):
+        return form.format(r[key]) + " + " if key in r else ""
+    lines = [[r["arm"], f"{r['params'] / 1e6:.1f} M",
+              pre(r, "pretrain_steps", "{:,}") + f"{r['steps']:,}",
+              pre(r, "pretrain_minutes", "{}") + f"{r['minutes']}",
+              f"{r['bleu']:.2f} ({r['sacrebleu']:.2f})", r["sentences"], _source(r)]
+             for r in rows]
+    return [_table(["arm", "parameters", "steps (pre-training + fine-tuning)", "minutes",
+                    "held-out BLEU (sacreBLEU)", "sentences", "date, commit"], lines)] + \
+        _footer(rows)
+
+
 TABLES = {"recipes": ("recipes", recipes), "headline": ("recipes", headline),
           "sweep": ("sweep", sweep), "design": ("design_1000_steps", design),
           "bleu-vs-time": ("bleu_vs_time", bleu_vs_time),
           "pretraining": ("pretraining", pretraining), "bert": ("bert", bert),
           "train-speed": ("train_speed", train_speed),
           "generate-speed": ("generate_speed", generate_speed),
-          "finetune-speed": ("finetune_speed", finetune_speed)}
+          "finetune-speed": ("finetune_speed", finetune_speed),
+          "decoder-translation": ("decoder_translation", decoder_translation)}
 
 
 def render(text, where="a page"):
