@@ -346,7 +346,8 @@ def test_every_script_has_a_run(work):
 
 # The longest benchmark runs are left to make test-all (CI), to keep make test under 5 minutes.
 SLOW_SCRIPTS = {"benchmarks/same_arithmetic.py", "benchmarks/bench_train.py",
-                "benchmarks/bench_generate.py", "benchmarks/recipe_sweep.py"}
+                "benchmarks/bench_generate.py", "benchmarks/recipe_sweep.py",
+                "benchmarks/decoder_translation.py", "benchmarks/finetune_speed.py"}
 
 
 @pytest.mark.parametrize("script", [pytest.param(s, marks=pytest.mark.slow)
