@@ -266,7 +266,8 @@ def _report(kind, before, after, rows):
 
 
 def _write(gpt, folder, trainer, args):
-    """DIR/adapter/ and DIR/merged/ (--out, --merge)."""
+    """--out DIR: DIR/adapter/ and, with --merge or --full, DIR/merged/; a classifier (or
+    our checkpoint's fine-tuning) as a checkpoint of ours."""
     os.makedirs(args.out, exist_ok=True)
     if getattr(gpt, "labels", None):                  # a classifier: a checkpoint of ours
         return _checkpoint(gpt, trainer, args.out, f"classify_text.py {args.out} \"...\"")

@@ -15,7 +15,7 @@
   once, before the first step (with LoRA: the adapter switched off), so no second copy of
   the weights is kept.
 
-Both sum ``accumulate`` batches of ``batch_size`` rows into one optimiser step (gradient
+Each kind sums ``accumulate`` batches of ``batch_size`` rows into one optimiser step (gradient
 accumulation: the gradient of one batch of ``accumulate x batch_size`` rows, in the memory
 of one of ``batch_size``)."""
 
