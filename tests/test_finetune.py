@@ -131,7 +131,7 @@ def test_finetune_lm_trains_resumes_and_writes_an_adapter_read_back(tmp_path, ca
               for p in (tmp_path / "folder").iterdir()}
     data = write_rows(tmp_path / "chat.jsonl", CHATS)
     common = [folder, "--data", data, "--lora-rank", 4, "--batch-size", 4,
-              "--learning-rate", 1e-2, "--checkpoints-dir", "ck"]
+              "--learning-rate", 1e-2, "--checkpoints-dir", "ck", "--lora-dropout", 0.1]
     status, out = run(common + ["--max-steps", 2], capsys)
     assert status == 0, out
     status, out = run(common + ["--resume", "--epochs", 3, "--out", "tuned", "--merge"],
@@ -143,6 +143,8 @@ def test_finetune_lm_trains_resumes_and_writes_an_adapter_read_back(tmp_path, ca
     after, first = float(ppl.split()[0]), float(ppl.split("(before: ")[1].split(")")[0])
     assert after < first                             # learnt on held-out rows too
     adapted = TransformerGPT.from_huggingface(folder, adapter="tuned/adapter")
+    assert json.loads((tmp_path / "tuned/adapter/adapter_config.json").read_text())[
+        "lora_dropout"] == 0.1
     merged = TransformerGPT.from_huggingface("tuned/merged")
     base = TransformerGPT.from_huggingface(folder)
     ids = torch.tensor([adapted.encode("user: the house\nassistant:")])
@@ -205,6 +207,10 @@ def test_the_script_refuses_chat_rows_without_a_template_and_a_used_out(tmp_path
     status, out = run([folder, "--data", data, "--out", "used"], capsys)
     assert status == 1 and "used exists and is not empty" in out
     assert (tmp_path / "used" / "x").read_text() == "keep me"
+    with pytest.raises(SystemExit) as usage:
+        run([folder, "--data", data, "--lora-dropout", 1], capsys)
+    assert usage.value.code == 2
+    assert "--lora-dropout is a probability below 1" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------------------------------

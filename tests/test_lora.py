@@ -17,8 +17,8 @@ from .hub_folders import llama_folder
 ALL = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
-def llama_gpt(cls=TransformerGPT, seed=0):
-    settings = dict(norm="rmsnorm", positions="rope", feed_forward="swiglu",
+def llama_gpt(cls=TransformerGPT, seed=0, **more):
+    settings = dict(more, norm="rmsnorm", positions="rope", feed_forward="swiglu",
                     full_width_heads=True, output_bias=False, kv_heads=2, num_atten_heads=4,
                     embedding_size=32, num_basic_decoders=2, vocab_size=300)
     text = ["la casa es roja", "el perro come la manzana", "yo no sé nada"] * 6
@@ -111,6 +111,65 @@ def test_a_subclass_lora_is_used_wherever_the_model_names_it():
         llama_gpt().add_lora(targets=("fc1",))
 
 
+class EveryOther(torch.nn.Module):
+    """A dropout whose mask is known: every other feature zeroed, the rest doubled (or,
+    ``keep_all``, every feature kept), with ``p`` as nn.Dropout has it."""
+
+    def __init__(self, keep_all=False):
+        super().__init__()
+        self.p, self.keep_all = 0.5, keep_all
+
+    def forward(self, x):
+        if self.keep_all:
+            return x
+        mask = torch.arange(x.size(-1), device=x.device) % 2 == 0
+        return x * mask.to(x.dtype) * 2
+
+
+def test_loras_dropout_acts_on_its_input_while_training_and_never_in_evaluation():
+    """Dropout on the change's input, PEFT's W x + (alpha / r) B A dropout(x): in evaluation
+    the model is the one without dropout; training with a mask that keeps every feature
+    gives what the weight's form gives (so the branch's rows, scale and transpose are
+    right, and gradients reach A and B as they did), and with a real mask the heads one by
+    one and the batched path agree, and the output is not the weight's form."""
+    def model(p=0.0):
+        gpt = llama_gpt(dropout=0.0)
+        gpt.add_lora(rank=4, alpha=8, targets=ALL, dropout=p)
+        return with_random_b(gpt)
+    plain, dropping = model(), model(0.3)
+    with torch.no_grad():
+        assert torch.equal(plain(IDS), dropping(IDS))             # evaluation: no dropout
+        plain.train(), dropping.train()
+        assert torch.equal(plain(IDS), plain(IDS))                 # no other dropout
+        assert (dropping(IDS) - dropping(IDS)).abs().max() > 1e-3  # a new mask each pass
+    with pytest.raises(ValueError, match="dropout is in"):
+        llama_gpt().add_lora(dropout=1.0)
+
+    for _, _, lora, _ in dropping.lora_places():
+        lora.dropout = EveryOther(keep_all=True)
+    plain.zero_grad(), dropping.zero_grad()
+    plain.loss(IDS)[0].backward()
+    dropping.loss(IDS)[0].backward()
+    with torch.no_grad():
+        assert (plain(IDS) - dropping(IDS)).abs().max() < 1e-5
+    grads = [(n, p.grad, dict(dropping.named_parameters())[n].grad)
+             for n, p in plain.named_parameters() if p.grad is not None]
+    assert len(grads) == 2 * 2 * 7 and all((a - b).abs().max() < 1e-5 for _, a, b in grads)
+
+    for _, _, lora, _ in dropping.lora_places():
+        lora.dropout = EveryOther()
+    attentions = [layer.self_attention for layer in dropping.master_decoder.basic_decoder_arr]
+    with torch.no_grad():
+        batched = dropping(IDS)
+        for a in attentions:
+            a.batched = False
+        by_head = dropping(IDS)
+        assert (batched - by_head).abs().max() < 1e-5
+        assert (batched - plain(IDS)).abs().max() > 1e-2
+        dropping.eval()
+        assert (dropping(IDS) - plain.eval()(IDS)).abs().max() < 1e-5
+
+
 @pytest.mark.slow
 def test_the_adapter_in_pefts_format_gives_transformers_our_logits(tmp_path):
     """A random Llama folder written by transformers (grouped heads, tied), LoRA of rank 4
@@ -134,6 +193,39 @@ def test_the_adapter_in_pefts_format_gives_transformers_our_logits(tmp_path):
         with model.disable_adapter():
             assert (ours - model(ids).logits).abs().max() > 1e-2     # the adapter matters
     assert {p.name: p.read_bytes() for p in (tmp_path / "llama").iterdir()} == before
+
+
+@pytest.mark.slow
+def test_training_with_loras_dropout_gives_what_peft_gives(tmp_path):
+    """In training, with the same mask for PEFT's lora_dropout and ours (EveryOther), our
+    adapted model's logits are PEFT's on transformers' model within 1e-4; the adapter
+    records the dropout, and ours reads it back."""
+    pytest.importorskip("peft", reason="the PEFT parity test needs peft (the parity extra)")
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+    folder = llama_folder(str(tmp_path / "llama"))
+    gpt = TransformerGPT.from_huggingface(folder)
+    gpt.add_lora(rank=4, alpha=8, targets=ALL, dropout=0.25)
+    with_random_b(gpt)
+    hub.write_adapter(gpt, str(tmp_path / "adapter"))
+    model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(folder),
+                                      str(tmp_path / "adapter"), is_trainable=True)
+    again = TransformerGPT.from_huggingface(folder, adapter=str(tmp_path / "adapter"))
+    assert {lora.dropout.p for _, _, lora, _ in again.lora_places()} == {0.25}
+    swapped = 0
+    for module in model.modules():
+        if hasattr(module, "lora_dropout") and "default" in module.lora_dropout:
+            module.lora_dropout["default"] = EveryOther()
+            swapped += 1
+    for _, _, lora, _ in gpt.lora_places():
+        lora.dropout = EveryOther()
+    assert swapped == len(list(gpt.lora_places())) > 0
+    gpt.train(), model.train()
+    ids = torch.tensor([gpt.encode("the quick brown fox jumps over the lazy dog")])
+    with torch.no_grad():
+        ours, theirs = gpt(ids), model(ids).logits
+        assert (ours - theirs).abs().max() <= 1e-4
+        assert (ours - gpt.eval()(ids)).abs().max() > 1e-2          # the mask matters
 
 
 def test_an_adapter_written_is_read_back_onto_its_folder(tmp_path):

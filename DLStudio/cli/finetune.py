@@ -61,6 +61,9 @@ def finetune_parser():
                    help="fine-tune every weight instead of LoRA")
     p.add_argument("--lora-rank", type=positive_int, default=8)
     p.add_argument("--lora-alpha", type=positive_float, default=16.0)
+    p.add_argument("--lora-dropout", type=nonnegative_float, default=0.0, metavar="P",
+                   help="dropout on each LoRA's input while training, below 1 (PEFT's "
+                        "lora_dropout; default 0)")
     p.add_argument("--lora-targets", default=ATTENTION, metavar="NAMES",
                    help=f"comma-separated projections (default {ATTENTION}, GPT-2's c_attn; "
                         "also gate_proj, up_proj, down_proj, GPT-2's c_proj, c_fc, or ours: "
@@ -107,6 +110,8 @@ def _checked(p, args):
         p.error("--test holds labelled rows: it goes with --classify")
     if not 0 <= args.held_out < 1:
         p.error(f"--held-out is a fraction of the rows, below 1 (got {args.held_out})")
+    if not args.lora_dropout < 1:
+        p.error(f"--lora-dropout is a probability below 1 (got {args.lora_dropout})")
 
 
 def _load(p, args, dls):
@@ -195,11 +200,12 @@ def _adapt(gpt, args, kind):
     if args.full:
         return settings, sum(w.numel() for w in gpt.parameters())
     targets = _targets(gpt, args)
-    trainable = gpt.add_lora(args.lora_rank, args.lora_alpha, targets)
+    trainable = gpt.add_lora(args.lora_rank, args.lora_alpha, targets, args.lora_dropout)
     if kind == "labelled":                 # the new head learns whole
         gpt.classifier.requires_grad_(True)
         trainable += sum(w.numel() for w in gpt.classifier.parameters())
-    settings.update(rank=args.lora_rank, alpha=args.lora_alpha, targets=targets)
+    settings.update(rank=args.lora_rank, alpha=args.lora_alpha, targets=targets,
+                    dropout=args.lora_dropout)
     return settings, trainable
 
 

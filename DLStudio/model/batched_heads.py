@@ -13,6 +13,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from . import since_2023
+from .lora import with_branches
 from .overrides import runs_base, say_once
 from .since_2017 import repeat_kv
 
@@ -129,8 +130,11 @@ class BatchedHeads:
         if self.full_width:      # every head reads all of x: one (M, H k s) product
             out = torch.addmm(b.reshape(1, -1), x.reshape(B * T, M),
                               W.transpose(1, 2).reshape(-1, M).t())     # (B T, H k s)
-            return list(out.view(B, T, H, -1).transpose(1, 2)            # (B, H, T, k s)
+            outs = list(out.view(B, T, H, -1).transpose(1, 2)            # (B, H, T, k s)
                         .chunk(len(names), dim=-1))                     # (B, H, T, s_qkv)
+            if self.training:                   # LoRA's dropout: its change on the outputs
+                outs = with_branches(x, outs, [[getattr(h, n) for h in heads] for n in names])
+            return outs
         x = x.reshape(B * T, H, s).transpose(0, 1)                      # (H, B T, s_qkv)
         out = torch.baddbmm(b, x, W)                                    # (H, B T, k s)
         return [t.view(H, B, T, s).transpose(0, 1)                      # (B, H, T, s_qkv)

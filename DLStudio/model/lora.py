@@ -18,18 +18,25 @@ rows, so the model's own code runs unchanged, head by head or batched.
     ... train: only the LoRA parameters require gradients ...
     gpt.merge_lora()       # B A folded into W; gpt.unmerge_lora() takes it out again
 
+With dropout (PEFT's ``lora_dropout``), training adds the change to the projection's output
+instead, as PEFT does: W x + (alpha / r) B A dropout(x), one mask a projection and input,
+however many heads read it (`LoRA.branch`); in evaluation, and with no dropout, the weight's
+form above gives the same numbers with no second product.
+
 A subclass of `LoRA` (rsLoRA's alpha / sqrt(r) scale, say) is used wherever the model
 names its ``LoRA``.
 """
 
 import contextlib
 import math
+import weakref
 
 import torch
 import torch.nn as nn
 from torch.nn.utils import parametrize
 
-__all__ = ["LoRA", "LoRAAdapting", "HF_TARGETS", "GPT2_TARGETS", "ATTENTION", "FEED_FORWARD"]
+__all__ = ["LoRA", "LoRAAdapting", "HF_TARGETS", "GPT2_TARGETS", "ATTENTION", "FEED_FORWARD",
+           "with_branches"]
 
 ATTENTION = ("WQ", "WK", "WV", "W_O")
 FEED_FORWARD = ("W1", "V", "W2")
@@ -44,18 +51,23 @@ GPT2_TARGETS = {"c_attn": ("QKV",), "c_proj": ("W_O", "W2"), "c_fc": ("W1",)}
 class LoRA(nn.Module):
     """One projection's low-rank change: ``delta(rows)`` = (alpha / r) B[rows] A.
 
-    Args: in_size, out_size (of W), rank (r), alpha.
+    Args: in_size, out_size (of W), rank (r), alpha, dropout (on the change's input, while
+    training).
     Shape: A (r, in_size), B (out_size, r); delta -> (len(rows), in_size)
     """
 
-    def __init__(self, in_size, out_size, rank=8, alpha=16):
+    def __init__(self, in_size, out_size, rank=8, alpha=16, dropout=0.0):
         super().__init__()
         if rank < 1:
             raise ValueError(f"a LoRA's rank is at least 1, got {rank}")
+        if not 0 <= dropout < 1:
+            raise ValueError(f"a LoRA's dropout is in [0, 1), got {dropout}")
         self.rank, self.alpha, self.scale = rank, alpha, alpha / rank
         self.A = nn.Parameter(torch.empty(rank, in_size))
         self.B = nn.Parameter(torch.empty(out_size, rank))
+        self.dropout = nn.Dropout(dropout)
         self.enabled = True                                 # False: the base model's W alone
+        self._low = None                    # (the input, A dropout(input)) last computed
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -71,6 +83,53 @@ class LoRA(nn.Module):
         """W (its ``rows``) with the change folded in: W + (alpha / r) B[rows] A."""
         return W + self.delta(rows).to(W.dtype)
 
+    @property
+    def branching(self):
+        """Whether the change goes to the projection's output (`branch`), not its weight:
+        while training with dropout."""
+        return self.enabled and self.training and self.dropout.p > 0
+
+    def branch(self, x, rows=slice(None)):
+        """(alpha / r) B[rows] A dropout(x), PEFT's branch: what the rows of the projection's
+        output gain. One dropout mask an input: every head reading x (each its rows) reads
+        the same A dropout(x). A subclass that changes `delta` changes this with it.
+
+        Shape: x (..., in_size) -> (..., len(rows))
+        """
+        if self._low is None or self._low[0]() is not x:
+            self._low = (weakref.ref(x), self.dropout(x) @ self.A.t().to(x.dtype))
+        return self.scale * (self._low[1] @ self.B[rows].t().to(x.dtype))
+
+
+def _rows_of(module):
+    """The `_Rows` parametrising ``module``'s weight, or None (no LoRA, or merged)."""
+    if not parametrize.is_parametrized(module, "weight"):
+        return None
+    return next((p for p in module.parametrizations.weight if isinstance(p, _Rows)), None)
+
+
+def _add_branch(module, inputs, output):
+    """A forward hook of an adapted Linear: its output plus the LoRA's `branch`, while
+    the LoRA is branching (its weight then is W alone)."""
+    rows = _rows_of(module)
+    if rows is not None and rows.lora.branching:
+        return output + rows.lora.branch(inputs[0], rows.rows)
+    return None
+
+
+def with_branches(x, outs, modules):
+    """The batched path's projections (one (B, H, T, s) a name, from the heads' stacked
+    weights, which no hook sees), each plus its LoRA's `branch` where it is branching:
+    ``modules``, for each name, the heads' Linear in order (their rows one run of B's)."""
+    for i, heads in enumerate(modules):
+        first = _rows_of(heads[0])
+        if first is None or not first.lora.branching:
+            continue
+        B, H, T, s = outs[i].shape
+        rows = slice(first.rows.start, _rows_of(heads[-1]).rows.stop)
+        outs[i] = outs[i] + first.lora.branch(x, rows).view(B, T, H, s).transpose(1, 2)
+    return outs
+
 
 class _Rows(nn.Module):
     """The parametrisation of one weight: W + its rows of the LoRA's change (the LoRA is
@@ -81,7 +140,8 @@ class _Rows(nn.Module):
         self.__dict__["lora"], self.rows = lora, rows
 
     def forward(self, W):
-        return self.lora.merged(W, self.rows) if self.lora.enabled else W
+        on = self.lora.enabled and not self.lora.branching   # (branching: `branch` adds it)
+        return self.lora.merged(W, self.rows) if on else W
 
 
 def _places(layer, name):
@@ -116,11 +176,11 @@ class LoRAAdapting:
 
     LoRA = LoRA
 
-    def add_lora(self, rank=8, alpha=16, targets=ATTENTION):
+    def add_lora(self, rank=8, alpha=16, targets=ATTENTION, dropout=0.0):
         """A `LoRA` (the class's nested ``LoRA``) on each layer's ``targets`` (ours: WQ,
         WK, WV, W_O, W1, V, W2, or QKV: the three as one; Hugging Face's q_proj, ...,
-        down_proj; GPT-2's c_attn, c_proj, c_fc); every other weight frozen. Returns the
-        number of trainable parameters."""
+        down_proj; GPT-2's c_attn, c_proj, c_fc), ``dropout`` on its input while training;
+        every other weight frozen. Returns the number of trainable parameters."""
         names = [n for t in targets for n in GPT2_TARGETS.get(t, (HF_TARGETS.get(t, t),))]
         unknown = sorted(set(names) - set(ATTENTION + FEED_FORWARD + FUSED))
         if unknown or not names:
@@ -132,15 +192,19 @@ class LoRAAdapting:
         for p in self.parameters():
             p.requires_grad_(False)
         device = next(self.parameters()).device
+        self._lora_hooks = []
         for layer in self.master_decoder.basic_decoder_arr:
             layer.loras = nn.ModuleDict()
             for name in names:
                 places = _places(layer, name)
                 in_size = places[0][0].in_features
                 out_size = sum(m.out_features for m, _ in places)
-                lora = self.LoRA(in_size, out_size, rank, alpha).to(device)
+                more = {"dropout": dropout} if dropout else {}  # (a subclass may take none)
+                lora = self.LoRA(in_size, out_size, rank, alpha, **more).to(device)
+                lora.train(self.training)                    # the model's mode, as it is
                 for module, rows in places:
                     parametrize.register_parametrization(module, "weight", _Rows(lora, rows))
+                    self._lora_hooks.append(module.register_forward_hook(_add_branch))
                 layer.loras[name] = lora
         self.lora_targets, self.lora_merged = tuple(names), False
         return sum(p.numel() for p in self.parameters() if p.requires_grad)
@@ -196,6 +260,9 @@ class LoRAAdapting:
         for layer in self.master_decoder.basic_decoder_arr:
             if hasattr(layer, "loras"):
                 del layer.loras
+        for hook in getattr(self, "_lora_hooks", ()):
+            hook.remove()
+        self._lora_hooks = []
         self.lora_targets, self.lora_merged = (), False
         for p in self.parameters():
             p.requires_grad_(True)

@@ -112,7 +112,7 @@ def write_adapter(gpt, out):
     from safetensors.torch import save_file
     lora = places[0][2]
     config = {"peft_type": "LORA", "task_type": "CAUSAL_LM", "r": lora.rank,
-              "lora_alpha": lora.alpha, "lora_dropout": 0.0, "bias": "none",
+              "lora_alpha": lora.alpha, "lora_dropout": lora.dropout.p, "bias": "none",
               "target_modules": sorted({_module(gpt, 0, name).rsplit(".", 1)[1]
                                         for _, name, _, _ in places}),
               "fan_in_fan_out": _gpt2(gpt), "inference_mode": True, "use_rslora": False,
@@ -150,7 +150,8 @@ def read_adapter(gpt, path):
         raise FolderError(f"{path} has no adapter_model.safetensors")
     from safetensors.torch import load_file
     found = {k.replace(".default.", "."): v for k, v in load_file(file).items()}
-    gpt.add_lora(rank=config["r"], alpha=config["lora_alpha"], targets=targets)
+    gpt.add_lora(rank=config["r"], alpha=config["lora_alpha"], targets=targets,
+                 dropout=float(config.get("lora_dropout") or 0.0))
     with torch.no_grad():
         for i, name, lora, places in gpt.lora_places():
             key = f"base_model.model.{_module(gpt, i, name)}"
