@@ -78,15 +78,17 @@ explorer-picture: $(STAMP)
 
 # A measured recipe on the real archive (docs/results.md): make recipe ARCHIVE=data/en_es_xformer_8_90000.tar.gz
 # [RECIPE=fast30] [SEED=1] [MEMBERS=2: two models at once, scored as an ensemble]
+# [MINUTES=10: minutes of training other than the recipe's 30]
 # [RESULTS=docs/results/recipes.json: add the held-out figures there].
 # The training script is the one the recipe names (FG where it names none); it writes recipe_run/.
 RECIPE ?= modern30
 SEED ?= 0
 MEMBERS ?= 1
+MINUTES ?=
 RESULTS ?=
 recipe: $(STAMP)
 	@test -n "$(ARCHIVE)" || { echo "make recipe needs the archive: make recipe ARCHIVE=path/to/en_es_xformer_8_90000.tar.gz (docs/data.md says where to get it)"; exit 2; }
 	$(PY) ExamplesTransformers/seq2seq_with_transformer$$($(PY) -c "from DLStudio.cli.common.flags import RECIPES; print(RECIPES.get('$(RECIPE)', {}).get('variant', 'FG'))").py \
 		--recipe $(RECIPE) --seed $(SEED) --archive $(abspath $(ARCHIVE)) --checkpoints-dir recipe_run --overwrite \
-		$(if $(filter-out 1,$(MEMBERS)),--members $(MEMBERS)) \
-		$(if $(RESULTS),--results $(RESULTS) --results-command "make recipe ARCHIVE=$(ARCHIVE) RECIPE=$(RECIPE) SEED=$(SEED)$(if $(filter-out 1,$(MEMBERS)), MEMBERS=$(MEMBERS))")
+		$(if $(filter-out 1,$(MEMBERS)),--members $(MEMBERS)) $(if $(MINUTES),--max-minutes $(MINUTES)) \
+		$(if $(RESULTS),--results $(RESULTS) --results-command "make recipe ARCHIVE=$(ARCHIVE) RECIPE=$(RECIPE) SEED=$(SEED)$(if $(filter-out 1,$(MEMBERS)), MEMBERS=$(MEMBERS))$(if $(MINUTES), MINUTES=$(MINUTES))")

@@ -1,4 +1,5 @@
-"""Make the tables of docs/results.md (and the README's headline) from the result files in
+"""Make the tables of docs/results.md, docs/developers/measurements.md (every row, with its
+command and commit) and the README's headline from the result files in
 docs/results/, so that no figure is typed twice.
 
     python3 benchmarks/results_tables.py            # rewrite the tables in place
@@ -27,7 +28,9 @@ from statistics import mean
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 RESULTS = os.path.join(ROOT, "docs", "results")
-PAGES = [os.path.join(ROOT, "README.md"), os.path.join(ROOT, "docs", "results.md")]
+PAGES = [os.path.join(ROOT, "README.md"), os.path.join(ROOT, "docs", "results.md"),
+         os.path.join(ROOT, "docs", "performance.md"),
+         os.path.join(ROOT, "docs", "developers", "measurements.md")]
 BLOCK = re.compile(r"(<!-- table (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- end of table -->)",
                    re.S)
 
@@ -154,9 +157,10 @@ HEADLINE = {("modern30", 1): "`make recipe` (modern30: today's parts, the PreLN 
 
 #: A run of the recipe as it stands: these flags choose where it reads and writes, its seed and
 #: its arithmetic, never the training (a flag beside them, like ``--dropout 0.1``, is a variant).
-PLAIN = re.compile(r"(make recipe( (ARCHIVE|RECIPE|SEED|MEMBERS|RESULTS)=\S+)*|python3 "
+PLAIN = re.compile(r"(make recipe( (ARCHIVE|RECIPE|SEED|MEMBERS|MINUTES|RESULTS)=\S+)*|python3 "
                    r"ExamplesTransformers/seq2seq_with_transformer\w+\.py"
-                   r"( --(recipe|seed|archive|checkpoints-dir|results|precision|members) \S+"
+                   r"( --(recipe|seed|archive|checkpoints-dir|results|precision|members|"
+                   r"max-minutes) \S+"
                    r"| --overwrite)*)$")
 
 
@@ -166,6 +170,91 @@ def plain(row):
     return not row.get("entered") and not row.get("change") and bool(PLAIN.match(row["command"]))
 
 
+#: A recipe changed at a commit: its rows before that commit's first row (the file is in time
+#: order) are of an earlier version, left out of the tables of the recipe as it stands.
+CHANGED_AT = {"modern30": "a8a9216"}
+
+
+def current(rows):
+    """The rows of each recipe as it stands: `plain`, and not of an earlier version."""
+    first = {}
+    for i, r in enumerate(rows):
+        if CHANGED_AT.get(r["recipe"]) == r.get("commit"):
+            first.setdefault(r["recipe"], i)
+    return [r for i, r in enumerate(rows) if plain(r) and i >= first.get(r["recipe"], 0)]
+
+
+def _as_it_stands(rows, recipe, models, minutes, precision="fp32"):
+    """A recipe's runs as it stands at ``minutes``, from one machine (that of its latest
+    such run): the latest run of each seed there, in seed order."""
+    mine = [r for r in current(rows) if r["recipe"] == recipe and _budget(r) == minutes
+            and _precision(r) == precision
+            and len(r.get("members") or [None]) == models]      # (the file runs in time order)
+    if not mine:
+        return []
+    latest = {r["seed"]: r for r in mine if r["machine"] == mine[-1]["machine"]}
+    return [latest[seed] for seed in sorted(latest)]
+
+
+#: (recipe, models) -> what a student types for it (minutes other than 30: MINUTES=)
+MAKE = {("modern30", 1): "make recipe ARCHIVE=...", ("modern30", 2):
+        "make recipe ARCHIVE=... MEMBERS=2", ("fast30", 1): "make recipe ARCHIVE=... RECIPE=fast30"}
+
+
+def choose(rows):
+    """The results page's first table: which recipe to run, what it gives, how long, on what:
+    each recipe as it stands (fp32) at 30 and at 10 minutes, its seeds' held-out BLEU."""
+    lines = []
+    for minutes in (30, 10):
+        for (recipe, models), command in MAKE.items():
+            runs = _as_it_stands(rows, recipe, models, minutes)
+            if not runs:
+                continue
+            best = [_decoding(r, "average", 4)["bleu"] for r in runs]
+            what = HEADLINE[(recipe, models)].split("(", 1)[1].rstrip(")")
+            lines.append([f"`{command}{'' if minutes == 30 else f' MINUTES={minutes}'}`",
+                          what, f"{minutes:g} + scoring",
+                          f"**{mean(best):.1f}** ({', '.join(_bleu(b) for b in best)})",
+                          _and(_steps(r) for r in runs), _machine(runs[0])])
+    return [_table(["what you run", "the model", "minutes", "held-out BLEU: mean (each seed)",
+                    "steps", "on"], lines)]
+
+
+def recipes_now(rows):
+    """The recipes as they stand, every budget, precision and machine measured: each seed's
+    latest run (the full log, earlier versions and variants included: `recipes`)."""
+    def key(r):
+        return (-_budget(r), r["recipe"], len(r.get("members") or [None]), _precision(r),
+                _machine(r))
+    latest = {(key(r), r["seed"]): r for r in current(rows)}    # (the file is in time order)
+    lines = []
+    for _, r in sorted(latest.items()):                        # (by key, then seed)
+        lines.append([f"`{r['recipe']}`{_members(r)}", _seeds(r), f"{_budget(r):g}",
+                      _precision(r), _steps(r), _bleu(r["greedy_bleu"]),
+                      f"**{_bleu(_decoding(r, 'average', 4).get('bleu'))}**", _machine(r)])
+    return [_table(["recipe", "seed", "minutes", "precision", "steps", "greedy, raw weights",
+                    "**averaged, beam 4**", "machine"], lines)]
+
+
+def brief(make):
+    """A student's form of a table: without its date and commit column and its commands
+    (the measurement log has them), the machines said once under it."""
+    def made(rows):
+        out = make(rows)
+        table = out[0].split("\n")
+        cells = [line.split(" | ") for line in table]
+        if "date, commit" in table[0]:
+            at = [c.strip("| ") for c in cells[0]].index("date, commit")
+            cells = [c[:at] + c[at + 1:] for c in cells]
+            table = [" | ".join(c) for c in cells]
+            table = [t if t.endswith("|") else t + " |" for t in table]
+            table[1] = "|---" * (len(cells[0])) + "|"
+        on = [line for line in out if line.startswith("On: ")]
+        return ["\n".join(table)] + (["", on[0].split(" (`lscpu")[0] + "."] if on and
+                                       "| machine |" not in table[0] else [])
+    return made
+
+
 def headline(rows):
     """The README's headline: each recipe's 30-minute fp32 runs as it stands, all from one
     machine (seeds measured on two machines are not one figure): the machine of its latest
@@ -173,13 +262,9 @@ def headline(rows):
     does now)."""
     out = []
     for (recipe, models), what in HEADLINE.items():
-        mine = [r for r in rows if r["recipe"] == recipe and _budget(r) == 30 and plain(r)
-                and _precision(r) == "fp32"
-                and len(r.get("members") or [None]) == models]  # (the file runs in time order)
-        if not mine:
+        runs = _as_it_stands(rows, recipe, models, 30)
+        if not runs:
             continue
-        latest = {r["seed"]: r for r in mine if r["machine"] == mine[-1]["machine"]}
-        runs = [latest[seed] for seed in sorted(latest)]
         seeds = "seed" + ("s " if len(runs) > 1 else " ") + _and(r["seed"] for r in runs)
         best = _and(_bleu(_decoding(r, "average", 4)["bleu"]) for r in runs)
         greedy = _and(_bleu(r["greedy_bleu"]) for r in runs)
@@ -277,6 +362,17 @@ def train_speed(rows):
                     "of the matmul peak", "machine", "date, commit"], lines)] + _footer(rows)
 
 
+def fair_ratio(rows):
+    """bench_train.py's runs with the equal-terms row: ours (full-width heads) over
+    nn.Transformer given the same levers, and over nn.Transformer as users write it."""
+    lines = [[r["precision"], f"**{r['paired_equal_terms']:.2f}**", f"{r['paired']:.2f}",
+              f"{r['seconds_per_iteration']:.3f}", _machine(r), r["date"]]
+             for r in rows if "paired_equal_terms" in r and r["model"].startswith("ours")]
+    return [_table(["precision", "ours over nn.Transformer on equal terms (paired)",
+                    "ours over nn.Transformer as users write it (paired)",
+                    "ours, s / iteration", "machine", "date"], lines)]
+
+
 def generate_speed(rows):
     lines = [[r["model"], r["dtype"], r["tokens_per_second"],
               "-" if r["vs_transformers"] is None else f"{r['vs_transformers']:.2f}x",
@@ -317,7 +413,11 @@ TABLES = {"recipes": ("recipes", recipes), "headline": ("recipes", headline),
           "train-speed": ("train_speed", train_speed),
           "generate-speed": ("generate_speed", generate_speed),
           "finetune-speed": ("finetune_speed", finetune_speed),
-          "decoder-translation": ("decoder_translation", decoder_translation)}
+          "decoder-translation": ("decoder_translation", decoder_translation),
+          "choose": ("recipes", choose), "recipes-now": ("recipes", recipes_now),
+          "fair-ratio": ("train_speed", fair_ratio)}
+TABLES.update({f"{name}-brief": (file, brief(make)) for name, (file, make) in list(
+    TABLES.items()) if name not in ("headline", "choose", "recipes-now", "fair-ratio")})
 
 
 def render(text, where="a page"):
@@ -338,7 +438,8 @@ def main(argv=None):
     p.add_argument("--check", action="store_true",
                    help="change nothing; exit 1 if a page's tables differ from the files")
     p.add_argument("pages", nargs="*",
-                   help="the pages to make (default: README.md and docs/results.md)")
+                   help="the pages to make (default: README.md, docs/results.md and "
+                        "docs/developers/measurements.md)")
     args = p.parse_args(argv)
     args.pages = args.pages or PAGES
     stale = []

@@ -171,3 +171,39 @@ def test_students_pages_leave_the_tests_to_the_developers_pages(page):
     with open(os.path.join(ROOT, page), encoding="utf-8") as f:
         found = [line for line in f if ASIDE.search(line)]
     assert found == [], f"{page}: move to docs/developers/: {found}"
+
+
+#: Words of how the project was made, which no student's page speaks: its issues, machines
+#: lent to it, "this machine", its CI, what was "not available to us".
+HOW_MADE = re.compile(r"\bissues? #?\d+|\blent\b|\bthis machine\b|\bour CI\b|"
+                      r"not available to us|\bwe could not\b|\(tested\)|\ban earlier version\b",
+                      re.I)
+
+
+@pytest.mark.parametrize("page", STUDENT_PAGES)
+def test_students_pages_speak_of_the_framework_not_of_how_it_was_made(page):
+    with open(os.path.join(ROOT, page), encoding="utf-8") as f:
+        found = [line.strip() for line in f if HOW_MADE.search(line)]
+    assert found == [], f"{page}: {found}"
+
+
+@pytest.mark.parametrize("page", STUDENT_PAGES)
+def test_a_students_page_reads_in_one_sitting(page):
+    with open(os.path.join(ROOT, page), encoding="utf-8") as f:
+        assert len(f.read().splitlines()) <= 400, f"{page}: move the log to docs/developers/"
+
+
+def test_the_results_page_opens_with_which_recipe_to_run():
+    with open(os.path.join(ROOT, "docs", "results.md"), encoding="utf-8") as f:
+        first = f.read().splitlines()[:40]
+    assert "<!-- table choose -->" in first and any(
+        line.startswith("| `make recipe") for line in first)
+
+
+def test_the_scripts_page_names_every_script():
+    with open(os.path.join(ROOT, "docs", "scripts.md"), encoding="utf-8") as f:
+        table = f.read().split("## The translation scripts")[0]
+    missing = [name for name in sorted(os.listdir(os.path.join(ROOT, "ExamplesTransformers")))
+               if name.endswith(".py") and f"`{name}`" not in table
+               and not (name.startswith("homework_") and "`homework_*.py`" in table)]
+    assert missing == [], f"docs/scripts.md's table lacks {missing}"

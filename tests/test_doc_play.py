@@ -75,6 +75,17 @@ def stdin_of(line):
     return piped.group(1).encode().decode("unicode_escape") if piped else STDIN
 
 
+#: A command a script prints for its user to run next: on a line of its own, indented under a
+#: line that ends in ":" (or after "== ", what the demo runs), the interpreter first.
+PRINTED = re.compile(r"^(?:  |== )((?:python3?|dlstudio|\S*[/\\]python3?(?:\.exe)?) \S.*)$",
+                     re.M)
+
+
+def printed_commands(output):
+    """The commands ``output`` tells its reader to run next."""
+    return PRINTED.findall(output)
+
+
 def why_not_played(command, comment):
     """Why a test does not play this command ('' when it does)."""
     words = command.split()
@@ -123,6 +134,9 @@ def test_the_player_reads_a_page_as_a_student_would():
     assert played_as("python3 compare_fg_preln.py --minutes 3", "docs/x.md") == (
         "ExamplesTransformers", ["python3", "compare_fg_preln.py", "--minutes", "0.05", *TRAINING])
     assert stdin_of("    printf 'a b\\nc\\n' | python3 t.py DIR 9 -") == "a b\nc\n"
+    assert printed_commands("== Demo\nTest it:\n  /c/.venv/bin/python x/t.py d 9\n"
+                            "== python3 t.py d 9\n  python3 is fine\n") == [
+        "/c/.venv/bin/python x/t.py d 9", "python3 t.py d 9", "python3 is fine"]
     assert played_as("dlstudio", "docs/install.md") == (".", ["dlstudio"])
     assert played_as("make demo", "README.md") == (
         ".", ["python3", "ExamplesTransformers/demo.py", *SMALL["demo.py"]])
@@ -216,5 +230,18 @@ def test_the_students_pages_run_as_written(tmp_path, monkeypatch):
                     failed.append(f"{page}:{line}: {command}\n    (in {folder}: "
                                   f"{' '.join(words)})\n    exit {code}: "
                                   + "\n    ".join(printed.strip().splitlines()[-6:]))
+                    continue
+                for hint in printed_commands(printed):     # what it says to run next
+                    hint_words = played_as(hint, page)[1]
+                    if (folder, tuple(hint_words)) in played:
+                        continue
+                    played.add((folder, tuple(hint_words)))
+                    code, said = run(hint_words, str(clone / folder), solutions)
+                    print(f"{'':6}    exit {code}  printed by {page}:{line}: {hint}",
+                          file=sys.__stderr__, flush=True)
+                    if code != 0:
+                        failed.append(f"{page}:{line}: {command}\n    printed {hint}\n"
+                                      f"    (in {folder}) exit {code}: "
+                                      + "\n    ".join(said.strip().splitlines()[-6:]))
     assert len(played) > 60
     assert not failed, "\n".join(failed)

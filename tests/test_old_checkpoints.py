@@ -100,3 +100,19 @@ def test_a_checkpoint_without_its_optimiser_state_is_refused_by_name(tmp_path):
     with pytest.raises(CheckpointError, match="optimizer") as raised:
         pre_shared_run(folder, resume=True)
     assert "\n" not in str(raised.value) and "resume" in str(raised.value)
+
+
+def test_a_model_class_is_named_by_its_module_or_by_its_file(tmp_path, monkeypatch):
+    """--model-class hw/mine.py:Mine imports the file from anywhere; the class it names is
+    recorded as mine:Mine, as --model-class mine:Mine (run from hw/) records it; a missing
+    file is named."""
+    from DLStudio.checkpoints.restore import ClassNotFound, class_path, import_class
+    (tmp_path / "hw").mkdir()
+    (tmp_path / "hw" / "mine_for_the_test.py").write_text(
+        "from DLStudio import TransformerFG\n\nclass Mine(TransformerFG):\n    pass\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.path", list(__import__("sys").path))
+    cls = import_class("hw/mine_for_the_test.py:Mine")
+    assert class_path(cls) == "mine_for_the_test:Mine"
+    with pytest.raises(ClassNotFound, match="there is no file hw/nothing.py"):
+        import_class("hw/nothing.py:Mine")

@@ -34,12 +34,22 @@ def class_path(cls):
 
 
 def import_class(path):
-    """The class named by ``"module:QualName"``; the current folder is searched too. Raises
+    """The class named by ``"module:QualName"`` (the current folder is searched too) or by
+    ``"path/to/module.py:QualName"`` (a file anywhere: its folder is searched first). Raises
     ClassNotFound saying what could not be found."""
-    module_name, _, qualname = path.partition(":")
+    module_name, _, qualname = path.rpartition(":") if path.count(":") > 1 else \
+        path.partition(":")
     if not module_name or not qualname:
         raise ClassNotFound(f"--model-class {path!r}: write it as module:Class, e.g. "
-                            "homework_my_attention_head:TransformerFGWithTemperature")
+                            "homework_my_attention_head:TransformerFGWithTemperature, or "
+                            "as path/to/file.py:Class")
+    if module_name.endswith(".py"):
+        if not os.path.isfile(module_name):
+            raise ClassNotFound(f"--model-class {path!r}: there is no file {module_name}")
+        folder = os.path.dirname(os.path.abspath(module_name))
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+        module_name = os.path.splitext(os.path.basename(module_name))[0]
     if os.getcwd() not in sys.path:
         sys.path.append(os.getcwd())
     try:

@@ -15,7 +15,14 @@ import subprocess
 import sys
 
 from ..checkpoints import find_checkpoint, load_checkpoint
-from .common import RECIPES, UserError, existing_file, load_translation, positive_int
+from .common import (
+    RECIPES,
+    UserError,
+    existing_file,
+    how_to_run,
+    load_translation,
+    positive_int,
+)
 
 __all__ = ["add_ensemble_argument", "with_ensemble", "add_members_argument", "train_members"]
 
@@ -190,7 +197,7 @@ def _score_members(variant, args, argv, folders):
         xformer, ensemble = loaded[weights]
         scores.append(scored_decoding(ensemble, xformer, weights, beam, alpha,
                                       f"the ensemble of {len(paths)}, "))
-    print(f"to translate with it: python3 translate_sentence.py {paths[0]} \"...\" "
+    print(f"to translate with it: {how_to_run('translate_sentence')} {paths[0]} \"...\" "
           + " ".join(f"--ensemble {p}" for p in paths[1:]))
     if args.results:
         _record(variant, args, argv, payloads, xformer, scores)

@@ -1,6 +1,6 @@
 """``dlstudio explore DIR N "sentence" ... --out FILE.html``: the attention explorer, one HTML
 page that works from disk (DLStudio.evaluation.explorer_page makes it) for a translation, GPT or
-visTransformer checkpoint; ``--serve``: the same page, live, on this machine only, where a
+visTransformer checkpoint; ``--serve``: the same page, live, on this computer only, where a
 typed sentence is run through the model.
 
 The server is the standard library's ``http.server``: it binds 127.0.0.1, answers only
@@ -334,7 +334,7 @@ def explore_main(argv=None):
         if args.serve:
             server = ExplorerServer(render_page(header, views, live=True), make_view,
                                     args.port, verbose=True)
-            print(f"the attention explorer of {path} is at {server.url} (this machine only;"
+            print(f"the attention explorer of {path} is at {server.url} (from this computer only;"
                   " Ctrl-C stops it)", flush=True)
             main = threading.current_thread() is threading.main_thread()
             if main:        # Ctrl-C stops it, even where its shell had SIGINT ignored

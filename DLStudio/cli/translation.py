@@ -141,6 +141,11 @@ def parse_training_args(variant, argv):
                 f"--recipe {args.recipe}")
         p.set_defaults(**{k: v for k, v in recipe.items() if k not in ("also_score", "variant")})
         args = p.parse_args(argv)
+    given = {a.split("=")[0] for a in argv or sys.argv[1:] if a.startswith("--")}
+    fg_only = sorted(given & {"--num-warmup-steps", "--lr-mul"})
+    if variant == "PreLN" and fg_only:
+        print(f"note: {' and '.join(fg_only)} set FG's warm-up; PreLN has none and trains at "
+              f"Adam's constant --learning-rate ({args.learning_rate:g})")
     return args
 
 
@@ -479,8 +484,7 @@ def demo_main(argv=None):
     status = test_checkpoint_main("FG", [ckpt_dir, str(last), "--show", "12"])
     if status:
         return status
-    print(f"\n== Sentences of our own ({how_to_run('translate_sentence')} {ckpt_dir} {last} "
-          '"..."):')
+    print("\n== Sentences of our own:")
     xformer, model, _ = TransformerBase.from_checkpoint(checkpoint_path(ckpt_dir, last))
     for english in DEMO_SENTENCES:
         try:
@@ -488,5 +492,7 @@ def demo_main(argv=None):
         except ValueError as e:      # another archive may not know every word of ours
             spanish = f"(not translated: {e})"
         print(f"  {english:40s} -> {spanish}")
-    print(f"\n== Demo finished in {time.time() - start:.0f} s")
+    print(f"\n== Demo finished in {time.time() - start:.0f} s\n\nTranslate a sentence of "
+          f"your own:\n  {how_to_run('translate_sentence')} {ckpt_dir} {last} "
+          f'"{DEMO_SENTENCES[2]}"')
     return 0

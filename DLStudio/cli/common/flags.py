@@ -337,5 +337,5 @@ def model_class_flag(parser, what,
                      example="homework_my_attention_head:TransformerFGWithTemperature"):
     """``--model-class MODULE:CLASS``; ``example``: one of the family the script trains."""
     parser.add_argument("--model-class", metavar="MODULE:CLASS",
-                        help=f"{what}, e.g. {example} (its module must be importable "
-                             "from the current folder)")
+                        help=f"{what}, e.g. {example} (its module importable from the "
+                             "current folder), or FILE.py:CLASS")

@@ -5,6 +5,7 @@ job prints are the ones that run on this machine (`how_to_run`, `say_how_to_test
 import contextlib
 import logging
 import os
+import shlex
 import sys
 
 from ...checkpoints import CheckpointError, ClassNotFound
@@ -56,16 +57,38 @@ launcher = None
 
 
 def how_to_run(script):
-    """The command that runs ``script`` (its name, without .py) the way this process was
-    started: ``python3 script.py`` from ExamplesTransformers/, ``dlstudio script`` or
-    ``python -m DLStudio.examples.script`` in an installed copy."""
+    """The command that runs ``script`` (its name, without .py) from where this process was
+    started, the way it was started: ``python3 ExamplesTransformers/script.py`` from the
+    clone's top (``python3 script.py`` from ExamplesTransformers/), ``dlstudio script`` or
+    ``python -m DLStudio.examples.script`` in an installed copy. The interpreter is
+    ``python3``, or this virtual environment's own where it is not activated (``make demo``
+    runs ``.venv/bin/python``), so that the command runs as printed."""
     if launcher:
         return f"{launcher} {script}"
+    python = _shown(sys.executable) if _unactivated_venv() else "python3"
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
     if spec is not None and spec.name.startswith("DLStudio.examples."):
-        return f"python -m DLStudio.examples.{script}"
-    return f"python3 {script}.py"
+        return f"{python} -m DLStudio.examples.{script}"
+    here = os.path.dirname(os.path.abspath(sys.argv[0] or os.curdir))
+    return f"{python} {_shown(os.path.join(here, script + '.py'))}"
 
+
+def _unactivated_venv():
+    if sys.prefix == sys.base_prefix:
+        return False
+    active = os.environ.get("VIRTUAL_ENV")
+    return not active or os.path.realpath(active) != os.path.realpath(sys.prefix)
+
+
+def _shown(path):
+    """``path`` as the user types it here: relative to the working folder when it lies
+    under it, else whole; quoted for the shell where it must be."""
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:                                # (Windows: another drive)
+        relative = path
+    shown = relative if not relative.startswith(os.pardir) else os.path.abspath(path)
+    return shlex.quote(shown) if os.sep == "/" else shown
 
 
 def say_how_to_test(script, trainer, model_class=None):
