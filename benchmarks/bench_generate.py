@@ -8,7 +8,15 @@ its own; "added while generating" is how far the resident memory rose above what
 model held (the key/value cache, activations, and any copy of the weights). Without
 transformers its rows are left out (said).
 
+The bound: at batch 1 every step reads every weight once (the output layer's matrix
+included; a tied embedding counted once), so no implementation generates faster than the
+machine's memory bandwidth over the weights' bytes. The bandwidth is measured first (all
+threads summing a buffer far larger than the caches, best of several), and each row prints
+its share of the bound. The last two lines: GENERATE_RATIO (ours over transformers, the
+first dtype, the first sizes) and BOUND_SHARE (ours, the same row, over the bound).
+
     python benchmarks/bench_generate.py                       # about five minutes
+    python benchmarks/bench_generate.py --full                # also batch 8, Qwen2.5-0.5B's sizes
     python benchmarks/bench_generate.py --results docs/results/generate_speed.json   # kept
     python benchmarks/bench_generate.py --layers 2 --width 64 --heads 4 --kv-heads 2 \\
         --ffn 96 --vocab 500 --new 8 --repeats 1              # tiny (the test's)
@@ -107,12 +115,35 @@ def restart_peak():
         return False
 
 
+def memory_bandwidth(mb=1024, tries=5):
+    """Bytes a second this machine reads from memory: all threads summing a buffer of ``mb``
+    MB (far larger than the caches), the best of ``tries``."""
+    buffer = torch.ones(mb * 2**20 // 4)
+    buffer.sum()                                                    # pages touched once
+    best = float("inf")
+    for _ in range(tries):
+        start = time.perf_counter()
+        buffer.sum()
+        best = min(best, time.perf_counter() - start)
+    return buffer.numel() * 4 / best
+
+
+def weight_bytes(model):
+    """The bytes a step at batch 1 reads: every parameter once (a tied matrix once)."""
+    seen, total = set(), 0
+    for p in model.parameters():
+        if p.data_ptr() not in seen:
+            seen.add(p.data_ptr())
+            total += p.numel() * p.element_size()
+    return total
+
+
 def run_row(args, which, dtype_name, folder):
     """One row, in this (fresh) process: tokens per second over ``repeats`` runs after a
     warm-up, and the peak resident memory."""
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype_name]
-    prompt = torch.randint(2, args.vocab, (1, args.prompt), generator=torch.Generator()
-                           .manual_seed(1))
+    prompt = torch.randint(2, args.vocab, (args.batch, args.prompt),
+                           generator=torch.Generator().manual_seed(1))
     if which == "transformers":
         from transformers import AutoModelForCausalLM
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).eval()
@@ -120,13 +151,15 @@ def run_row(args, which, dtype_name, folder):
         def once():
             return model.generate(prompt, attention_mask=torch.ones_like(prompt),
                                   max_new_tokens=args.new, min_new_tokens=args.new,
-                                  do_sample=False, pad_token_id=0)[0, args.prompt:]
+                                  do_sample=False, pad_token_id=0)[:, args.prompt:]
     else:
         from DLStudio.evaluation.generation import generate
         gpt = our_model(args, folder, dtype)
 
+        model = gpt
+
         def once():
-            return generate(gpt, prompt, max_new_tokens=args.new, end_ids=(-1,))[0,
+            return generate(gpt, prompt, max_new_tokens=args.new, end_ids=(-1,))[:,
                                                                                args.prompt:]
     loaded_peak, held = peak_mb(), resident_mb()
     apart = restart_peak() and held is not None
@@ -139,7 +172,8 @@ def run_row(args, which, dtype_name, folder):
             times.append(time.perf_counter() - start)
     generating = peak_mb()
     return {"tokens_per_s": args.new / min(times), "peak_mb": max(loaded_peak, generating),
-            "generating_mb": generating - held if apart else None, "tokens": tokens.tolist()}
+            "generating_mb": generating - held if apart else None, "tokens": tokens.tolist(),
+            "weight_bytes": weight_bytes(model)}
 
 
 def main(argv=None):
@@ -155,12 +189,14 @@ def main(argv=None):
     p.add_argument("--new", type=int, default=128, help="new tokens (greedy)")
     p.add_argument("--repeats", type=int, default=3, help="timed runs after a warm-up")
     p.add_argument("--dtypes", default="fp32,bf16", help="fp32, bf16 or both")
+    p.add_argument("--batch", type=int, default=1, help="prompts generated together")
+    p.add_argument("--full", action="store_true",
+                   help="also batch 8, and Qwen2.5-0.5B's sizes at batch 1 and 8")
     p.add_argument("--results", metavar="FILE.json", default="",
                    help="add the rows to a result file (docs/results/generate_speed.json)")
     p.add_argument("--row", help=argparse.SUPPRESS)      # WHICH:DTYPE:FOLDER, in a child
     args = p.parse_args(argv)
-    for name in ("layers", "width", "heads", "kv_heads", "ffn", "vocab", "prompt", "new",
-                 "repeats"):
+    for name in SIZES + ("prompt", "new", "repeats", "batch"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1")
     if args.width % args.heads or args.heads % args.kv_heads:
@@ -173,10 +209,48 @@ def main(argv=None):
         print(json.dumps(run_row(args, which, dtype, folder or None)))
         return 0
     print(f"machine: {machine()}")
-    print(f"Llama-shaped, random weights: {args.layers} layers, width {args.width}, "
-          f"{args.heads} heads ({args.kv_heads} key/value), F {args.ffn}, vocabulary "
-          f"{args.vocab}; batch 1, prompt {args.prompt}, {args.new} new tokens (greedy); best "
-          f"of {args.repeats} after a warm-up; each row alone in a fresh process")
+    bandwidth = memory_bandwidth()
+    print(f"memory bandwidth: {bandwidth / 1e9:.1f} GB/s (all threads summing 1 GB, the best "
+          "of 5)")
+    mine = {name: getattr(args, name) for name in SIZES}
+    label = "SmolLM2-135M" if mine == SMOLLM2_135M else "given"
+    configs = [(label, mine, args.batch)]
+    if args.full:
+        configs += [(label, mine, 8), ("Qwen2.5-0.5B", QWEN_05B, 1),
+                    ("Qwen2.5-0.5B", QWEN_05B, 8)]
+    compared = []
+    for label, sizes, batch in configs:
+        shown = argparse.Namespace(**{**vars(args), **sizes, "batch": batch})
+        print(f"\nLlama-shaped, random weights ({label}): {shown.layers} layers, width "
+              f"{shown.width}, {shown.heads} heads ({shown.kv_heads} key/value), F {shown.ffn}, "
+              f"vocabulary {shown.vocab}; batch {batch}, prompt {args.prompt}, {args.new} new "
+              f"tokens (greedy); best of {args.repeats} after a warm-up; each row alone in a "
+              "fresh process")
+        rows = rows_of(shown, dtypes)
+        if rows is None:
+            return 1
+        compared += table_of(rows, bandwidth, shown, label)
+    first = next((c for c in compared if c["model"] == "ours"), None)
+    if args.results:
+        keep_rows(args, compared, argv)
+    if first is not None:
+        if first["vs_transformers"] is not None:
+            print(f"GENERATE_RATIO {first['vs_transformers']:.2f}")
+        print(f"BOUND_SHARE {first['bound_share']:.2f}")
+    return 0
+
+
+SIZES = ("layers", "width", "heads", "kv_heads", "ffn", "vocab")
+#: The default sizes: SmolLM2-135M's.
+SMOLLM2_135M = {"layers": 30, "width": 576, "heads": 9, "kv_heads": 3, "ffn": 1536,
+                "vocab": 49152}
+#: Qwen2.5-0.5B's sizes (--full), Llama-shaped (its query/key/value biases left out).
+QWEN_05B = {"layers": 24, "width": 896, "heads": 14, "kv_heads": 2, "ffn": 4864,
+            "vocab": 151936}
+
+
+def rows_of(args, dtypes):
+    """Each (who, dtype, its child process's figures), or None when a child failed."""
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = make_folder(args, tmp)
@@ -189,36 +263,45 @@ def main(argv=None):
                 cmd = [sys.executable, os.path.abspath(__file__), "--row",
                        f"{who}:{dtype}:{folder or ''}"] + [
                     f"--{k.replace('_', '-')}={getattr(args, k)}" for k in
-                    ("layers", "width", "heads", "kv_heads", "ffn", "vocab", "prompt", "new",
-                     "repeats")]
+                    SIZES + ("prompt", "new", "repeats", "batch")]
                 done = subprocess.run(cmd, capture_output=True, text=True)
                 if done.returncode:
                     print(f"{who} {dtype}: failed\n{done.stderr[-2000:]}")
-                    return 1
+                    return None
                 rows.append((who, dtype, json.loads(done.stdout.strip().splitlines()[-1])))
-    compared = []                      # each row beside transformers' in the same dtype
+    return rows
+
+
+def table_of(rows, bandwidth, args, label):
+    """The rows side by side (each beside transformers' in the same dtype), printed."""
+    compared = []
     for who, dtype, r in rows:
         theirs = next((t for w, d, t in rows if w == "transformers" and d == dtype), None)
+        bound = bandwidth / r["weight_bytes"] * args.batch      # tokens a second, all rows
         compared.append({
-            "model": who, "dtype": dtype, "tokens_per_second": round(r["tokens_per_s"], 1),
+            "model": who, "dtype": dtype, "sizes": label, "batch": args.batch,
+            "tokens_per_second": round(r["tokens_per_s"] * args.batch, 1),
             "vs_transformers": round(r["tokens_per_s"] / theirs["tokens_per_s"], 2)
             if theirs else None,
+            "bound_tokens_per_second": round(bound, 1),
+            "bound_share": round(r["tokens_per_s"] * args.batch / bound, 2),
+            "bandwidth_gb_s": round(bandwidth / 1e9, 1),
             "peak_memory_mb": round(r["peak_mb"]),
             "generating_mb": None if r.get("generating_mb") is None
             else round(r["generating_mb"]),
             "same_tokens": r["tokens"] == theirs["tokens"] if theirs else None})
-    table = ["| model | dtype | tokens/s | vs transformers | peak memory (MB) | added while "
-             "generating (MB) | same tokens |", "|---|---|---|---|---|---|---|"]
+    table = ["| model | dtype | tokens/s | vs transformers | bound (tokens/s) | of the bound | "
+             "peak memory (MB) | added while generating (MB) | same tokens |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for c in compared:
         ratio = "-" if c["vs_transformers"] is None else f"{c['vs_transformers']:.2f}x"
         same = {None: "-", True: "yes", False: "no"}[c["same_tokens"]]
         added = "-" if c["generating_mb"] is None else c["generating_mb"]
         table.append(f"| {c['model']} | {c['dtype']} | {c['tokens_per_second']:.1f} | {ratio} | "
+                     f"{c['bound_tokens_per_second']:.1f} | {c['bound_share']:.2f} | "
                      f"{c['peak_memory_mb']} | {added} | {same} |")
     print("\n".join(table))
-    if args.results:
-        keep_rows(args, compared, argv)
-    return 0
+    return compared
 
 
 def keep_rows(args, compared, argv):
