@@ -217,3 +217,27 @@ def test_encoder_and_decoder_depths_are_set_apart_and_a_checkpoint_keeps_them(tm
     assert payload["decoder_config"]["num_basic_decoders"] == 1          # --num-layers
     capsys.readouterr()
     assert translate_main([ck, "last", "she is tired"]) == 0 and capsys.readouterr().out.strip()
+
+
+def test_a_warm_up_longer_than_the_run_is_said(tmp_path, caplog):
+    """FG's warm-up counts steps and the run epochs: when the run ends before the warm-up
+    does, the rate never reaches its peak, and the run says so; otherwise it says nothing."""
+    import logging
+
+    from DLStudio import DLStudio
+    archive = tmp_path / "tiny.tar.gz"
+    save_archive(generate_corpus(300, seed=5), archive)
+    said = []
+    for warm_up in (1000, 5):
+        dls = DLStudio(use_gpu=False, batch_size=32, epochs=1, seed=0,
+                       path_saved_model=str(tmp_path / f"saved_{warm_up}.pt"))
+        x = TransformerFG(dl_studio=dls, data_archive=str(archive), embedding_size=16,
+                          num_warmup_steps=warm_up)
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            x.run_code_for_training(dls, x.MasterEncoder(dls, x, 1, 2),
+                                    x.MasterDecoderWithMasking(dls, x, 1, 2),
+                                    checkpoints_dir=str(tmp_path / f"ck_{warm_up}"))
+        said.append(" ".join(r.getMessage() for r in caplog.records))
+    assert "the warm-up is 1000 steps and this run 9" in said[0], said[0]
+    assert "warm-up" not in said[1], said[1]

@@ -364,6 +364,20 @@ class Trainer:
             end = int(self.world.sum(mine).item()) or None
         return end
 
+    def warn_of_an_endless_warm_up(self, n_batches):
+        """Say so when FG's warm-up is longer than the whole run: the rate never reaches its
+        peak (``--num-warmup-steps`` is counted in steps, the run in epochs)."""
+        warm_up = getattr(self.optimizer, "n_warmup_steps", 0)
+        if not warm_up or isinstance(self.optimizer, BudgetedOptim) or not self.world.is_main:
+            return
+        steps = self.step + (self.dls.epochs - self.epoch) * n_batches - self.batches_done
+        if self.max_steps:
+            steps = min(steps, self.max_steps)
+        if steps < warm_up:
+            log.warning("note: the warm-up is %d steps and this run %d: the learning rate "
+                        "rises all the way and never reaches its peak (a shorter "
+                        "--num-warmup-steps, or more --epochs)", warm_up, steps)
+
     def current_lr(self):
         return self.optimizer.param_groups[0]["lr"]
 
@@ -391,6 +405,7 @@ class Trainer:
         self.speed = RecentSpeed()
         if budgeted:                      # the budget given now: a resumed run's too
             self.optimizer.total_steps = self.budget_end()
+        self.warn_of_an_endless_warm_up(n_batches)
         to_a_log = self.world.is_main and not terminal()
         progress = ProgressLines(self, start, self.progress_seconds) if to_a_log else None
         with StopSignals(repeat_kills=not self.world.distributed) as signals:
