@@ -20,6 +20,7 @@ Exhibits (``EXHIBITS``):
 """
 
 import math
+import sys
 import time
 import warnings
 
@@ -328,6 +329,9 @@ def main(argv=None):
         p.add_argument("--out", default="museum", help="folder for the table and figure")
         p.add_argument("--seed", type=int, default=0)
         p.add_argument("--cpu", action="store_true")
+        p.add_argument("--results", default="", metavar="FILE",
+                       help="add each exhibit's figures to this result file "
+                            "(docs/results/museum.json makes docs/museum.md's table)")
         args = p.parse_args(argv)
         device = "cpu" if args.cpu or not torch.cuda.is_available() else "cuda"
         sizes = {"embedding_size": args.embedding_size, "num_layers": args.num_layers}
@@ -336,6 +340,12 @@ def main(argv=None):
             row = run_exhibit(name, args.steps, args.seed, resolve_archive(args.archive),
                               device, sizes)
             rows.append(row)
+            if args.results:
+                from .cli.common.results import as_typed, record
+                record(args.results, {k: row[k] for k in (
+                    "name", "what", "metric", "steps", "correct", "exhibit", "honest",
+                    "correct_loss", "exhibit_loss")} | {"seed": args.seed, **sizes},
+                    as_typed("ExamplesTransformers/bug_museum.py", argv or sys.argv[1:]))
             honest = "" if row["honest"] is None else \
                 f" (the same model measured honestly: {row['honest']:.2f})"
             print(f"{name}: {row['what']}. {row['metric']} {row['correct']:.2f} correct, "

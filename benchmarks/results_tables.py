@@ -29,7 +29,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 RESULTS = os.path.join(ROOT, "docs", "results")
 PAGES = [os.path.join(ROOT, "README.md"), os.path.join(ROOT, "docs", "results.md"),
-         os.path.join(ROOT, "docs", "performance.md"),
+         os.path.join(ROOT, "docs", "performance.md"), os.path.join(ROOT, "docs", "museum.md"),
          os.path.join(ROOT, "docs", "developers", "measurements.md")]
 BLOCK = re.compile(r"(<!-- table (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- end of table -->)",
                    re.S)
@@ -272,7 +272,28 @@ def headline(rows):
         out.append(f"- {what}: held-out BLEU **{best}** (averaged weights, beam 4), "
                    f"{greedy} greedy, for {seeds}; {steps} steps in 30 minutes on one "
                    f"{runs[0]['machine']['cpu']} with {runs[0]['machine']['cores']} cores.")
-    return out
+    return out + side_by_side(rows)
+
+
+def side_by_side(rows):
+    """The one-model recipes on one machine: the latest machine that ran each of them as it
+    stands, 30 minutes, fp32 (rows of two machines never compare)."""
+    recipes = [r for r, models in HEADLINE if models == 1]
+    mine = [r for r in current(rows) if _budget(r) == 30 and _precision(r) == "fp32"
+            and not r.get("members") and r["recipe"] in recipes]
+    shared = [m for m in dict.fromkeys(_machine(r) for r in reversed(mine))
+              if {r["recipe"] for r in mine if _machine(r) == m} == set(recipes)]
+    if not shared:
+        return []
+    runs = {recipe: {r["seed"]: r for r in mine if _machine(r) == shared[0]
+                     and r["recipe"] == recipe} for recipe in recipes}
+    said = []
+    for recipe in recipes:
+        seeds = sorted(runs[recipe])
+        best = _and(_bleu(_decoding(runs[recipe][s], "average", 4)["bleu"]) for s in seeds)
+        said.append(f"`{recipe}` **{best}** (seeds {_and(seeds)})")
+    return ["", f"Side by side on one machine ({shared[0]}, 30 minutes, averaged weights, "
+                f"beam 4): {'; '.join(said)}."]
 
 
 def sweep(rows):
@@ -362,6 +383,16 @@ def train_speed(rows):
                     "of the matmul peak", "machine", "date, commit"], lines)] + _footer(rows)
 
 
+def museum(rows):
+    """bug_museum.py --all: each exhibit beside the correct model, the same budget."""
+    lines = [[r["name"], r["what"], r["metric"], f"{r['correct']:.2f}",
+              f"**{r['exhibit']:.2f}**", "" if r["honest"] is None else f"{r['honest']:.2f}",
+              f"{r['correct_loss']:.3f} / {r['exhibit_loss']:.3f}"] for r in rows]
+    return [_table(["exhibit", "the bug", "measure", "correct", "with the bug",
+                    "the bug's model, measured honestly", "training loss, correct / bug"],
+                   lines)] + _footer(rows)
+
+
 def fair_ratio(rows):
     """bench_train.py's runs with the equal-terms row: ours (full-width heads) over
     nn.Transformer given the same levers, and over nn.Transformer as users write it."""
@@ -374,21 +405,25 @@ def fair_ratio(rows):
 
 
 def generate_speed(rows):
-    lines = [[r["model"], r["dtype"], r["tokens_per_second"],
+    lines = [[r["model"], r.get("sizes", "SmolLM2-135M"), r.get("batch", 1), r["dtype"],
+              r["tokens_per_second"],
               "-" if r["vs_transformers"] is None else f"{r['vs_transformers']:.2f}x",
-              r["peak_memory_mb"],
+              f"{r['bound_share']:.2f} of {r['bound_tokens_per_second']:g}"
+              if "bound_share" in r else "-", r["peak_memory_mb"],
               {True: "yes", False: "no", None: "-"}[r["same_tokens"]], _source(r)]
              for r in rows]
-    return [_table(["model", "dtype", "tokens/s", "vs transformers", "peak memory (MB)",
-                    "same tokens", "date, commit"], lines)] + _footer(rows)
+    return [_table(["model", "sizes", "batch", "dtype", "tokens/s", "vs transformers",
+                    "of the bound (tokens/s)", "peak memory (MB)", "same tokens",
+                    "date, commit"], lines)] + _footer(rows)
 
 
 def finetune_speed(rows):
-    lines = [[r["model"], r["fine_tuning"], r["batch"],
+    lines = [[r["model"], r["fine_tuning"], r.get("precision", "fp32"), r["batch"],
               f"{r['learning']:,} ({100 * r['learning_share']:.2f}%)",
               f"{r['seconds_per_step']:.2f}", f"{r['peak_memory_gb']:.2f}", _source(r)]
              for r in rows]
-    return [_table(["model (random weights)", "fine-tuning", "batch", "weights that learn",
+    return [_table(["model (random weights)", "fine-tuning", "precision", "batch",
+                    "weights that learn",
                     "seconds a step", "peak memory (GB)", "date, commit"], lines)] + \
         _footer(rows)
 
@@ -415,7 +450,7 @@ TABLES = {"recipes": ("recipes", recipes), "headline": ("recipes", headline),
           "finetune-speed": ("finetune_speed", finetune_speed),
           "decoder-translation": ("decoder_translation", decoder_translation),
           "choose": ("recipes", choose), "recipes-now": ("recipes", recipes_now),
-          "fair-ratio": ("train_speed", fair_ratio)}
+          "fair-ratio": ("train_speed", fair_ratio), "museum": ("museum", museum)}
 TABLES.update({f"{name}-brief": (file, brief(make)) for name, (file, make) in list(
     TABLES.items()) if name not in ("headline", "choose", "recipes-now", "fair-ratio")})
 

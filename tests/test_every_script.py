@@ -266,8 +266,11 @@ def runs(w):
               "--vocab-size", 300, "--batch-size", 16, "--out", "dt", "--results", "dt.json"],
              "rows added to dt.json")],
         "benchmarks/finetune_speed.py": [
-            (["--model", "tiny", "--steps", 1, "--warmup", 1, "--ways", "full,lora-attention",
-              "--results", "ft_speed.json"], "rows added to ft_speed.json")],
+            (["--model", "tiny", "--steps", 1, "--warmup", 1, "--ways",
+              "full,lora-attention,peft-attention", "--results", "ft_speed.json"],
+             "rows added to ft_speed.json"),
+            (["--model", "tiny", "--steps", 1, "--warmup", 1, "--ways", "lora-attention",
+              "--precision", "bf16"], "| a tiny Gemma 3 (the test's) | LoRA")],
         "benchmarks/laptop_models.py": [
             (["--models", "tiny", "--dtypes", "fp32", "--prompt", 4, "--new", 2, "--repeats", 1],
              "| a tiny Gemma 3 (the test's) |")],

@@ -28,6 +28,7 @@ from .common import (
     nonnegative_float,
     positive_float,
     positive_int,
+    python_command,
     resolve_archive,
     run_job,
     since_2017,
@@ -147,10 +148,16 @@ def pretrain_main(argv=None):
         if example and trainer.last_checkpoint:
             print(f"{example!r}: " + _completions(bert.fill_mask(example)[0]))
             model = f" --model-class {args.model_class}" if args.model_class else ""
+            rows = os.path.join("tasks", "question")
+            run = os.path.dirname(trainer.last_checkpoint) or "."
             print(f"\nFill your own masks:\n  {how_to_run('fill_mask')} "
-                  f"{trainer.last_checkpoint}{model} \"{example}\"\nFine-tune a classifier:\n  "
+                  f"{trainer.last_checkpoint}{model} \"{example}\"\nFine-tune a classifier "
+                  "(a task's rows written first; your own: label<TAB>text a line):\n  "
+                  f"{python_command()} -m DLStudio.data tasks question -o {rows}\n  "
                   f"{how_to_run('finetune_bert')} --pretrained {trainer.last_checkpoint}"
-                  f"{model} --train train.tsv --test test.tsv")
+                  f"{model} --train {os.path.join(rows, 'train.tsv')} "
+                  f"--test {os.path.join(rows, 'test.tsv')} --checkpoints-dir "
+                  f"{os.path.normpath(run)}_question")
         return 0
     return run_job(run, argv)
 

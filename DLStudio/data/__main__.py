@@ -67,7 +67,7 @@ def _synth(args):
 def _tasks(args):
     from .tasks import write_task
     archive = args.archive
-    if archive is None:
+    if archive in (None, "bundled"):
         from . import BUNDLED_ARCHIVE
         archive = BUNDLED_ARCHIVE
     counts = write_task(load_archive(archive), args.task, args.output, args.seed,
@@ -117,8 +117,8 @@ def main(argv=None):
                    help="tense, negation, question: the bundled corpus's English labelled by "
                         "its generator; translation: English and Spanish, yes when one "
                         "translates the other (any archive)")
-    p.add_argument("archive", nargs="?", default=None,
-                   help="the archive (default: the bundled corpus)")
+    p.add_argument("archive", nargs="?", default="bundled",
+                   help="the archive, or bundled: the bundled corpus")
     p.add_argument("-o", "--output", required=True, help="the folder to write the files to")
     p.add_argument("--seed", type=int, default=0, help="of the dev split and the negatives")
     p.add_argument("--synthetic-seed", type=int, default=0,

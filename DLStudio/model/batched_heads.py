@@ -54,8 +54,8 @@ class BatchedHeads:
     def all_heads(self, x_q, x_kv, mask):
         """What `per_head` computes, without a loop over heads: head i's W_Q, W_K, W_V are
         the i-th of H stacked matrices, and one batched product (torch.baddbmm) applies
-        each to its slice of every word (a test checks equality). Line (A): PyTorch's fused
-        attention, but for bf16 on a CPU, where it measured slower (benchmarks/
+        each to its slice of every word (the numbers `per_head` gives). Line (A): PyTorch's
+        fused attention, but for bf16 on a CPU, where it measured slower (benchmarks/
         bench_attention.py), unless ``fused_cpu_bf16`` (a real model's folder: the kernel
         transformers computes it with); attention maps use the readable one (``self.weighted``:
         architecture.scaled_dot_product), which returns the weights."""

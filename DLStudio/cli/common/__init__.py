@@ -50,6 +50,7 @@ from .jobs import (
     UserError,
     how_to_run,
     log,
+    python_command,
     run_job,
     say_how_to_test,
 )
@@ -58,7 +59,8 @@ __all__ = ["LECTURE", "RECIPES", "Parser", "positive_int", "nonnegative_int", "p
            "nonnegative_float", "positive_ints", "existing_file", "add_run_arguments",
            "DEFAULT_BEAM", "DEFAULT_WEIGHTS", "add_beam_argument", "add_weights_argument",
            "add_decoding_precision", "add_stack_arguments", "add_checkpoint_arguments",
-           "model_class_flag", "UserError", "run_job", "how_to_run", "say_how_to_test", "log",
+           "model_class_flag", "UserError", "run_job", "how_to_run", "python_command",
+           "say_how_to_test", "log",
            "CLONE_TOP", "missing_archive_message", "archive_named", "resolve_archive",
            "archive_or_usage", "take_best_use", "checkpoint_arguments", "checkpoint_and_rest",
            "hugging_face_folder",

@@ -15,7 +15,7 @@ from ...runtime.distributed import DistributedError, lost_a_peer, rank_from_env
 from ...runtime.distributed import leave as leave_process_group
 from ...training.trainer import TrainingDiverged, TrainingInterrupted
 
-__all__ = ["UserError", "run_job", "how_to_run", "say_how_to_test", "log"]
+__all__ = ["UserError", "run_job", "how_to_run", "python_command", "say_how_to_test", "log"]
 
 log = logging.getLogger("DLStudio")
 
@@ -65,12 +65,18 @@ def how_to_run(script):
     runs ``.venv/bin/python``), so that the command runs as printed."""
     if launcher:
         return f"{launcher} {script}"
-    python = _shown(sys.executable) if _unactivated_venv() else "python3"
+    python = python_command()
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
     if spec is not None and spec.name.startswith("DLStudio.examples."):
         return f"{python} -m DLStudio.examples.{script}"
     here = os.path.dirname(os.path.abspath(sys.argv[0] or os.curdir))
     return f"{python} {_shown(os.path.join(here, script + '.py'))}"
+
+
+def python_command():
+    """The interpreter as the commands a job prints name it: ``python3``, or this virtual
+    environment's own where it is not activated."""
+    return _shown(sys.executable) if _unactivated_venv() else "python3"
 
 
 def _unactivated_venv():
