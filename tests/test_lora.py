@@ -126,17 +126,27 @@ class EveryOther(torch.nn.Module):
         return x * mask.to(x.dtype) * 2
 
 
+class WeightForm(TransformerGPT.LoRA):
+    """A LoRA that never branches: W + (alpha / r) B A is the weight read, in training too."""
+    branching = property(lambda self: False)
+
+
+class WeightFormGPT(TransformerGPT):
+    LoRA = WeightForm
+
+
 def test_loras_dropout_acts_on_its_input_while_training_and_never_in_evaluation():
-    """Dropout on the change's input, PEFT's W x + (alpha / r) B A dropout(x): in evaluation
-    the model is the one without dropout; training with a mask that keeps every feature
-    gives what the weight's form gives (so the branch's rows, scale and transpose are
-    right, and gradients reach A and B as they did), and with a real mask the heads one by
-    one and the batched path agree, and the output is not the weight's form."""
-    def model(p=0.0):
-        gpt = llama_gpt(dropout=0.0)
-        gpt.add_lora(rank=4, alpha=8, targets=ALL, dropout=p)
+    """Training adds PEFT's branch W x + (alpha / r) B A dropout(x): in evaluation the model
+    is the one without dropout; training with a mask that keeps every feature gives what
+    the weight's form gives, in training too (so the branch's rows, scale and transpose are
+    right, and A and B get the gradients the weight's form gives them), and with a real
+    mask the heads one by one and the batched path agree, and the output is not the
+    weight's form."""
+    def model(p=0.0, cls=TransformerGPT):
+        gpt = llama_gpt(cls, dropout=0.0)
+        gpt.add_lora(rank=4, alpha=8, targets=ALL, **({"dropout": p} if p else {}))
         return with_random_b(gpt)
-    plain, dropping = model(), model(0.3)
+    plain, dropping = model(cls=WeightFormGPT), model(0.3)
     with torch.no_grad():
         assert torch.equal(plain(IDS), dropping(IDS))             # evaluation: no dropout
         plain.train(), dropping.train()

@@ -18,10 +18,11 @@ rows, so the model's own code runs unchanged, head by head or batched.
     ... train: only the LoRA parameters require gradients ...
     gpt.merge_lora()       # B A folded into W; gpt.unmerge_lora() takes it out again
 
-With dropout (PEFT's ``lora_dropout``), training adds the change to the projection's output
-instead, as PEFT does: W x + (alpha / r) B A dropout(x), one mask a projection and input,
-however many heads read it (`LoRA.branch`); in evaluation, and with no dropout, the weight's
-form above gives the same numbers with no second product.
+While training, the change is added to the projection's output instead, as PEFT does:
+W x + (alpha / r) B A dropout(x) (`LoRA.branch`; dropout, PEFT's ``lora_dropout``, one mask
+a projection and input however many heads read it). Then the frozen W gets no gradient:
+only A's and B's are formed, never the (out x in) gradient of W + (alpha / r) B A. In
+evaluation the weight's form above gives the same numbers with no second product.
 
 A subclass of `LoRA` (rsLoRA's alpha / sqrt(r) scale, say) is used wherever the model
 names its ``LoRA``.
@@ -86,8 +87,9 @@ class LoRA(nn.Module):
     @property
     def branching(self):
         """Whether the change goes to the projection's output (`branch`), not its weight:
-        while training with dropout."""
-        return self.enabled and self.training and self.dropout.p > 0
+        while training. Then no gradient of the whole W + (alpha / r) B A is formed (an
+        (out x in) product over every token of the batch), only A's and B's."""
+        return self.enabled and self.training
 
     def branch(self, x, rows=slice(None)):
         """(alpha / r) B[rows] A dropout(x), PEFT's branch: what the rows of the projection's
