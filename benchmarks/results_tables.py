@@ -410,21 +410,21 @@ def generate_speed(rows):
               "-" if r["vs_transformers"] is None else f"{r['vs_transformers']:.2f}x",
               f"{r['bound_share']:.2f} of {r['bound_tokens_per_second']:g}"
               if "bound_share" in r else "-", r["peak_memory_mb"],
-              {True: "yes", False: "no", None: "-"}[r["same_tokens"]], _source(r)]
-             for r in rows]
+              {True: "yes", False: "no", None: "-"}[r["same_tokens"]], _machine(r),
+              _source(r)] for r in rows]
     return [_table(["model", "sizes", "batch", "dtype", "tokens/s", "vs transformers",
-                    "of the bound (tokens/s)", "peak memory (MB)", "same tokens",
+                    "of the bound (tokens/s)", "peak memory (MB)", "same tokens", "machine",
                     "date, commit"], lines)] + _footer(rows)
 
 
 def finetune_speed(rows):
     lines = [[r["model"], r["fine_tuning"], r.get("precision", "fp32"), r["batch"],
               f"{r['learning']:,} ({100 * r['learning_share']:.2f}%)",
-              f"{r['seconds_per_step']:.2f}", f"{r['peak_memory_gb']:.2f}", _source(r)]
-             for r in rows]
+              f"{r['seconds_per_step']:.2f}", f"{r['peak_memory_gb']:.2f}", _machine(r),
+              _source(r)] for r in rows]
     return [_table(["model (random weights)", "fine-tuning", "precision", "batch",
                     "weights that learn",
-                    "seconds a step", "peak memory (GB)", "date, commit"], lines)] + \
+                    "seconds a step", "peak memory (GB)", "machine", "date, commit"], lines)] + \
         _footer(rows)
 
 
