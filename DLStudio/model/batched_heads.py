@@ -85,7 +85,7 @@ class BatchedHeads:
         heads only (`all_heads` repeats them for their groups' query heads); with RoPE, Q
         and K of self-attention are turned, counting from the words already in the cache.
         Shape: -> Q (B, H, T_q, s_qkv), K and V (B, G, T_k, s_qkv)"""
-        kv_heads = self.heads[::self.group]                   # every head's, or one a group
+        kv_heads = list(self.heads)[::self.group]             # every head's, or one a group
         if self.reads_memory:
             Q, = self.project(x_q, ("WQ",))
             K, V = self.kv_cache.once(lambda: self.normed_keys(
