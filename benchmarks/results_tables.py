@@ -398,7 +398,8 @@ def fair_ratio(rows):
     nn.Transformer given the same levers, and over nn.Transformer as users write it."""
     lines = [[r["precision"], f"**{r['paired_equal_terms']:.2f}**", f"{r['paired']:.2f}",
               f"{r['seconds_per_iteration']:.3f}", _machine(r), r["date"]]
-             for r in rows if "paired_equal_terms" in r and r["model"].startswith("ours")]
+             for r in rows if "paired_equal_terms" in r and r["model"].startswith("ours")
+             and "full-width" in r["model"]]
     return [_table(["precision", "ours over nn.Transformer on equal terms (paired)",
                     "ours over nn.Transformer as users write it (paired)",
                     "ours, s / iteration", "machine", "date"], lines)]
