@@ -176,19 +176,22 @@ def run_row(args, which, dtype_name, folder):
             "weight_bytes": weight_bytes(model)}
 
 
+DEFAULT = " (default: %(default)s)"
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
-    p.add_argument("--layers", type=int, default=30, help="N (default: %(default)s)")
-    p.add_argument("--width", type=int, default=576, help="M (default: %(default)s)")
-    p.add_argument("--heads", type=int, default=9, help="H (default: %(default)s)")
-    p.add_argument("--kv-heads", type=int, default=3, help="G (default: %(default)s)")
-    p.add_argument("--ffn", type=int, default=1536, help="SwiGLU's hidden width (default: %(default)s)")
-    p.add_argument("--vocab", type=int, default=49152, help="V (default: %(default)s)")
-    p.add_argument("--prompt", type=int, default=32, help="prompt tokens (default: %(default)s)")
-    p.add_argument("--new", type=int, default=128, help="new tokens (greedy) (default: %(default)s)")
-    p.add_argument("--repeats", type=int, default=3, help="timed runs after a warm-up (default: %(default)s)")
-    p.add_argument("--dtypes", default="fp32,bf16", help="fp32, bf16 or both (default: %(default)s)")
-    p.add_argument("--batch", type=int, default=1, help="prompts generated together (default: %(default)s)")
+    p.add_argument("--layers", type=int, default=30, help="N" + DEFAULT)
+    p.add_argument("--width", type=int, default=576, help="M" + DEFAULT)
+    p.add_argument("--heads", type=int, default=9, help="H" + DEFAULT)
+    p.add_argument("--kv-heads", type=int, default=3, help="G" + DEFAULT)
+    p.add_argument("--ffn", type=int, default=1536, help="SwiGLU's hidden width" + DEFAULT)
+    p.add_argument("--vocab", type=int, default=49152, help="V" + DEFAULT)
+    p.add_argument("--prompt", type=int, default=32, help="prompt tokens" + DEFAULT)
+    p.add_argument("--new", type=int, default=128, help="new tokens (greedy)" + DEFAULT)
+    p.add_argument("--repeats", type=int, default=3, help="timed runs after a warm-up" + DEFAULT)
+    p.add_argument("--dtypes", default="fp32,bf16", help="fp32, bf16 or both" + DEFAULT)
+    p.add_argument("--batch", type=int, default=1, help="prompts generated together" + DEFAULT)
     p.add_argument("--full", action="store_true",
                    help="also batch 8, and Qwen2.5-0.5B's sizes at batch 1 and 8")
     p.add_argument("--results", metavar="FILE.json", default="",
