@@ -110,6 +110,21 @@ def test_a_subclass_lora_is_used_wherever_the_model_names_it():
     with pytest.raises(ValueError, match="LoRA targets are"):
         llama_gpt().add_lora(targets=("fc1",))
 
+    class Doubled(TransformerGPT.LoRA):                # a delta of its own: used in training
+        def delta(self, rows=slice(None)):
+            return 2 * super().delta(rows)
+
+    class Other(TransformerGPT):
+        LoRA = Doubled
+    gpt = llama_gpt(Other, dropout=0.0)
+    gpt.add_lora(rank=4, alpha=8)
+    with_random_b(gpt)
+    with torch.no_grad():
+        evaluated = gpt(IDS)                             # the weight's form: its delta
+        trained = gpt.train()(IDS)             # the branch would give the undoubled change
+        assert (trained - evaluated).abs().max() < 1e-5
+        assert (trained - llama_gpt(dropout=0.0)(IDS)).abs().max() > 1e-2
+
 
 class EveryOther(torch.nn.Module):
     """A dropout whose mask is known: every other feature zeroed, the rest doubled (or,

@@ -149,7 +149,7 @@ def pretrain_main(argv=None):
             print(f"{example!r}: " + _completions(bert.fill_mask(example)[0]))
             model = f" --model-class {args.model_class}" if args.model_class else ""
             rows = os.path.join("tasks", "question")
-            run = os.path.dirname(trainer.last_checkpoint) or "."
+            run = os.path.normpath(os.path.dirname(trainer.last_checkpoint) or "BERT")
             print(f"\nFill your own masks:\n  {how_to_run('fill_mask')} "
                   f"{trainer.last_checkpoint}{model} \"{example}\"\nFine-tune a classifier "
                   "(a task's rows written first; your own: label<TAB>text a line):\n  "
@@ -157,7 +157,7 @@ def pretrain_main(argv=None):
                   f"{how_to_run('finetune_bert')} --pretrained {trainer.last_checkpoint}"
                   f"{model} --train {os.path.join(rows, 'train.tsv')} "
                   f"--test {os.path.join(rows, 'test.tsv')} --checkpoints-dir "
-                  f"{os.path.normpath(run)}_question")
+                  f"{run}_question")
         return 0
     return run_job(run, argv)
 

@@ -132,7 +132,7 @@ class BatchedHeads:
                               W.transpose(1, 2).reshape(-1, M).t())     # (B T, H k s)
             outs = list(out.view(B, T, H, -1).transpose(1, 2)            # (B, H, T, k s)
                         .chunk(len(names), dim=-1))                     # (B, H, T, s_qkv)
-            if self.training:                   # LoRA's dropout: its change on the outputs
+            if self.training:                   # LoRA in training: B A x beside W x
                 outs = with_branches(x, outs, [[getattr(h, n) for h in heads] for n in names])
             return outs
         x = x.reshape(B * T, H, s).transpose(0, 1)                      # (H, B T, s_qkv)

@@ -22,7 +22,8 @@ While training, the change is added to the projection's output instead, as PEFT 
 W x + (alpha / r) B A dropout(x) (`LoRA.branch`; dropout, PEFT's ``lora_dropout``, one mask
 a projection and input however many heads read it). Then the frozen W gets no gradient:
 only A's and B's are formed, never the (out x in) gradient of W + (alpha / r) B A. In
-evaluation the weight's form above gives the same numbers with no second product.
+evaluation the weight's form above gives the same numbers with no second product (and a
+subclass with its own `delta` or `merged` trains in it too: `LoRA.branching`).
 
 A subclass of `LoRA` (rsLoRA's alpha / sqrt(r) scale, say) is used wherever the model
 names its ``LoRA``.
@@ -88,13 +89,16 @@ class LoRA(nn.Module):
     def branching(self):
         """Whether the change goes to the projection's output (`branch`), not its weight:
         while training. Then no gradient of the whole W + (alpha / r) B A is formed (an
-        (out x in) product over every token of the batch), only A's and B's."""
-        return self.enabled and self.training
+        (out x in) product over every token of the batch), only A's and B's. A subclass
+        with a `delta` or `merged` of its own (DoRA, say) trains in the weight's form, so
+        that its code runs, unless it asks for dropout (then it overrides `branch` too)."""
+        own = type(self).delta is not LoRA.delta or type(self).merged is not LoRA.merged
+        return self.enabled and self.training and (self.dropout.p > 0 or not own)
 
     def branch(self, x, rows=slice(None)):
         """(alpha / r) B[rows] A dropout(x), PEFT's branch: what the rows of the projection's
         output gain. One dropout mask an input: every head reading x (each its rows) reads
-        the same A dropout(x). A subclass that changes `delta` changes this with it.
+        the same A dropout(x).
 
         Shape: x (..., in_size) -> (..., len(rows))
         """
