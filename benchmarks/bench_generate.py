@@ -12,8 +12,12 @@ The bound: at batch 1 every step reads every weight once (the output layer's mat
 included; a tied embedding counted once), so no implementation generates faster than the
 machine's memory bandwidth over the weights' bytes. The bandwidth is measured first (all
 threads summing a buffer far larger than the caches, best of several), and each row prints
-its share of the bound. The last two lines: GENERATE_RATIO (ours over transformers, the
-first dtype, the first sizes) and BOUND_SHARE (ours, the same row, over the bound).
+its share of the bound. Ours lays the widening matrices out column by column while it
+generates at batch 1 or 2 in fp32 (DLStudio/runtime/weight_layout.py), a lever any model can
+take: the row "transformers-columns" is transformers given it too, and SAME_LAYOUT_RATIO is
+ours over that row. The last two lines: GENERATE_RATIO (ours over transformers as it is
+shipped, the first dtype, the first sizes) and BOUND_SHARE (ours, the same row, over the
+bound).
 
     python benchmarks/bench_generate.py                       # about five minutes
     python benchmarks/bench_generate.py --full                # also batch 8, Qwen2.5-0.5B's sizes
@@ -144,14 +148,17 @@ def run_row(args, which, dtype_name, folder):
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype_name]
     prompt = torch.randint(2, args.vocab, (args.batch, args.prompt),
                            generator=torch.Generator().manual_seed(1))
-    if which == "transformers":
+    if which.startswith("transformers"):
         from transformers import AutoModelForCausalLM
+
+        from DLStudio.runtime.weight_layout import read_by_columns
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).eval()
 
-        def once():
-            return model.generate(prompt, attention_mask=torch.ones_like(prompt),
-                                  max_new_tokens=args.new, min_new_tokens=args.new,
-                                  do_sample=False, pad_token_id=0)[:, args.prompt:]
+        def once():                      # "transformers-columns": our layout lever given
+            with read_by_columns(model, which == "transformers-columns"):
+                return model.generate(prompt, attention_mask=torch.ones_like(prompt),
+                                      max_new_tokens=args.new, min_new_tokens=args.new,
+                                      do_sample=False, pad_token_id=0)[:, args.prompt:]
     else:
         from DLStudio.evaluation.generation import generate
         gpt = our_model(args, folder, dtype)
@@ -236,6 +243,9 @@ def main(argv=None):
     if args.results:
         keep_rows(args, compared, argv)
     if first is not None:
+        same = next((c for c in compared if c["model"] == "transformers-columns"), None)
+        if same is not None:       # the baseline given the same weight layout (a lever of ours)
+            print(f"SAME_LAYOUT_RATIO {first['tokens_per_second'] / same['tokens_per_second']:.2f}")
         if first["vs_transformers"] is not None:
             print(f"GENERATE_RATIO {first['vs_transformers']:.2f}")
         print(f"BOUND_SHARE {first['bound_share']:.2f}")
@@ -259,8 +269,10 @@ def rows_of(args, dtypes):
         if folder is None:
             print("transformers is not installed: its rows are left out "
                   "(pip install -e '.[parity]')")
-        whos = ["ours"] + (["transformers"] if folder else [])
         for dtype in dtypes:
+            whos = ["ours"] + (["transformers"] if folder else []) + (
+                ["transformers-columns"] if folder and dtype == "fp32" and args.batch <= 2
+                else [])
             for who in whos:
                 cmd = [sys.executable, os.path.abspath(__file__), "--row",
                        f"{who}:{dtype}:{folder or ''}"] + [

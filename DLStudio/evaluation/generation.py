@@ -29,6 +29,7 @@ from ..data import normalize
 from ..data.vocabulary import plain_words
 from ..model import left_padding
 from ..model.tokens import EOS_INDEX, SOS_INDEX, padding_mask
+from ..runtime import weight_layout
 
 __all__ = ["encode_sentences", "perplexity", "folder_perplexity", "next_token", "generate",
            "generate_text", "prompt_ids", "encode", "decode", "folder_defaults", "penalised",
@@ -196,7 +197,8 @@ def steps(gpt, prompt, max_new_tokens=None, temperature=0.0, top_k=None, generat
     scope = (contextlib.nullcontext(session.caches) if session is not None else
              gpt.decoding() if use_cache else contextlib.nullcontext([]))
     held = session.start(ys[0].tolist()) if session is not None else 0   # already read
-    with scope as caches:
+    layout = weight_layout.read_by_columns(gpt, weight_layout.worth_it(gpt, B, steps))
+    with scope as caches, layout:
         try:
             for step in range(steps):
                 if caches and step > 0:

@@ -134,9 +134,10 @@ class RotaryEmbedding(nn.Module):
         end, table = offset + T, self.table
         if table is None or table[0].size(0) < end or table[0].dtype != x.dtype \
                 or table[0].device != x.device:
-            angle = self.angles(max(end, 2 * (0 if table is None else table[0].size(0))), 0,
-                                x.device)
-            self.table = table = (angle.cos().to(x.dtype), angle.sin().to(x.dtype))
+            with torch.inference_mode(False):  # (kept: training after generating reads it)
+                angle = self.angles(max(end, 2 * (0 if table is None else table[0].size(0))),
+                                    0, x.device)
+                self.table = table = (angle.cos().to(x.dtype), angle.sin().to(x.dtype))
         return table[0][offset:end], table[1][offset:end]
 
     left_pads = None     # (B,): rows padded on the left count from their first real token
