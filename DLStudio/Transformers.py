@@ -198,10 +198,10 @@ class TransformerBase(Container, EncoderDecoderParts):
         Other designs than the lecture's, as switches: dropout (Vaswani 5.4), label_smoothing
         (5.4), full_width_heads (heads read all of M, then W^O: 3.2.2), tie_embeddings (the
         output layer shares the Spanish embeddings: Press and Wolf 2017), positions
-        ("sinusoidal", "learned", or today's "rope"; learned_positions=True: "learned"),
-        shared_vocab (with BPE: one vocabulary of ``vocab_size`` pieces learnt from both
-        languages, and one matrix for the encoder's and decoder's embeddings and the
-        output layer: Vaswani 3.4).
+        ("sinusoidal", "learned", today's "rope", or "relative" and "alibi" in the
+        scores; learned_positions=True: "learned"), shared_vocab (with BPE: one vocabulary
+        of ``vocab_size`` pieces learnt from both languages, and one matrix for the
+        encoder's and decoder's embeddings and the output layer: Vaswani 3.4).
         The settings, their defaults and what a checkpoint keeps of each are described
         once, in DLStudio.containers.settings.TranslationSettings; an unknown keyword is refused.
     Attributes read by DLStudio scripts: ``vocab_en_size``, ``vocab_es_size``,

@@ -158,7 +158,9 @@ def runs(w):
         "ExamplesTransformers/seq2seq_with_transformerFG.py": [
             (["--archive", a, *TINY_TRAINING, "--checkpoints-dir", "fg"], "held-out BLEU"),
             (["--archive", a, *TINY_TRAINING, "--precision", "bf16", "--checkpoints-dir",
-              "fg_bf16"], "held-out BLEU")],
+              "fg_bf16"], "held-out BLEU"),
+            (["--archive", a, *TINY_TRAINING, "--positions", "relative", "--checkpoints-dir",
+              "fg_relative"], "held-out BLEU")],
         "ExamplesTransformers/seq2seq_with_transformerPreLN.py": [
             (["--archive", a, *TINY_TRAINING, "--checkpoints-dir", "preln"], "held-out BLEU"),
             (["--archive", a, *TINY_TRAINING, "--tokenizer", "bpe", "--vocab-size", 300,
@@ -177,7 +179,9 @@ def runs(w):
             (["--archive", a, *TINY, "--epochs", 1, "--vocab-size", 300, "--norm", "rmsnorm",
               "--feed-forward", "swiglu", "--positions", "rope", "--kv-heads", 1,
               "--full-width-heads", "--checkpoints-dir", "gpt_2024"],
-             "held-out perplexity")],
+             "held-out perplexity"),
+            (["--archive", a, *TINY, "--epochs", 1, "--vocab-size", 300, "--positions",
+              "alibi", "--checkpoints-dir", "gpt_alibi"], "held-out perplexity")],
         "ExamplesTransformers/pretrain_bert.py": [
             (["--archive", a, *TINY, "--epochs", 1, "--vocab-size", 300, "--checkpoints-dir",
               "bert_run", "--track-perplexity"], "held-out masked tokens"),

@@ -161,7 +161,9 @@ def translations(x, enc, dec, beam):
 
 # H = 4 heads where keys and values are grouped: G = 2 is two query heads a key/value head
 SWITCHED = [{"positions": "rope"}, {"full_width_heads": True, "kv_heads": 2, "heads": 4},
-            {"full_width_heads": True, "kv_heads": 1, "positions": "rope", "heads": 4}]
+            {"full_width_heads": True, "kv_heads": 1, "positions": "rope", "heads": 4},
+            {"positions": "relative"},
+            {"full_width_heads": True, "kv_heads": 2, "positions": "alibi", "heads": 4}]
 
 
 @pytest.mark.parametrize("switches", SWITCHED)
@@ -272,7 +274,7 @@ def test_kv_heads_that_cannot_be_are_refused_with_the_reason():
     with pytest.raises(ValueError, match="kv_heads is a number"):
         model(kv_heads=0)
     with pytest.raises(ValueError, match="positions must be one of"):
-        model(positions="alibi")
+        model(positions="xpos")
 
 
 def test_a_students_rotary_embedding_is_used_and_a_head_that_ignores_it_is_refused():

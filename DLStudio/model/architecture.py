@@ -56,7 +56,8 @@ from .batched_heads import BatchedHeads
 from .kv_cache import NO_CACHE, KeyValueCache, attached_to_decoder
 from .overrides import check_forwards, runs_base
 from .recorder import TranslationRecords
-from .since_2017 import RMSNorm, RotaryEmbedding, SwiGLU, grouped_heads, repeat_kv, rotary_heads
+from .relative_positions import ALiBi, RelativePosition, score_bias
+from .since_2017 import RMSNorm, RotaryEmbedding, SwiGLU, repeat_kv
 from .summed_loss import summed_cross_entropy  # F.cross_entropy(..., reduction="sum")
 from .tokens import causal_mask, padding_mask
 
@@ -64,20 +65,23 @@ __all__ = ["TransformerParts", "EncoderDecoderParts", "GPTParts", "scaled_dot_pr
            "residual", "FEED_FORWARDS", "POSITIONS"]
 
 FEED_FORWARDS = ("relu", "gelu", "gelu_tanh", "swiglu", "geglu")   # the feed_forward settings
-POSITIONS = ("sinusoidal", "learned", "rope")  # the positions settings
+POSITIONS = ("sinusoidal", "learned", "rope", "relative", "alibi")  # the positions settings
 NORMS = ("layernorm", "rmsnorm", "rmsnorm_plus_one")   # the norm settings
+IN_ATTENTION = ("rope", "relative", "alibi")   # positions no code adds to the words
 
 
-def scaled_dot_product(Q, K, V, mask=None, scale=None):
+def scaled_dot_product(Q, K, V, mask=None, scale=None, bias=None):
     """Attention(Q, K, V) = softmax(Q K^T / sqrt(s_qkv)) V   (Vaswani et al. 2017, eq. 1).
 
     Shape: Q (..., T_q, s_qkv), K and V (..., T_k, s_qkv), mask broadcastable to
         (..., T_q, T_k), True where a query may not look; scale: another factor for the
-        scores than 1 / sqrt(s_qkv) (since_2023.score_scale), or None
+        scores than 1 / sqrt(s_qkv) (since_2023.score_scale), or None; bias: positions'
+        terms added to the scaled scores (relative_positions.py), or None
         -> output (..., T_q, s_qkv), weights (..., T_q, T_k) (each row sums to 1)
     """
     scores = Q @ K.transpose(-2, -1)                                   # (..., T_q, T_k)
     scores = scores / math.sqrt(Q.size(-1)) if scale is None else scores * scale
+    scores = scores if bias is None else scores + bias                 # relative, ALiBi
     if mask is not None:
         scores = scores.masked_fill(mask, float("-inf"))
     weights = torch.softmax(scores, dim=-1)                            # (..., T_q, T_k)
@@ -166,6 +170,7 @@ class TransformerParts:
                    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh")}   # GPT-2's gelu_new
     # today's (since_2017.py), switched on by a setting
     RMSNorm, SwiGLU, RotaryEmbedding = RMSNorm, SwiGLU, RotaryEmbedding
+    RelativePosition, ALiBi = RelativePosition, ALiBi           # relative_positions.py
 
     def norm_layer(self, size):
         """Every normalisation of the model: LayerNorm (Ba et al. 2016) with the model's
@@ -199,7 +204,7 @@ class TransformerParts:
             super().__init__()
             vocab_size = xformer.num_tokens(lang)
             self.lang, self.embedding_size = lang, embedding_size
-            self.rotary = getattr(xformer, "positions", None) == "rope"
+            self.rotary = getattr(xformer, "positions", None) in IN_ATTENTION
             self.scale = math.sqrt(embedding_size) if xformer.scale_embeddings else 1.0
             self.embedding = nn.Embedding(vocab_size, embedding_size)
             # std M^-0.5: after the sqrt(M) scaling, words are of the position code's size.
@@ -227,7 +232,7 @@ class TransformerParts:
         def forward(self, ids):
             T = ids.size(1)
             x = self.embedding(ids) * self.scale                                  # (B, T, M)
-            if self.rotary:            # RoPE: the queries and keys are turned instead
+            if self.rotary:         # RoPE, relative, ALiBi: positions enter the attention
                 return self.dropout(x)
             positions = (self.positional_encoding if self.learned_positions is None
                          else self.learned_positions)
@@ -273,7 +278,8 @@ class TransformerParts:
                 Q, K = self.q_norm(Q), self.k_norm(K)
             if self.rotary is not None:          # RoPE: position m turns by m theta
                 Q, K = self.rotary(Q), self.rotary(K)
-            out, weights = scaled_dot_product(Q, K, self.WV(kv), mask, self.score_scale)
+            out, weights = scaled_dot_product(Q, K, self.WV(kv), mask, self.score_scale,
+                                              score_bias(self, Q, K))  # relative, ALiBi
             self.keep_weights(weights)
             return out                                                     # (B, T_q, s_qkv)
 
@@ -319,18 +325,8 @@ class TransformerParts:
                 for _ in range(num_atten_heads)])
             self.W_O = (nn.Linear(num_atten_heads * self.qkv_size, M) if self.full_width
                         else nn.Identity())
-            # today's switches (an xformer of before them, e.g. a namespace, has neither)
-            self.group, G = 1, getattr(xformer, "kv_heads", None) or num_atten_heads
-            if G != num_atten_heads and not self.full_width:
-                raise ValueError(f"kv_heads={G} needs full_width_heads=True: a sliced head's "
-                                 "keys are numbers of its own slice (grouped_heads says why)")
-            if G != num_atten_heads:
-                self.group = grouped_heads(self.heads, G)
-            self.rotary = None
-            if getattr(xformer, "positions", None) == "rope" and not self.reads_memory:
-                self.rotary = xformer.RotaryEmbedding(self.qkv_size,
-                                                      **since_2017.rope_settings(xformer))
-                rotary_heads(self.heads, self.rotary)
+            # today's switches: kv_heads (group), RoPE (rotary), relative positions, ALiBi
+            self.group, self.rotary = since_2017.attention_switches(self, xformer)
             self.q_norm, self.k_norm = since_2023.qk_norms(self, xformer)
             self.score_scale = since_2023.score_scale(self, xformer)
             self.window = None if self.reads_memory else getattr(xformer, "window", None)
@@ -376,11 +372,12 @@ class TransformerParts:
         def call_head(self, head, x_q, x_kv, mask):
             return head(x_q, mask=mask)
 
-        def weighted(self, Q, K, V, mask):
+        def weighted(self, Q, K, V, mask, bias=None):
             """The batched path's readable attention. Q (B, H, T_q, s_qkv), K and V
-            (B, G, T_k, s_qkv): query head h reads key/value head h // (H / G)."""
+            (B, G, T_k, s_qkv): query head h reads key/value head h // (H / G); bias: the
+            heads' positions terms (B | 1, H, T_q, T_k), with relative or ALiBi positions."""
             return scaled_dot_product(Q, repeat_kv(K, self.group), repeat_kv(V, self.group),
-                                      mask, self.score_scale)
+                                      mask, self.score_scale, bias)
 
     class FeedForward(nn.Module):
         """Position-wise feed-forward network: W2 ReLU(W1 x)  (Vaswani et al. 2017, eq. 2);

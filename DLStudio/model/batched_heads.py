@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from . import since_2023
 from .lora import with_branches
 from .overrides import runs_base, say_once
+from .relative_positions import stacked_bias
 from .since_2017 import repeat_kv
 
 __all__ = ["BatchedHeads"]
@@ -63,18 +64,33 @@ class BatchedHeads:
         Q, K, V = self.queries_keys_values(x_q, x_kv)                  # (B, H, T, s_qkv)
         cpu_bf16 = Q.dtype == torch.bfloat16 and Q.device.type == "cpu" \
             and not self.fused_cpu_bf16
+        bias = self.positions_bias(Q, K)              # relative positions, ALiBi, or None
         if self.fused and not self.record_attention and not cpu_bf16:       ## (A)
             grouped = {"enable_gqa": True} if GQA_IN_SDPA and self.group > 1 else {}
             if not grouped:        # (torch < 2.5: the groups' keys and values, repeated)
                 K, V = repeat_kv(K, self.group), repeat_kv(V, self.group)
+            allowed = None if mask is None else ~mask
+            if bias is not None:               # one float mask: the terms, -inf where masked
+                allowed = bias if mask is None else bias.masked_fill(mask, float("-inf"))
             out = F.scaled_dot_product_attention(
-                Q, K, V, attn_mask=None if mask is None else ~mask, scale=self.score_scale,
+                Q, K, V, attn_mask=allowed, scale=self.score_scale,
                 **grouped)                                             # (B, H, T_q, s_qkv)
         else:
-            out, weights = self.weighted(Q, K, V, mask)                # (B, H, T_q, s_qkv)
+            extra = () if bias is None else (bias,)
+            out, weights = self.weighted(Q, K, V, mask, *extra)        # (B, H, T_q, s_qkv)
             if self.record_attention:
                 self.attention_weights = weights.detach()              # (B, H, T_q, T_k)
         return out.transpose(1, 2).reshape(B, T_q, -1)                 # (B, T_q, H s_qkv)
+
+    def positions_bias(self, Q, K):
+        """The heads' relative-position or ALiBi terms (relative_positions.py), all heads at
+        once, or None. Shape: Q (B, H, T_q, s_qkv), K (B, G, T_k, s_qkv) -> (B | 1, H, T_q, T_k)
+        """
+        first = self.heads[0]
+        if getattr(first, "relative", None) is None and getattr(first, "alibi", None) is None:
+            return None
+        scale = self.score_scale or Q.size(-1) ** -0.5
+        return stacked_bias(list(self.heads), Q, repeat_kv(K, self.group), scale)
 
     reads_memory = False    # CrossAttention: keys and values from the encoder's output
 

@@ -22,10 +22,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from . import left_padding
+from . import left_padding, relative_positions
 from .overrides import OverrideError
 
 __all__ = ["RMSNorm", "SwiGLU", "RotaryEmbedding", "grouped_heads", "checked_kv_heads",
+           "attention_switches",
            "repeat_kv", "rotary_heads", "heads_must_read", "rope_settings", "ROPE_SCALINGS"]
 
 
@@ -196,6 +197,30 @@ def names_in(code):
         if hasattr(const, "co_names"):
             found |= names_in(const)
     return found
+
+
+def attention_switches(attention, xformer):
+    """Self-attention's (and cross-attention's) switches of today, set from the model's
+    settings: ``kv_heads`` (grouped heads), and the positions that enter the attention:
+    RoPE (a RotaryEmbedding the heads share), relative positions or ALiBi (each head's
+    own: relative_positions.py). Cross-attention takes no positions. An xformer of before
+    the switches (a namespace) has none of them. Returns: (group, rotary or None)"""
+    H, group = len(attention.heads), 1
+    G = getattr(xformer, "kv_heads", None) or H
+    if G != H and not attention.full_width:
+        raise ValueError(f"kv_heads={G} needs full_width_heads=True: a sliced head's "
+                         "keys are numbers of its own slice (grouped_heads says why)")
+    if G != H:
+        group = grouped_heads(attention.heads, G)
+    rotary, kind = None, getattr(xformer, "positions", None)
+    if kind == "rope" and not attention.reads_memory:
+        rotary = xformer.RotaryEmbedding(attention.qkv_size, **rope_settings(xformer))
+        rotary_heads(attention.heads, rotary)
+    if relative_positions.score_positions(attention, xformer):
+        heads_must_read(attention.heads, "score_bias", f"with positions={kind!r} its words "
+                        "would have no positions at all: pass score_bias(self, Q, K) to the "
+                        "scores (see AttentionHead.forward), or use another positions.")
+    return group, rotary
 
 
 def rotary_heads(heads, rotary):

@@ -217,8 +217,10 @@ def add_since_2017_arguments(parser, feed_forward="relu", positions="sinusoidal"
                    help="rmsnorm: RMSNorm for every LayerNorm (Zhang and Sennrich 2019); "
                         "rmsnorm_plus_one: Gemma's, its gain 1 + g")
     p.add_argument("--positions", choices=POSITIONS, default=positions,
-                   help="the position code: sinusoidal (2017), learned, or rope (rotary: "
-                        "queries and keys turned by position, Su et al. 2021)")
+                   help="the position code: sinusoidal (2017), learned, rope (rotary: "
+                        "queries and keys turned by position, Su et al. 2021), relative "
+                        "(Transformer-XL's terms of the offset in each score) or alibi (a "
+                        "per-head penalty by distance, Press et al. 2022)")
     p.add_argument("--feed-forward", choices=FEED_FORWARDS, default=feed_forward,
                    help="the feed-forward network: relu (2017), gelu (BERT, GPT), "
                         "swiglu (gated, Shazeer 2020; the same number of weights) or geglu "
