@@ -73,6 +73,7 @@ OWN = {
     "rope": "del MyRotary.forward\ndel MyHead.forward\n",
     "qk_norm": "del MyHead.forward\n",
     "sliding_window": "del MyAttention.windowed\n",
+    "relative_positions": "del MyRelativePosition.__init__\ndel MyRelativePosition.forward\n",
     "lora": "del MyLoRA.reset_parameters\ndel MyLoRA.delta\ndel MyLoRA.merged\n",
     "grouped_query": ("from DLStudio.model.architecture import TransformerParts\n"
                       "MyGroupedAttention.weighted = TransformerParts.SelfAttention.weighted\n"),
@@ -298,6 +299,18 @@ MUTANTS = [
     ("sliding_window", "the offset ignored while decoding",
      "q = torch.arange(offset, offset + T_q, device=x.device)[:, None]",
      "q = torch.arange(0, T_q, device=x.device)[:, None]", "offset", "offset is ignored"),
+    ("relative_positions", "the offset's sign reversed", "offset = (i - j).clamp",
+     "offset = (j - i).clamp", "offsets", "sign is reversed"),
+    ("relative_positions", "no clipping", "offset = (i - j).clamp(-self.clip, self.clip)",
+     "offset = i - j", "clipping", "clamp i - j"),
+    ("relative_positions", "u and v shared between heads",
+     "self.u, self.v = nn.Parameter(torch.zeros(qkv_size)), nn.Parameter(torch.zeros(qkv_size))",
+     "MyRelativePosition.uv = getattr(MyRelativePosition, 'uv', None) or (nn.Parameter("
+     "torch.zeros(qkv_size)), nn.Parameter(torch.zeros(qkv_size))); "
+     "self.u, self.v = MyRelativePosition.uv", "in_a_model", "shared between heads"),
+    ("relative_positions", "queries counted from 0 while decoding",
+     "i = torch.arange(T_k - T_q, T_k)[:, None]", "i = torch.arange(T_q)[:, None]",
+     "decoding", "position T_k - T_q"),
     # A constant or an empty selection earns nothing: each property is also judged on values
     ("loss", "a constant zero loss with the right count", "return per_position[real].sum(), "
      "int(real.sum())", "return per_position[real].sum() * 0.0, int(real.sum())",

@@ -156,9 +156,14 @@ def score_bias(head, Q, K):
 
 
 def stacked_bias(heads, Q, K, scale):
-    """What each head's `score_bias` gives, for all heads at once (the batched path).
+    """What each head's `score_bias` gives, for all heads at once (the batched path); a
+    student's class with a forward of its own is asked head by head (its code runs).
     Shape: Q (B, H, T_q, s), K (B, H, T_k, s) -> (B | 1, H, T_q, T_k)"""
     first = heads[0]
+    own = first.relative or first.alibi
+    if type(own).forward not in (RelativePosition.forward, ALiBi.forward):
+        per_head = [score_bias(h, Q[:, i], K[:, i]) for i, h in enumerate(heads)]
+        return torch.stack([b.expand(Q.size(0), Q.size(-2), K.size(-2)) for b in per_head], 1)
     if first.relative is not None:
         R = first.relative.R.to(Q.dtype)
         P = torch.stack([h.relative.WR(R) for h in heads])             # (H, 2 clip + 1, s)
