@@ -76,6 +76,8 @@ setup(
         # LoRA adapters read by PEFT, our DPO loss against TRL's (parity); never a runtime
         # need
         "parity": ["transformers>=4.40", "peft>=0.13", "trl>=1.0"],
+        # benchmarks/small_images.py: scikit-learn's bundled digits and its SVM
+        "bench": ["scikit-learn>=1.3"],
     },
     license="MIT",
 )

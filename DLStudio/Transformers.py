@@ -489,7 +489,8 @@ class visTransformer(Container, VisionParts):
     Args (keyword-only; DLStudio's names): dl_studio; patch_size (P_h, P_w), dividing
         image_size (H, W; default dl_studio.image_size or (32, 32)); embedding_size (M);
         num_basic_encoders (N); num_atten_heads (H); classes (default dl_studio.classes);
-        in_channels (C); layout; augment (random shifts and flips of training images);
+        in_channels (C); layout; augment (random shifts and flips of training images;
+        "shifts": shifts only); tokenizer, pooling, conv_layers (VisionParts);
         num_warmup_steps, lr_mul, optimizer_params, dropout, label_smoothing,
         full_width_heads, save_checkpoints, checkpoint_freq: as in TransformerFG;
         max_seq_length: accepted for DLStudio scripts, must be N_p + 1.
@@ -517,7 +518,8 @@ class visTransformer(Container, VisionParts):
             num_atten_heads=self.num_atten_heads, norm_first=self.layout == "PreLN",
             embedding_size=self.embedding_size, dropout=self.dropout,
             full_width_heads=self.full_width_heads, norm=self.norm,
-            feed_forward=self.feed_forward, kv_heads=self.kv_heads)
+            feed_forward=self.feed_forward, kv_heads=self.kv_heads, tokenizer=self.tokenizer,
+            pooling=self.pooling, conv_layers=self.conv_layers)
         check_patch_count(self, given.max_seq_length)
         self.data = None                            # an ImageData, once images are given
 

@@ -30,6 +30,15 @@ from .common import (
 VIT_DEFAULTS = {"patch_size": 8, "embedding_size": 64, "num_layers": 4, "num_atten_heads": 4,
                 "batch_size": 64, "epochs": 10, "learning_rate": 1e-3, "num_train": 50_000,
                 "num_test": 2_000}
+AUGMENT = {"none": False, "shifts": "shifts", "shifts_flips": True}   # --augment: setting
+#: Measured recipes (docs/vision.md): defaults for the flags, which flags given beside them
+#: still override. small_images: a Compact Convolutional Transformer (model/small_images.py)
+#: for a few thousand small pictures, shifted (never mirrored) while it trains.
+VIT_RECIPES = {"small_images": {
+    "tokenizer": "conv", "conv_layers": 2, "pooling": "sequence", "augment": "shifts",
+    "embedding_size": 128, "num_layers": 2, "num_atten_heads": 2, "full_width_heads": True,
+    "epochs": 30, "batch_size": 64, "learning_rate": 2e-3, "schedule": "budget",
+    "num_warmup_steps": 100, "label_smoothing": 0.1}}
 
 
 def vit_parser():
@@ -61,7 +70,22 @@ def vit_parser():
     p.add_argument("--learning-rate", type=positive_float, default=d["learning_rate"])
     p.add_argument("--dropout", type=nonnegative_float, default=0.0)
     p.add_argument("--label-smoothing", type=nonnegative_float, default=0.0)
-    p.add_argument("--augment", action="store_true", help="random shifts and flips")
+    p.add_argument("--augment", nargs="?", const="shifts_flips", default="none",
+                   choices=("none", "shifts", "shifts_flips"),
+                   help="random shifts and left-right flips of the training images "
+                        "(shifts: no flips, for pictures a mirror changes, as digits)")
+    p.add_argument("--tokenizer", choices=("patches", "conv"), default="patches",
+                   help="conv: tokens from 3x3 convolutions and max-pools (Hassani et al. "
+                        "2021) instead of patches")
+    p.add_argument("--conv-layers", type=positive_int, default=2,
+                   help="--tokenizer conv: its layers (each halves the image's sides)")
+    p.add_argument("--pooling", choices=("class_token", "sequence"), default="class_token",
+                   help="sequence: the image from all the encoder's outputs, weighted "
+                        "(Hassani et al. 2021), instead of a class token's")
+    p.add_argument("--recipe", choices=sorted(VIT_RECIPES),
+                   help="a measured recipe (docs/vision.md): defaults for these flags, which "
+                        "flags given beside it still override; small_images: a few thousand "
+                        "small pictures (a convolutional tokenizer, sequence pooling, shifts)")
     add_run_arguments(p, "checkpoints_visTrans", "accuracy", "test accuracy")
     model_class_flag(p, "train this subclass of visTransformer (homework, an exercise's MyViT)",
                      example="patch_embedding:MyViT")
@@ -81,7 +105,11 @@ def vit_train_main(argv=None):
     from ..Transformers import visTransformer
 
     def run(argv):
-        args = vit_parser().parse_args(argv)
+        p = vit_parser()
+        args = p.parse_args(argv)
+        if args.recipe:                     # its values as the defaults, then the flags
+            p.set_defaults(**VIT_RECIPES[args.recipe])
+            args = p.parse_args(argv)
         classes = SHAPE_CLASSES if args.dataset == "shapes" else CIFAR10_CLASSES
         if args.image_folder:
             classes = folder_classes(args.image_folder)
@@ -106,7 +134,9 @@ def vit_train_main(argv=None):
                         **since_2017(args, positions=False),
                         num_warmup_steps=args.num_warmup_steps,
                         schedule=args.schedule, dropout=args.dropout,
-                        label_smoothing=args.label_smoothing, augment=args.augment,
+                        label_smoothing=args.label_smoothing, augment=AUGMENT[args.augment],
+                        tokenizer=args.tokenizer, pooling=args.pooling,
+                        conv_layers=args.conv_layers,
                         checkpoint_freq=args.checkpoint_freq)
         if args.image_folder:
             if not 0 < args.test_fraction < 1:
@@ -116,10 +146,15 @@ def vit_train_main(argv=None):
         else:
             _load_images(vit, args.dataset, args)
         n_params = sum(p.numel() for p in vit.parameters())
+        tokens = (f"{vit.patch_embedding_generator.num_patches} tokens from "
+                  f"{args.conv_layers} convolution layers" if args.tokenizer == "conv" else
+                  f"{vit.max_seq_length - 1} patches of {args.patch_size}x{args.patch_size}")
         print(f"visTransformer ({args.layout}) on {vit.training_set.name}: "
               f"{len(vit.training_set)} training and {len(vit.test_set)} test images, "
-              f"{vit.max_seq_length - 1} patches of {args.patch_size}x{args.patch_size}; "
-              f"{n_params:,} parameters; device {dls.device}")
+              f"{tokens}; {n_params:,} parameters; device {dls.device}")
+        if args.schedule != "warmup" and not (args.max_steps or args.max_minutes):
+            steps = -(-len(vit.training_set) // args.batch_size) * args.epochs   # the epochs'
+            args.max_steps = steps          # a schedule that falls to zero ends with them
         trainer = vit.run_code_for_training_visTransformer(
             dls, vit, display_train_loss=True, checkpoints_dir=args.checkpoints_dir,
             max_minutes=args.max_minutes, max_steps=args.max_steps,

@@ -286,7 +286,10 @@ class VisionSettings(LayoutSettings):
     image_size: tuple = setting(None, shapes=True)     # None: dl_studio.image_size, (32, 32)
     classes: tuple = setting(None, shapes=True)        # None: dl_studio.classes
     in_channels: int = setting(VISION["in_channels"], shapes=True)
-    augment: bool = setting(False)
+    augment: bool = setting(False)          # True or "shifts_flips"; "shifts": no flips
+    tokenizer: str = setting("patches", shapes=True)   # "conv": model/small_images.py
+    pooling: str = setting("class_token", shapes=True)  # "sequence": model/small_images.py
+    conv_layers: int = setting(2, shapes=True)          # tokenizer="conv": its layers
     max_seq_length: int = setting(None, recorded=False)  # DLStudio's; must be N_p + 1
 
 

@@ -167,15 +167,16 @@ def load_cifar10(dataroot, train=True, download=False):
 
 # ---------------------------------------------------------------------------------------
 # Augmentation, on a batch.
-def random_crops_and_flips(images, generator, pad=4):
+def random_crops_and_flips(images, generator, pad=4, flips=True):
     """Shift each image by up to ``pad`` pixels (zero padding, as a random crop of the
-    padded image) and flip half of them left-right.
+    padded image) and flip half of them left-right (``flips`` False: none, for images a
+    mirror changes, as digits).
 
     Shape: images (B, C, H, W) float -> (B, C, H, W)
     """
     B, C, H, W = images.shape
     shift = torch.randint(0, 2 * pad + 1, (B, 2), generator=generator)      # (B, 2)
-    flip = torch.rand(B, generator=generator) < 0.5                          # (B,)
+    flip = (torch.rand(B, generator=generator) < 0.5) & flips                # (B,)
     padded = torch.nn.functional.pad(images, (pad, pad, pad, pad))          # (B, C, H+2p, W+2p)
     rows = shift[:, 0, None] + torch.arange(H)                               # (B, H)
     cols = shift[:, 1, None] + torch.arange(W)                               # (B, W)

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from .architecture import TransformerParts
 from .overrides import check_forwards
 from .recorder import record_attention
+from .small_images import ConvTokenizer, SequencePooling, conv_tokens
 
 __all__ = ["VisionParts"]
 
@@ -25,10 +26,15 @@ class VisionParts(TransformerParts, nn.Module):
     Args (keyword-only): num_classes (K), patch_size (P_h, P_w) dividing image_size (H, W),
         in_channels (C), num_basic_encoders (N), num_atten_heads (H), norm_first (pre-LN by
         default), and the sizes of `TransformerParts` (max_seq_length is 1 + N_p).
+        The small-data switches (small_images.py): tokenizer ("patches" | "conv":
+        ConvTokenizer of conv_layers layers), pooling ("class_token" | "sequence":
+        SequencePooling, no class token).
     Shape: images (B, C, H, W), floats in [0, 1] -> logits (B, K)
     """
 
     norm_first = True
+    ConvTokenizer, SequencePooling = ConvTokenizer, SequencePooling     # small_images.py
+    TOKENIZERS, POOLINGS = ("patches", "conv"), ("class_token", "sequence")
 
     class PatchEmbeddingGenerator(nn.Module):
         """Patches -> vectors: cut every image into P_h x P_w patches, flatten each with its
@@ -69,21 +75,36 @@ class VisionParts(TransformerParts, nn.Module):
             return self.dropout(x)
 
     def __init__(self, *, num_classes, patch_size=(8, 8), image_size=(32, 32), in_channels=3,
-                 num_basic_encoders=4, num_atten_heads=4, **sizes):
+                 num_basic_encoders=4, num_atten_heads=4, tokenizer="patches",
+                 pooling="class_token", conv_layers=2, **sizes):
         nn.Module.__init__(self)
         (P_h, P_w), (H, W) = patch_size, image_size
         if sizes.get("positions", "learned") not in ("learned", "sinusoidal"):
             raise ValueError(f"positions={sizes['positions']!r} is not for images: the patches "
                              "carry learned position embeddings (a 2-D grid), so the queries "
                              "and keys are not turned too; leave positions out")
-        TransformerParts.__init__(self, max_seq_length=1 + (H // P_h) * (W // P_w), **sizes)
+        for name, value, allowed in (("tokenizer", tokenizer, self.TOKENIZERS),
+                                     ("pooling", pooling, self.POOLINGS)):
+            if value not in allowed:
+                raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+        self.tokenizer, self.pooling, self.conv_layers = tokenizer, pooling, conv_layers
+        tokens = (conv_tokens(image_size, conv_layers) + (pooling == "class_token")
+                  if tokenizer == "conv" else 1 + (H // P_h) * (W // P_w))
+        TransformerParts.__init__(self, max_seq_length=tokens, **sizes)
         self.patch_size, self.image_size = tuple(patch_size), tuple(image_size)
         self.in_channels = in_channels
         self.num_basic_encoders, self.num_atten_heads = num_basic_encoders, num_atten_heads
         check_forwards(self, ["AttentionHead", "SelfAttention", "FeedForward", "BasicEncoder",
                               "MasterEncoder"])
-        self.patch_embedding_generator = self.PatchEmbeddingGenerator(
-            self, in_channels, self.patch_size, self.image_size, self.embedding_size)
+        if tokenizer == "conv":        # convolutions make the tokens (small_images.py)
+            self.patch_embedding_generator = self.ConvTokenizer(
+                self, in_channels, self.image_size, self.embedding_size, conv_layers,
+                class_token=pooling == "class_token")
+        else:           # (with pooling="sequence" its class token is pooled with the rest)
+            self.patch_embedding_generator = self.PatchEmbeddingGenerator(
+                self, in_channels, self.patch_size, self.image_size, self.embedding_size)
+        self.sequence_pooling = (self.SequencePooling(self.embedding_size)
+                                 if pooling == "sequence" else None)
         self.master_encoder = self.MasterEncoder(None, self, num_basic_encoders,
                                                  num_atten_heads)
         self.classifier = nn.Linear(self.embedding_size, num_classes)       # (B, M) -> (B, K)
@@ -95,6 +116,8 @@ class VisionParts(TransformerParts, nn.Module):
         x = (images - self.pixel_mean[:, None, None]) / self.pixel_std[:, None, None]
         x = self.patch_embedding_generator(x)                               # (B, 1 + N_p, M)
         x = self.master_encoder(x)                                          # (B, 1 + N_p, M)
+        if self.sequence_pooling is not None:        # every token, weighted: (B, M)
+            return self.classifier(self.sequence_pooling(x))                # (B, K)
         return self.classifier(x[:, 0])                                     # (B, K)
 
     def loss(self, images, labels, label_smoothing=0.0, run=None):

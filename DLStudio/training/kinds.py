@@ -103,7 +103,8 @@ class ImageTrainer(Trainer):
     Args:
         model: the visTransformer.  images: its ImageData (training and test sets).
         optimizer, dls, checkpoints_dir and the other options: as for `Trainer`.
-        augment: random shifts and flips of the training images.  track_accuracy: score
+        augment: random shifts and flips of the training images ("shifts": no flips).
+        track_accuracy: score
         the test images at every checkpoint.
     """
 
@@ -129,7 +130,8 @@ class ImageTrainer(Trainer):
         for i, idx in enumerate(order.split(self.dls.batch_size)):
             images = self.images[idx].float().div_(255)                   # (B, C, H, W)
             if self.augment:                   # drawn for the global batch, on every rank
-                images = random_crops_and_flips(images, gen)
+                images = random_crops_and_flips(images, gen,
+                                                flips=self.augment != "shifts")
             if i >= skip and len(idx) >= W:
                 mine = self.world.share(torch.arange(len(idx)))
                 yield (images[mine].to(self.device, non_blocking=True),
