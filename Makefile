@@ -29,8 +29,9 @@ test: $(STAMP)
 	$(PY) -m pytest -n auto -m "not slow"
 
 test-all: $(STAMP)
-	@$(PY) -c "import transformers, peft, trl" 2>/dev/null || $(PY) -m pip install --quiet -e ".[parity]" \
-		|| echo "transformers, peft or trl did not install: the Hugging Face parity tests will skip"
+	@$(PY) -c "import transformers, peft, trl, sklearn" 2>/dev/null \
+		|| $(PY) -m pip install --quiet -e ".[parity,bench]" \
+		|| echo "transformers, peft, trl or scikit-learn did not install: the Hugging Face parity tests will skip"
 	$(PY) -m pytest -n auto -m "not alone"
 	$(PY) -m pytest -m alone
 

@@ -14,7 +14,8 @@ A page holds a table between two comments:
 The result files are written by the scripts that measure (``--results FILE``: the training
 scripts and ``make recipe RESULTS=...``, compare_fg_preln.py, recipe_sweep.py,
 bench_train.py, bench_generate.py, bert_pretraining.py, bleu_vs_time.py,
-pretraining_experiment.py, finetune_speed.py, decoder_translation.py); figures from before
+pretraining_experiment.py, finetune_speed.py, decoder_translation.py, small_images.py,
+length_extrapolation.py); figures from before
 result files existed were entered once by hand, and their rows say so ("entered").
 """
 
@@ -30,6 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "docs", "results")
 PAGES = [os.path.join(ROOT, "README.md"), os.path.join(ROOT, "docs", "results.md"),
          os.path.join(ROOT, "docs", "performance.md"), os.path.join(ROOT, "docs", "museum.md"),
+         os.path.join(ROOT, "docs", "vision.md"), os.path.join(ROOT, "docs", "since_2017.md"),
          os.path.join(ROOT, "docs", "developers", "measurements.md")]
 BLOCK = re.compile(r"(<!-- table (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- end of table -->)",
                    re.S)
@@ -442,7 +444,48 @@ def decoder_translation(rows):
         _footer(rows)
 
 
-TABLES = {"recipes": ("recipes", recipes), "headline": ("recipes", headline),
+def vision(rows):
+    """small_images.py's rows: held-out accuracy, its mean over the seeds and each seed."""
+    lines = [[r["data"], r["model"], f"**{r['mean']:.2f}%**" if "recipe (" in r["model"]
+              else f"{r['mean']:.2f}%", len(r["accuracies"]),
+              ", ".join(f"{a:.2f}" for a in r["accuracies"]),
+              "-" if r["minutes"] is None else r["minutes"], _machine(r), _source(r)]
+             for r in rows]
+    return [_table(["data", "model", "held-out accuracy (mean)", "seeds", "each seed",
+                    "minutes (slowest seed)", "machine", "date, commit"], lines)] + \
+        _footer(rows)
+
+
+def _shown(x):
+    return "n/a" if x is None else f"{x:.2f}"
+
+
+def length_gpt(rows):
+    """length_extrapolation.py's GPT rows: perplexity per piece at 1, 2 and 4 times the
+    length of its training texts."""
+    gpt = [r for r in rows if r["model"] == "GPT"]
+    N = gpt[0]["trained_words"] if gpt else 0
+    return [_table(["positions", f"perplexity, {N} words", f"{2 * N} words",
+                    f"{4 * N} words", "steps", "machine", "date, commit"],
+                   [[r["positions"], _shown(r["perplexity_1x"]), _shown(r["perplexity_2x"]),
+                     _shown(r["perplexity_4x"]), f"{r['steps']:,}", _machine(r), _source(r)]
+                    for r in gpt])] + _footer(gpt)
+
+
+def length_translation(rows):
+    """length_extrapolation.py's translation rows: BLEU on held-out pairs as short as the
+    training ones, and on longer ones."""
+    tr = [r for r in rows if r["model"] != "GPT"]
+    S = tr[0]["trained_words"] if tr else 0
+    return [_table(["positions", f"BLEU, pairs of at most {S} words", "BLEU, longer Spanish",
+                    "steps", "machine", "date, commit"],
+                   [[r["positions"], _shown(r["bleu_short"]), _shown(r["bleu_long"]),
+                     f"{r['steps']:,}", _machine(r), _source(r)] for r in tr])] + _footer(tr)
+
+
+TABLES = {"vision": ("vision", vision), "length-gpt": ("length", length_gpt),
+          "length-translation": ("length", length_translation),
+          "recipes": ("recipes", recipes), "headline": ("recipes", headline),
           "sweep": ("sweep", sweep), "design": ("design_1000_steps", design),
           "bleu-vs-time": ("bleu_vs_time", bleu_vs_time),
           "pretraining": ("pretraining", pretraining), "bert": ("bert", bert),

@@ -269,6 +269,14 @@ def runs(w):
               "--embedding-size", 16, "--num-layers", 2, "--num-atten-heads", 2,
               "--vocab-size", 300, "--batch-size", 16, "--out", "dt", "--results", "dt.json"],
              "rows added to dt.json")],
+        "benchmarks/small_images.py": [
+            (["--seeds", 1, "--per-class", 10, "--shapes", 64, "--extra",
+              "--epochs 1 --embedding-size 16 --num-layers 1 --num-test 32", "--results",
+              "vision.json"], "RECIPE_ACCURACY ")],
+        "benchmarks/length_extrapolation.py": [
+            (["--max-steps", 3, "--embedding-size", 16, "--num-layers", 1, "--num-atten-heads",
+              2, "--vocab-size", 300, "--texts", 20, "--words", 6, "--results", "length.json"],
+             "rows added to length.json")],
         "benchmarks/finetune_speed.py": [
             (["--model", "tiny", "--steps", 1, "--warmup", 1, "--ways",
               "full,lora-attention,peft-attention", "--results", "ft_speed.json"],
@@ -354,7 +362,8 @@ def test_every_script_has_a_run(work):
 # The longest benchmark runs are left to make test-all (CI), to keep make test under 5 minutes.
 SLOW_SCRIPTS = {"benchmarks/same_arithmetic.py", "benchmarks/bench_train.py",
                 "benchmarks/bench_generate.py", "benchmarks/recipe_sweep.py",
-                "benchmarks/decoder_translation.py", "benchmarks/finetune_speed.py"}
+                "benchmarks/decoder_translation.py", "benchmarks/finetune_speed.py",
+                "benchmarks/small_images.py", "benchmarks/length_extrapolation.py"}
 
 
 @pytest.mark.parametrize("script", [pytest.param(s, marks=pytest.mark.slow)

@@ -183,3 +183,75 @@ def test_the_scripts_train_and_show_a_checkpoint(tmp_path):
     out = subprocess.run([sys.executable, "test_checkpoint_for_visTransformer.py", str(ck), "7"],
                          cwd=EXAMPLES, capture_output=True, text=True, env=ENV, timeout=120)
     assert out.returncode == 1 and "no checkpoint" in out.stderr and "Traceback" not in out.stderr
+
+
+# The small-data recipe's parts (model/small_images.py) and --recipe small_images.
+def test_the_conv_tokenizer_makes_a_token_of_each_pooled_pixel():
+    from DLStudio.model.small_images import ConvTokenizer, conv_tokens
+    vit = tiny_vit(num_train=64, num_test=32, tokenizer="conv", pooling="sequence")
+    tok = vit.patch_embedding_generator
+    assert isinstance(tok, ConvTokenizer) and tok.class_token is None
+    assert tok.num_patches == conv_tokens((32, 32), 2) == 64 and vit.max_seq_length == 64
+    images = torch.rand(3, 3, 32, 32)
+    x = tok(images)
+    assert x.shape == (3, 64, 32)
+    # token t is pixel t of the last feature map, row by row, plus its position
+    maps = tok.convolutions(images)                                      # (3, M, 8, 8)
+    assert torch.allclose(x - tok.position_embeddings, maps.flatten(2).transpose(1, 2))
+    # its receptive field: a pixel far from token 0's corner leaves token 0 unchanged
+    moved = images.clone()
+    moved[:, :, 20, 20] += 1
+    assert torch.equal(tok(moved)[:, 0], x[:, 0]) and not torch.equal(tok(moved), x)
+    assert vit(images).shape == (3, len(SHAPE_CLASSES))
+
+
+def test_sequence_pooling_is_the_softmax_weighted_sum_of_the_tokens():
+    from DLStudio.model.small_images import SequencePooling
+    pool = SequencePooling(8)
+    x = torch.randn(2, 5, 8)
+    w = torch.softmax(pool.g(x)[..., 0], dim=1)                           # (2, 5)
+    assert torch.allclose(pool(x), torch.einsum("bt,btm->bm", w, x), atol=1e-6)
+    with torch.no_grad():                  # equal scores: the mean of the tokens
+        pool.g.weight.zero_()
+    assert torch.allclose(pool(x), x.mean(1), atol=1e-6)
+
+
+def test_each_switch_alone_builds_trains_and_reloads(tmp_path):
+    for i, switches in enumerate([{"tokenizer": "conv"}, {"pooling": "sequence"},
+                                  {"tokenizer": "conv", "pooling": "sequence",
+                                   "conv_layers": 1, "augment": "shifts"}]):
+        vit = tiny_vit(num_train=64, num_test=32, **switches)
+        vit.run_code_for_training_visTransformer(checkpoints_dir=str(tmp_path / str(i)))
+        images = vit.test_set.images[:8].float() / 255
+        vit.eval()
+        again, _, payload = visTransformer.from_checkpoint(str(tmp_path / str(i) /
+                                                               "checkpoint_0.pt"))
+        with torch.no_grad():
+            assert torch.equal(again(images), vit(images)), switches
+        for name, value in switches.items():
+            assert getattr(again, name) == value
+    with pytest.raises(ValueError, match="tokenizer must be one of"):
+        tiny_vit(num_train=8, num_test=8, tokenizer="cnn")
+
+
+def test_shifts_never_mirror():
+    images = torch.rand(64, 1, 6, 6)
+    out = random_crops_and_flips(images, torch.Generator().manual_seed(3), pad=0,
+                                 flips=False)
+    assert torch.equal(out, images)
+    flipped = random_crops_and_flips(images, torch.Generator().manual_seed(3), pad=0)
+    assert not torch.equal(flipped, images)
+
+
+def test_the_recipe_sets_its_flags_and_a_flag_beside_it_wins(tmp_path, capsys):
+    from DLStudio.cli import vit_train_main
+    status = vit_train_main(["--recipe", "small_images", "--num-train", "32", "--num-test",
+                             "16", "--epochs", "1", "--embedding-size", "16",
+                             "--checkpoints-dir", str(tmp_path / "r")])
+    out = capsys.readouterr().out
+    assert status == 0 and "64 tokens from 2 convolution layers" in out
+    vit, _, payload = visTransformer.from_checkpoint(str(tmp_path / "r" / "checkpoint_0.pt"))
+    assert (vit.tokenizer, vit.pooling, vit.augment, vit.embedding_size) == \
+        ("conv", "sequence", "shifts", 16)
+    assert out.rstrip().splitlines()[-1].strip().endswith("checkpoint_0.pt")
+    assert "held-out accuracy: " in out
