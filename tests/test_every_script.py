@@ -270,7 +270,7 @@ def runs(w):
               "--vocab-size", 300, "--batch-size", 16, "--out", "dt", "--results", "dt.json"],
              "rows added to dt.json")],
         "benchmarks/small_images.py": [
-            (["--seeds", 1, "--per-class", 10, "--shapes", 64, "--extra",
+            (["--seeds", 1, "--part-seeds", 0, "--per-class", 10, "--shapes", 64, "--extra",
               "--epochs 1 --embedding-size 16 --num-layers 1 --num-test 32", "--results",
               "vision.json"], "RECIPE_ACCURACY ")],
         "benchmarks/length_extrapolation.py": [
