@@ -29,8 +29,9 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from DLStudio import DLStudio, TransformerGPT, TransformerPreLN  # noqa: E402
+from DLStudio.cli.common import archive_or_usage  # noqa: E402
 from DLStudio.cli.experiments import machine  # noqa: E402
-from DLStudio.data import BUNDLED_ARCHIVE, load_archive, split_pairs  # noqa: E402
+from DLStudio.data import BUNDLED_ARCHIVE, split_pairs  # noqa: E402
 from DLStudio.data.vocabulary import TranslationData  # noqa: E402
 from DLStudio.evaluation.decode_and_score import evaluate_bleu  # noqa: E402
 from DLStudio.evaluation.generation import perplexity  # noqa: E402
@@ -146,15 +147,15 @@ def main(argv=None):
     args = p.parse_args(argv)
     args.positions = args.positions.split(",")
     bad = sorted(set(args.positions) - set(POSITIONS))
-    if bad or min(args.words, args.short, args.long, args.texts, args.embedding_size) < 1 \
-            or args.minutes <= 0:
+    sizes = ("words", "short", "long", "texts", "embedding_size", "num_layers",
+             "num_atten_heads", "vocab_size", "batch_size")
+    if bad or min(getattr(args, n) for n in sizes) < 1 or args.minutes <= 0 or (
+            args.max_steps is not None and args.max_steps < 1):
         p.error(f"--positions takes {', '.join(POSITIONS)}" if bad else
-                "--words, --short, --long, --texts, --embedding-size must be at least 1 and "
-                "--minutes above 0")
-    if not os.path.exists(args.archive):
-        p.error(f"no archive at {args.archive}: give --archive a DLStudio archive")
+                "--" + ", --".join(n.replace("_", "-") for n in sizes) + " and --max-steps "
+                "must be at least 1, --minutes above 0")
+    corpus = archive_or_usage(p, args.archive)
     print(f"machine: {machine()}")
-    corpus = load_archive(args.archive)
     train, held = split_pairs(corpus.pairs)
 
     def dls_of():
