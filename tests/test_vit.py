@@ -255,3 +255,7 @@ def test_the_recipe_sets_its_flags_and_a_flag_beside_it_wins(tmp_path, capsys):
         ("conv", "sequence", "shifts", 16)
     assert out.rstrip().splitlines()[-1].strip().endswith("checkpoint_0.pt")
     assert "held-out accuracy: " in out
+    from DLStudio.cli import vit_test_checkpoint_main  # no class token: what it draws
+    assert vit_test_checkpoint_main([str(tmp_path / "r" / "checkpoint_0.pt"), "--out",
+                                     str(tmp_path / "shown")]) == 0
+    assert "attention_0.png" in capsys.readouterr().out

@@ -225,10 +225,16 @@ def vit_test_checkpoint_main(argv=None):
                                                     .to(device))]
         H, W = vit.image_size
         P_h, P_w = vit.patch_size
+        conv = getattr(vit, "tokenizer", "patches") == "conv"
+        side = (round((vit.patch_embedding_generator.num_patches * H / W) ** 0.5)
+                if conv else H // P_h)                      # rows of the image's tokens
+        tokens = vit.patch_embedding_generator.num_patches
+        class_token = maps[0].size(-1) == tokens + 1
         attention = plot_class_token_attention(
-            test.images[:k], maps, (H // P_h, W // P_w),
+            test.images[:k], maps, (side, tokens // side),
             os.path.join(out, f"class_token_attention_{label}.png"),
-            "where the class token looks (mean over heads)")
+            "where the class token looks (mean over heads)" if class_token else
+            "attention each token receives (mean over heads and queries)", class_token)
         print(f"accuracy {result['accuracy']:.2f}%; wrote {grid}, {attention} and the "
               "confusion matrix")
         return 0

@@ -178,13 +178,15 @@ def plot_image_grid(images, true, predicted, classes, path, title, columns=8):
     return _save(fig, path)
 
 
-def plot_class_token_attention(images, maps, grid, path, title):
+def plot_class_token_attention(images, maps, grid, path, title, class_token=True):
     """Where the class token looks: for each image, its picture and, for every layer, the
-    class token's attention over the patches (mean over heads).
+    class token's attention over the patches (mean over heads). Without a class token
+    (sequence pooling over convolutions' tokens), the attention each token receives (mean
+    over heads and queries).
 
     Args:
-        images: (N, C, H, W) uint8.  maps: list (one per layer) of (N, H, 1 + N_p, 1 + N_p).
-        grid: (rows, columns) of patches, N_p = rows * columns.
+        images: (N, C, H, W) uint8.  maps: list (one per layer) of (N, H, T, T), T = 1 + N_p
+            with a class token, N_p without.  grid: (rows, columns) of the image's tokens.
     """
     n, layers = len(images), len(maps)
     fig = Figure(figsize=(1.8 * (layers + 1), 1.8 * n + 0.4))
@@ -193,7 +195,8 @@ def plot_class_token_attention(images, maps, grid, path, title):
         axes[i][0].imshow(images[i].permute(1, 2, 0).numpy())
         axes[i][0].set_title("image", fontsize=7)
         for k, layer in enumerate(maps):
-            weights = layer[i, :, 0, 1:].mean(0).reshape(grid)             # (rows, columns)
+            weights = (layer[i, :, 0, 1:].mean(0) if class_token else
+                       layer[i].mean((0, 1))).reshape(grid)                 # (rows, columns)
             axes[i][k + 1].imshow(weights.numpy(), cmap="magma")
             axes[i][k + 1].set_title(f"layer {k}", fontsize=7)
         for ax in axes[i]:
