@@ -9,6 +9,8 @@ from DLStudio import DLStudio, TransformerFG
 from DLStudio.checkpoints import CheckpointError, checkpoint_files
 from DLStudio.data import generate_corpus
 
+from .close import assert_close
+
 CORPUS = generate_corpus(200, seed=5)
 
 
@@ -36,7 +38,7 @@ def test_the_average_is_the_formulas_step_by_step(tmp_path):
     t.run(callback=follow)
     assert t.step > 20
     for ours, theirs in zip(params(t.average), mean):
-        assert torch.allclose(ours, theirs, atol=1e-6)
+        assert_close(ours, theirs)
     assert any(not torch.equal(a, w) for a, w in zip(params(t.average), params(t.model)))
 
 
@@ -58,7 +60,7 @@ def test_a_resumed_average_is_the_unbroken_runs(tmp_path):
     rest.run()
     assert rest.step == whole.step
     for a, b in zip(params(rest.average), params(whole.average)):
-        assert torch.allclose(a, b, atol=1e-7)
+        assert_close(a, b)
 
 
 def test_no_average_is_said_and_a_bad_decay_refused(tmp_path, capsys):
@@ -135,7 +137,7 @@ def test_a_resumed_average_of_a_gpt_or_a_vit_is_the_unbroken_runs(tmp_path, run)
     rest = run(tmp_path / "parts", ema=0.9, resume=True)
     assert rest.step == whole.step
     for a, b in zip(params(rest.average), params(whole.average)):
-        assert torch.allclose(a, b, atol=1e-7)
+        assert_close(a, b)
     assert any(not torch.equal(a, w) for a, w in zip(params(rest.average), params(rest.model)))
 
 

@@ -20,6 +20,8 @@ from DLStudio.data.bert_text import (
 from DLStudio.data.tasks import task_rows, write_task
 from DLStudio.model.bert import BERTParts
 
+from .close import assert_close
+
 SENTENCES = [f"the {a} {v} the {b}" for a in ("dog", "cat", "girl", "boy", "bird")
              for v in ("sees", "likes", "chases", "finds") for b in ("ball", "toy", "hat")]
 
@@ -84,7 +86,7 @@ def test_the_padding_is_the_uncorrupted_rows():
         as_real = bert(corrupted, segments, selected, pad=ids == bert.pad_id)
         as_padding = bert(corrupted, segments, selected)
     by_hand = torch.nn.functional.cross_entropy(as_real, ids[selected], reduction="sum")
-    assert torch.allclose(total, by_hand)
+    assert_close(total, by_hand)
     assert not torch.allclose(as_real, as_padding)        # the mask would have hidden it
 
 
@@ -96,7 +98,8 @@ def test_the_loss_counts_the_selected_tokens_only():
     total, n = bert.mlm_loss(ids, segments, selected, ids)
     logits = bert(ids, segments)                                            # (B, T, V)
     by_hand = torch.nn.functional.cross_entropy(logits[:, 2], ids[:, 2], reduction="sum")
-    assert n == 4 and torch.allclose(total, by_hand, atol=1e-5)
+    assert n == 4
+    assert_close(total, by_hand)
 
 
 def shuffled_vocab(folder):
@@ -119,7 +122,7 @@ def test_special_tokens_are_the_tokenizer_s_ids_and_padding_changes_no_vector(tm
     with torch.no_grad():
         padded = bert.encode(ids, segments)[1, :4]
         unpadded = bert.encode(alone)[0]
-    assert torch.allclose(padded, unpadded, atol=1e-5)
+    assert_close(padded, unpadded)
     ids, _ = tok.layout(["the dog [MASK] the ball"])       # the literal [MASK] is the token
     assert ids[0].tolist() == [12, 0, 1, 14, 0, 4, 8]
 
@@ -411,7 +414,7 @@ def test_hugging_face_bert_weights_give_the_same_masked_lm_logits(tmp_path):
         assert bert.full_width_heads and bert.vocab.kind == "wordpiece"
         with torch.no_grad():
             ours = bert(ids, segments)
-        assert (ours[keep] - theirs[keep]).abs().max() < 1e-5, sub
+        assert_close(ours[keep], theirs[keep], what=sub)
     assert bert.vocab.layout(["The red dogs [MASK]"])[0][0].tolist() == [2, 5, 10, 6, 8, 4, 3]
 
 
@@ -491,10 +494,10 @@ def test_every_head_of_a_pre_training_bert_means_what_ours_says(tmp_path):
         pooled = model.bert(**pair).pooler_output
         mlm, is_next = bert(ids, segments, head="mlm+next")
         ours_pooled = bert.pooler_layer(bert.encode(ids, segments)[:, 0])
-    assert (mlm[keep] - out.prediction_logits[keep]).abs().max() < 1e-5
-    assert (ours_pooled - pooled).abs().max() < 1e-5
-    assert (is_next[:, 1] - out.seq_relationship_logits[:, 0]).abs().max() < 1e-5
-    assert (is_next[:, 0] - out.seq_relationship_logits[:, 1]).abs().max() < 1e-5
+    assert_close(mlm[keep], out.prediction_logits[keep])
+    assert_close(ours_pooled, pooled)
+    assert_close(is_next[:, 1], out.seq_relationship_logits[:, 0])
+    assert_close(is_next[:, 0], out.seq_relationship_logits[:, 1])
 
 
 @pytest.mark.slow

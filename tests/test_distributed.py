@@ -18,6 +18,7 @@ import torch
 
 from DLStudio.checkpoints import checkpoint_files, load_checkpoint
 
+from .close import assert_close, close
 from .conftest import ROOT
 
 ARCHIVE = os.path.join(ROOT, "datasets", "en_es_synthetic_8_20000.tar.gz")
@@ -56,7 +57,7 @@ def weights(path):
     return dict(flat(load_checkpoint(path)["model"]))
 
 
-def assert_same_weights(a, b, atol=1e-4):
+def assert_same_weights(a, b, rel=1e-4):
     """Equal within float tolerance, except W_K's bias: its gradient is zero in exact
     arithmetic (adding a constant to every score of a row leaves the softmax unchanged), so
     Adam, which divides by the gradient's size, turns two summation orders' rounding noise
@@ -66,7 +67,7 @@ def assert_same_weights(a, b, atol=1e-4):
     compared = [k for k in wa if not k.endswith("WK.bias")]
     assert len(compared) > 0.8 * len(wa)
     worst = max(compared, key=lambda k: (wa[k].float() - wb[k].float()).abs().max())
-    assert torch.allclose(wa[worst].float(), wb[worst].float(), atol=atol), worst
+    assert_close(wa[worst].float(), wb[worst].float(), rel=rel, what=worst)    # of the scale
 
 
 def newest(folder):
@@ -84,8 +85,7 @@ def test_two_ranks_train_as_one_process_with_their_global_batch(tmp_path):
     two, one = newest(tmp_path / "two"), newest(tmp_path / "one")
     p2, p1 = load_checkpoint(two), load_checkpoint(one)
     assert p2["step"] == p1["step"] == 6
-    assert torch.allclose(torch.tensor(p2["train_losses"]), torch.tensor(p1["train_losses"]),
-                          atol=1e-5)
+    assert_close(torch.tensor(p2["train_losses"]), torch.tensor(p1["train_losses"]))
     assert_same_weights(two, one)
     assert len(p2["rng_by_rank"]) == 2 and len(p1["rng_by_rank"]) == 1
 
@@ -111,8 +111,8 @@ def test_a_budget_and_an_average_on_two_ranks(tmp_path):
     assert_same_weights(newest(tmp_path / "two"), newest(tmp_path / "one"))
     for name, part in one["average"]["model"].items():
         for key, value in part.items():
-            assert torch.allclose(value.float(), two["average"]["model"][name][key].float(),
-                                  atol=1e-4) or key.endswith("WK.bias"), (name, key)
+            assert key.endswith("WK.bias") or close(
+                value.float(), two["average"]["model"][name][key].float(), rel=1e-4), (name, key)
     timed = ["--batch-size", 16, "--epochs", 100, "--schedule", "budget", "--max-minutes",
              "0.1", "--checkpoints-dir", "timed"]
     run(FG, TINY_FG + timed, tmp_path, nproc=2)
@@ -204,7 +204,7 @@ def test_two_gpus_with_nccl_train_as_one_gpu(tmp_path):
                               "--checkpoints-dir", folder], cwd=tmp_path, capture_output=True,
                              text=True, env=dict(os.environ, PYTHONPATH=ROOT), timeout=300)
         assert out.returncode == 0, out.stderr[-3000:]
-    assert_same_weights(newest(tmp_path / "two"), newest(tmp_path / "one"), atol=1e-3)
+    assert_same_weights(newest(tmp_path / "two"), newest(tmp_path / "one"), rel=1e-3)
 
 
 def free_port():

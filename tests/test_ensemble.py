@@ -14,6 +14,8 @@ from DLStudio.checkpoints import checkpoint_files
 from DLStudio.evaluation import beam_search, greedy_decode
 from DLStudio.evaluation.ensemble import Ensemble, same_vocabulary
 
+from .close import assert_close
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -54,8 +56,8 @@ def test_its_next_word_is_the_mean_of_the_members_probabilities(two):
         memory, mask = ensemble.encode(src)
         got = ensemble.decode(tgt, memory, mask)
     assert got.shape == expected.shape
-    assert torch.allclose(got, expected, atol=1e-5)
-    assert torch.allclose(got.exp().sum(-1), torch.ones(3, 4), atol=1e-5)  # probabilities
+    assert_close(got, expected)
+    assert_close(got.exp().sum(-1), torch.ones(3, 4))  # probabilities
 
 
 def test_with_the_caches_it_decodes_as_without_them(two):

@@ -27,7 +27,12 @@ from DLStudio.evaluation.explorer_page import (
 from DLStudio.evaluation.generation import generate, generate_text, prompt_ids
 from DLStudio.model.tokens import SOS_INDEX
 
+from .close import assert_close
+
 SENTENCES = ["she is not tired today", "we will not eat the red apples"]
+
+#: The page carries weights to 4 decimals (explorer_page.SCALE): equal to that, of 1.
+ON_THE_PAGE = dict(scale=1.0, rel=1e-4)
 
 
 def page_data(page):
@@ -51,7 +56,7 @@ def assert_same_weights(carried, weights):
     for layer, w in zip(carried, weights):
         got = torch.tensor(layer, dtype=torch.float64) / SCALE
         assert got.shape == w.shape, (got.shape, w.shape)
-        assert (got - w.double()).abs().max() <= 1e-4
+        assert_close(got, w.double(), **ON_THE_PAGE)
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +84,7 @@ def test_the_page_carries_the_models_weights_and_its_greedy_translation(trained,
         probs = torch.softmax(model(src, tgt)[0].double(), dim=-1)
         assert len(view["steps"]) == tgt.size(1)                       # the words and EOS
         for t, step in enumerate(view["steps"]):
-            assert abs(step["p"] - probs[t].max().item()) < 1e-4
+            assert_close(step["p"], probs[t].max().item(), **ON_THE_PAGE)
             assert len(step["top"]) == 5 and all(p <= step["p"] for _, p in step["top"])
 
 

@@ -25,11 +25,15 @@ from DLStudio.evaluation.explorer_page import render_page
 from DLStudio.model.recorder import record_attention
 from DLStudio.model.tokens import SOS_INDEX
 
+from .close import assert_close
 from .conftest import ROOT
 
 pytestmark = pytest.mark.slow
 SENTENCES = ["she is not tired today", "we will not eat the red apples"]
 REQUIRED = os.environ.get("DLSTUDIO_BROWSER_TESTS") == "required"
+
+#: The page carries weights to 4 decimals (explorer_page.SCALE): equal to that, of 1.
+ON_THE_PAGE = dict(scale=1.0, rel=1e-4)
 
 
 @pytest.fixture(scope="module")
@@ -129,27 +133,27 @@ def test_the_file_page_shows_the_models_weights_where_you_point(trained, browser
     maps = model.attention_maps(src, tgt)
 
     point(browser, "#large .tok.query", 2)        # "is": where it looks, layer 1, head 1
-    assert (shown(browser, "#large .tok.key") - maps["encoder"][0][0, 0, 2]).abs().max() < 1e-4
+    assert_close(shown(browser, "#large .tok.key"), maps["encoder"][0][0, 0, 2], **ON_THE_PAGE)
     choose(browser, "layer", 1)
     choose(browser, "head", 2)
     panel = browser.find_element("css selector", "#large .panel")
     assert (panel.get_attribute("data-layer"), panel.get_attribute("data-head")) == ("1", "2")
     point(browser, "#large .tok.query", 4)
-    assert (shown(browser, "#large .tok.key") - maps["encoder"][1][0, 2, 4]).abs().max() < 1e-4
+    assert_close(shown(browser, "#large .tok.key"), maps["encoder"][1][0, 2, 4], **ON_THE_PAGE)
     cells = shown(browser, '#large td.cell[data-q="4"]')         # its row in the matrix too
-    assert (cells - maps["encoder"][1][0, 2, 4]).abs().max() < 1e-4
+    assert_close(cells, maps["encoder"][1][0, 2, 4], **ON_THE_PAGE)
 
     choose(browser, "kind", "cross")              # an English word: who looks at it
     point(browser, "#large .tok.key", 1)
     column = maps["cross"][1][0, 2, :, 1]
-    assert (shown(browser, "#large .tok.query") - column).abs().max() < 1e-4
+    assert_close(shown(browser, "#large .tok.query"), column, **ON_THE_PAGE)
     browser.find_element("id", "all-heads").click()
     panels = browser.find_elements("css selector", "#large .panel")
     assert [p.get_attribute("data-head") for p in panels] == ["0", "1", "2", "3"]
     browser.find_elements("css selector", "#grid canvas")[0].click()   # layer 1 of the grid
     point(browser, '#large .panel[data-head="3"] .tok.query', 0)
-    assert (shown(browser, '#large .panel[data-head="3"] .tok.key')
-            - maps["cross"][0][0, 3, 0]).abs().max() < 1e-4
+    assert_close(shown(browser, '#large .panel[data-head="3"] .tok.key'),
+                 maps["cross"][0][0, 3, 0], **ON_THE_PAGE)
     assert fits_the_window(browser)
     screenshot(browser, tmp_path, "explorer_all_heads.png")
 
@@ -222,7 +226,7 @@ def test_gpt_and_vision_pages_show_their_weights(browser, tmp_path):
                                lambda: gpt(text))
     point(browser, "#large .tok.query", len(ids) - 1)      # the prompt's last piece
     row = shown(browser, "#large .tok.key")[:len(ids)]
-    assert (row - weights[0][0, 0, -1]).abs().max() < 1e-4  # causal: the rest are 0
+    assert_close(row, weights[0][0, 0, -1], **ON_THE_PAGE)  # causal: the rest are 0
     assert shown(browser, "#large .tok.key")[len(ids):].abs().max() == 0
     assert fits_the_window(browser)
     browser.find_element("id", "all-heads").click()
@@ -238,7 +242,7 @@ def test_gpt_and_vision_pages_show_their_weights(browser, tmp_path):
     choose(browser, "head", 1)
     maps = vit.attention_maps(vit.test_set.images[3:4].float().div(255))
     patches = shown(browser, "#large .patch")
-    assert (patches - maps[1][0, 1, 0, 1:]).abs().max() < 1e-4
+    assert_close(patches, maps[1][0, 1, 0, 1:], **ON_THE_PAGE)
     screenshot(browser, tmp_path, "explorer_vision.png")
 
 

@@ -18,6 +18,7 @@ from DLStudio.training.finetune import CompletionTrainer, completion_logps, dpo_
 from DLStudio.training.rows import RowError, encode_rows, read_rows
 from DLStudio.Transformers import TransformerGPT
 
+from .close import assert_close
 from .hub_folders import llama_folder
 from .test_lora import llama_gpt as short_llama_gpt
 
@@ -89,7 +90,7 @@ def test_the_loss_is_the_cross_entropy_of_the_learnt_tokens_alone(tmp_path):
     targets[~keep] = 7                      # other targets where nothing is learnt
     picked = logp.gather(-1, targets[..., None])[..., 0]
     assert count == int(keep.sum()) > 0
-    assert torch.allclose(total, -picked[keep].sum(), atol=1e-4)
+    assert_close(total, -picked[keep].sum())
 
 
 def test_lora_off_is_the_base_model_and_remove_lora_leaves_a_plain_one():
@@ -105,14 +106,14 @@ def test_lora_off_is_the_base_model_and_remove_lora_leaves_a_plain_one():
             assert torch.equal(gpt(ids), base)
         assert (adapted - base).abs().max() > 1e-3
         gpt.remove_lora()
-        assert torch.allclose(gpt(ids), adapted, atol=1e-5)
+        assert_close(gpt(ids), adapted)
     assert not any("lora" in name or "parametrizations" in name for name in gpt.state_dict())
     assert all(p.requires_grad for p in gpt.parameters())
 
 
 def test_dpo_loss_is_log_2_at_the_reference_and_falls_as_the_chosen_gains():
     zero = torch.zeros(3)
-    assert torch.allclose(dpo_loss(zero, zero, zero, zero), torch.full((3,), 0.6931472))
+    assert_close(dpo_loss(zero, zero, zero, zero), torch.full((3,), 0.6931472))
     gained = dpo_loss(torch.tensor([1.0]), zero[:1], zero[:1], zero[:1], beta=0.5)
     assert gained.item() < 0.6931472
 
@@ -149,7 +150,7 @@ def test_finetune_lm_trains_resumes_and_writes_an_adapter_read_back(tmp_path, ca
     base = TransformerGPT.from_huggingface(folder)
     ids = torch.tensor([adapted.encode("user: the house\nassistant:")])
     with torch.no_grad():
-        assert (adapted(ids) - merged(ids)).abs().max() < 1e-4
+        assert_close(adapted(ids), merged(ids))
         assert (adapted(ids) - base(ids)).abs().max() > 1e-2
     assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
             for p in (tmp_path / "folder").iterdir()} == before
@@ -257,8 +258,8 @@ def test_finetune_lm_on_a_transformers_folder_gives_peft_and_transformers_our_lo
     ids = torch.tensor([ours.encode("what is 3 plus one")])
     with torch.no_grad():
         logits = ours(ids)
-        assert (logits - peft(ids).logits).abs().max() <= 1e-4
-        assert (logits - merged(ids).logits).abs().max() <= 1e-4
+        assert_close(logits, peft(ids).logits)
+        assert_close(logits, merged(ids).logits)
         assert (logits - model(ids).logits).abs().max() > 1e-2          # it learnt
     assert {p.name: p.read_bytes() for p in (tmp_path / "llama").iterdir()} == before
 
@@ -328,7 +329,7 @@ def test_a_completion_trainer_batches_accumulate_into_one_step():
         loss.backward()
         grads.append(torch.cat([p.grad.flatten() for p in gpt.parameters()
                                 if p.grad is not None]))
-    assert torch.allclose(grads[0], grads[1], rtol=1e-4, atol=1e-6)
+    assert_close(grads[0], grads[1])
 
 
 @pytest.mark.slow
@@ -353,7 +354,7 @@ def test_a_merged_folder_keeps_its_own_architecture(tmp_path, kind):
     ids = torch.tensor([gpt.encode("the quick brown fox jumps over the lazy dog")])
     with torch.no_grad():
         ours = gpt(ids)
-        assert (ours - merged(ids).logits).abs().max() <= 1e-4
+        assert_close(ours, merged(ids).logits)
         assert (ours - base(ids).logits).abs().max() > 1e-2
 
 
@@ -368,10 +369,9 @@ def test_the_classifier_reads_the_state_the_output_layer_reads_at_the_last_token
     keep = torch.arange(9)[None, :] == (lengths - 1)[:, None]            # each last token
     with torch.no_grad():
         states = gpt.last_states(ids, lengths)
-        assert torch.allclose(gpt.master_decoder.out(states), gpt(ids, keep), atol=1e-5)
+        assert_close(gpt.master_decoder.out(states), gpt(ids, keep))
         padded_more = torch.cat([ids, torch.full((3, 5), 7)], 1)         # padding never read
-        assert torch.allclose(gpt.class_logits(padded_more, lengths),
-                              gpt.class_logits(ids, lengths), atol=1e-5)
+        assert_close(gpt.class_logits(padded_more, lengths), gpt.class_logits(ids, lengths))
 
 
 def test_a_folder_learns_a_classifier_that_classify_text_reads(tmp_path, capsys,
@@ -399,4 +399,5 @@ def test_a_folder_learns_a_classifier_that_classify_text_reads(tmp_path, capsys,
     gpt = TransformerGPT.from_checkpoint(
         str(next((tmp_path / "classifier").glob("checkpoint_*.pt"))))[0]
     probs = gpt.classify(["el perro come pan", "the dog eats bread"])
-    assert probs.shape == (2, 2) and torch.allclose(probs.sum(1), torch.ones(2))
+    assert probs.shape == (2, 2)
+    assert_close(probs.sum(1), torch.ones(2))

@@ -11,6 +11,7 @@ from DLStudio.containers import hub
 from DLStudio.evaluation.generation import cut_at, generate
 from DLStudio.Transformers import TransformerGPT
 
+from .close import assert_close
 from .test_real_models import llama_shaped_gpt
 
 
@@ -96,7 +97,8 @@ def test_log_probabilities_are_the_models_own_for_the_tokens_chosen(folder):
             expected = gpt(out).log_softmax(-1)[0, P - 1:-1].gather(1, out[0, P:, None])[:, 0]
         got = torch.stack(kept, 1)[0]
         assert got.shape == expected.shape == (12,)
-        assert (got - expected).abs().max() < 1e-4 and (got <= 0).all()
+        assert_close(got, expected)
+        assert (got <= 0).all()
         (text, scored), = gpt.generate("la casa", max_new_tokens=12, logprobs=True, **options)
         assert text == gpt.generate("la casa", max_new_tokens=12, **options)[0]
         if not any("\ufffd" in piece for piece, _ in scored):   # (a byte of a character)

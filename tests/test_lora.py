@@ -12,6 +12,7 @@ from DLStudio import DLStudio
 from DLStudio.containers import hub
 from DLStudio.Transformers import TransformerGPT
 
+from .close import assert_close
 from .hub_folders import llama_folder
 
 ALL = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -72,8 +73,8 @@ def test_heads_one_by_one_batched_and_cached_agree_with_a_lora():
             a.batched = True
         with gpt.decoding():
             cached = torch.stack([gpt.decode_newest(IDS[:, :t + 1]) for t in range(11)], 1)
-    assert (batched - by_head).abs().max() < 1e-5
-    assert (batched - cached).abs().max() < 1e-5
+    assert_close(batched, by_head)
+    assert_close(batched, cached)
 
 
 def test_merge_and_unmerge_change_nothing_the_model_computes():
@@ -86,12 +87,12 @@ def test_merge_and_unmerge_change_nothing_the_model_computes():
         adapted = gpt(IDS)
         assert (adapted - base).abs().max() > 1e-2
         gpt.merge_lora()
-        assert (gpt(IDS) - adapted).abs().max() < 1e-5
+        assert_close(gpt(IDS), adapted)
         gpt.unmerge_lora()
-        assert (gpt(IDS) - adapted).abs().max() < 1e-5
+        assert_close(gpt(IDS), adapted)
         for _, _, lora, _ in gpt.lora_places():
             lora.B.zero_()
-        assert (gpt(IDS) - base).abs().max() < 1e-5
+        assert_close(gpt(IDS), base)
 
 
 def test_a_subclass_lora_is_used_wherever_the_model_names_it():
@@ -122,7 +123,7 @@ def test_a_subclass_lora_is_used_wherever_the_model_names_it():
     with torch.no_grad():
         evaluated = gpt(IDS)                             # the weight's form: its delta
         trained = gpt.train()(IDS)             # the branch would give the undoubled change
-        assert (trained - evaluated).abs().max() < 1e-5
+        assert_close(trained, evaluated)
         assert (trained - llama_gpt(dropout=0.0)(IDS)).abs().max() > 1e-2
 
 
@@ -176,10 +177,12 @@ def test_loras_dropout_acts_on_its_input_while_training_and_never_in_evaluation(
     plain.loss(IDS)[0].backward()
     dropping.loss(IDS)[0].backward()
     with torch.no_grad():
-        assert (plain(IDS) - dropping(IDS)).abs().max() < 1e-5
+        assert_close(plain(IDS), dropping(IDS))
     grads = [(n, p.grad, dict(dropping.named_parameters())[n].grad)
              for n, p in plain.named_parameters() if p.grad is not None]
-    assert len(grads) == 2 * 2 * 7 and all((a - b).abs().max() < 1e-5 for _, a, b in grads)
+    assert len(grads) == 2 * 2 * 7
+    for name, a, b in grads:
+        assert_close(a, b, what=name)
 
     for _, _, lora, _ in dropping.lora_places():
         lora.dropout = EveryOther()
@@ -189,10 +192,10 @@ def test_loras_dropout_acts_on_its_input_while_training_and_never_in_evaluation(
         for a in attentions:
             a.batched = False
         by_head = dropping(IDS)
-        assert (batched - by_head).abs().max() < 1e-5
+        assert_close(batched, by_head)
         assert (batched - plain(IDS)).abs().max() > 1e-2
         dropping.eval()
-        assert (dropping(IDS) - plain.eval()(IDS)).abs().max() < 1e-5
+        assert_close(dropping(IDS), plain.eval()(IDS))
 
 
 @pytest.mark.slow
@@ -214,7 +217,7 @@ def test_the_adapter_in_pefts_format_gives_transformers_our_logits(tmp_path):
     ids = torch.tensor([gpt.encode("the quick brown fox jumps over the lazy dog")])
     with torch.no_grad():
         ours, theirs = gpt(ids), model(ids).logits
-        assert (ours - theirs).abs().max() <= 1e-4
+        assert_close(ours, theirs)
         with model.disable_adapter():
             assert (ours - model(ids).logits).abs().max() > 1e-2     # the adapter matters
     assert {p.name: p.read_bytes() for p in (tmp_path / "llama").iterdir()} == before
@@ -249,7 +252,7 @@ def test_training_with_loras_dropout_gives_what_peft_gives(tmp_path):
     ids = torch.tensor([gpt.encode("the quick brown fox jumps over the lazy dog")])
     with torch.no_grad():
         ours, theirs = gpt(ids), model(ids).logits
-        assert (ours - theirs).abs().max() <= 1e-4
+        assert_close(ours, theirs)
         assert (ours - gpt.eval()(ids)).abs().max() > 1e-2          # the mask matters
 
 
@@ -265,7 +268,7 @@ def test_an_adapter_written_is_read_back_onto_its_folder(tmp_path):
     hub.write_adapter(gpt, str(tmp_path / "adapter"))
     again = TransformerGPT.from_huggingface(folder, adapter=str(tmp_path / "adapter"))
     with torch.no_grad():
-        assert (again(IDS) - gpt(IDS)).abs().max() < 1e-6
+        assert_close(again(IDS), gpt(IDS))
     config = tmp_path / "adapter" / "adapter_config.json"
     config.write_text(json.dumps(dict(json.loads(config.read_text()), use_dora=True)))
     with pytest.raises(hub.FolderError, match="use_dora True"):
@@ -288,7 +291,7 @@ def test_an_adapter_peft_wrote_gives_ours_its_logits(tmp_path):
     gpt = TransformerGPT.from_huggingface(folder, adapter=str(tmp_path / "adapter"))
     ids = torch.tensor([gpt.encode("the quick brown fox jumps over the lazy dog")])
     with torch.no_grad():
-        assert (gpt(ids) - model(ids).logits).abs().max() <= 1e-4
+        assert_close(gpt(ids), model(ids).logits)
 
 
 @pytest.mark.slow
@@ -321,8 +324,8 @@ def test_gpt2s_fused_c_attn_takes_one_lora_that_peft_and_transformers_read(tmp_p
     again = TransformerGPT.from_huggingface(folder, adapter=str(tmp_path / "their_adapter"))
     with torch.no_grad():
         ours = gpt(ids)
-        assert (ours - peft(ids).logits).abs().max() <= 1e-4
-        assert (ours - merged(ids).logits).abs().max() <= 1e-4
+        assert_close(ours, peft(ids).logits)
+        assert_close(ours, merged(ids).logits)
         with peft.disable_adapter():
             assert (ours - peft(ids).logits).abs().max() > 1e-2
-        assert (again(ids) - theirs(ids).logits).abs().max() <= 1e-4
+        assert_close(again(ids), theirs(ids).logits)

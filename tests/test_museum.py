@@ -11,6 +11,8 @@ from DLStudio import museum as m
 from DLStudio.data import generate_corpus
 from DLStudio.data.images import SHAPE_CLASSES
 
+from .close import assert_close
+
 
 @pytest.fixture(scope="module")
 def corpus():
@@ -85,7 +87,7 @@ def test_without_scaling_the_scores_are_sqrt_s_qkv_times_larger(corpus):
     def centred(w):
         logs = w[..., :n].log()
         return logs - logs.mean(dim=-1, keepdim=True)
-    assert torch.allclose(centred(bug), math.sqrt(s) * centred(ok), atol=1e-3)
+    assert_close(centred(bug), math.sqrt(s) * centred(ok))
     assert bug.max() > ok.max()
 
 def test_no_warmup_starts_at_the_peak_rate(corpus):

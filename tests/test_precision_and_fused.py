@@ -8,6 +8,7 @@ from DLStudio import DLStudio, TransformerFG, TransformerGPT, TransformerPreLN
 from DLStudio.data import generate_corpus
 from DLStudio.runtime.precision import Precision
 
+from .close import assert_close
 from .test_transformers import make, randomize
 
 
@@ -37,7 +38,7 @@ def test_fused_attention_computes_the_readable_product(cls, full_width):
     tgt = x.vocab.encode([es for _, es in pairs], "es")
     fused, readable = outputs_with_and_without_fused(model, src, tgt)
     assert fused.shape == readable.shape
-    assert torch.allclose(fused, readable, atol=1e-5), (fused - readable).abs().max()
+    assert_close(fused, readable)
 
 
 def test_fused_attention_keeps_the_gpt_causal():
@@ -46,7 +47,7 @@ def test_fused_attention_keeps_the_gpt_causal():
                          embedding_size=32, num_basic_decoders=2, num_atten_heads=4).eval()
     ids = torch.randint(2, gpt.num_tokens("text"), (2, 7))
     fused, readable = outputs_with_and_without_fused(gpt, ids)
-    assert torch.allclose(fused, readable, atol=1e-5)
+    assert_close(fused, readable)
     later = ids.clone()
     later[:, 5:] = 2
     assert torch.equal(gpt(ids)[:, :5], gpt(later)[:, :5])      # the future does not leak
@@ -140,7 +141,7 @@ def test_compiled_training_takes_the_same_steps():
                                                    max_steps=4)
         losses[compiled] = trainer.run()
     assert len(losses[True]) == 4
-    assert torch.allclose(torch.tensor(losses[True]), torch.tensor(losses[False]), atol=1e-4)
+    assert_close(torch.tensor(losses[True]), torch.tensor(losses[False]))
 
 
 def test_bf16_decoding_translates_as_fp32_does(trained):
@@ -217,8 +218,8 @@ def test_clipping_inside_the_fused_step_is_torchs_clipping_to_rounding():
     assert all(torch.equal(a, b) for a, b in zip(our_norms, their_norms))   # the same norm
     assert all(n > 1.0 for n in their_norms)                                # and clipped
     for a, b in zip(ours, theirs):
-        assert torch.allclose(a, b, rtol=1e-6, atol=1e-7)
-        assert torch.allclose(a.grad, b.grad, rtol=1e-6, atol=0)     # .grad: clipped, as before
+        assert_close(a, b)
+        assert_close(a.grad, b.grad)     # .grad: clipped, as before
 
 
 def test_unclipped_gradients_step_to_the_bit():
@@ -242,7 +243,7 @@ def test_an_optimiser_without_the_fused_step_is_clipped_by_torch():
     opt = torch.optim.Adam([p], 0.1)
     p.grad = torch.full((4,), 100.0)
     clip_gradient_norm([p], 1.0, opt)
-    assert torch.allclose(p.grad, torch.full((4,), 0.5), rtol=1e-5)   # clipped here and now
+    assert_close(p.grad, torch.full((4,), 0.5))   # clipped here and now
 
 
 def test_a_state_loaded_from_an_unfused_adam_is_clipped_by_torch():
@@ -262,7 +263,7 @@ def test_a_state_loaded_from_an_unfused_adam_is_clipped_by_torch():
         clip_gradient_norm([p], 1.0, opt)
         opt.step()
         runs.append(p.detach().clone())
-    assert torch.allclose(runs[0], runs[1], rtol=1e-6)
+    assert_close(runs[0], runs[1])
 
 
 def test_grad_between_clipping_and_the_step_is_unclipped_as_documented():
@@ -273,5 +274,5 @@ def test_grad_between_clipping_and_the_step_is_unclipped_as_documented():
     clip_gradient_norm([p], 1.0, opt)
     assert torch.equal(p.grad, torch.full((4,), 100.0))          # not yet
     opt.step()
-    assert torch.allclose(p.grad, torch.full((4,), 0.5), rtol=1e-5)   # written by the step
+    assert_close(p.grad, torch.full((4,), 0.5))   # written by the step
     assert "not yet clipped" in ClippingAdam.__doc__

@@ -22,6 +22,8 @@ from DLStudio.model.relative_positions import (
     sinusoid_of_offsets,
 )
 
+from .close import assert_close
+
 SENTENCES = ["la casa es roja", "el perro come pan", "la niña lee un libro muy largo"] * 8
 
 
@@ -51,7 +53,7 @@ def test_the_relative_terms_are_the_lectures_expansion_pair_by_pair():
 def test_the_sinusoid_of_an_offset_is_the_2017_code_of_that_position():
     from DLStudio.model.architecture import TransformerParts
     code = TransformerParts.EmbeddingsGenerator.sinusoids(8, 6, 10000.0)
-    assert torch.allclose(sinusoid_of_offsets(7, 6)[7:], code, atol=1e-6)
+    assert_close(sinusoid_of_offsets(7, 6)[7:], code)
     # sin is odd, cos even: -r and r differ, so a key before and one after are told apart
     R = sinusoid_of_offsets(2, 6)
     assert not torch.allclose(R[0], R[4]) and torch.allclose(R[0, 1::2], R[4, 1::2])
@@ -145,7 +147,7 @@ def test_a_students_head_reads_the_positions_or_is_refused():
         ours = GPTParts(positions=positions, **sizes).eval()
         ids = torch.randint(2, 30, (2, 9))
         with torch.no_grad():
-            torch.testing.assert_close(theirs(ids), ours(ids), rtol=1e-5, atol=1e-5)
+            assert_close(ours(ids), theirs(ids))
         with pytest.raises(OverrideError, match="never reads self.score_bias"):
             Ignores(positions=positions, **sizes)
 
@@ -206,6 +208,6 @@ def test_scores_are_scaled_with_the_model_and_alibi_is_added_after_scaling():
     with torch.no_grad():
         head.u.normal_()
     Q, K = torch.randn(1, 3, 4), torch.randn(1, 3, 4)
-    assert torch.allclose(head(Q, K, 0.5), 2 * head(Q, K, 0.25))
+    assert_close(head(Q, K, 0.5), 2 * head(Q, K, 0.25))
     assert torch.equal(ALiBi(0.5)(Q, K, 0.5), ALiBi(0.5)(Q, K, 0.25))
     assert math.isclose(head.clip, 32)

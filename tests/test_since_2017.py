@@ -24,6 +24,8 @@ from DLStudio.model.overrides import OverrideError
 from DLStudio.model.since_2017 import RMSNorm, RotaryEmbedding, SwiGLU
 from DLStudio.model.tokens import EOS_INDEX, SOS_INDEX
 
+from .close import assert_close
+
 
 def test_rmsnorm_is_torchs_given_the_same_weight():
     if not hasattr(nn, "RMSNorm"):
@@ -33,7 +35,7 @@ def test_rmsnorm_is_torchs_given_the_same_weight():
     with torch.no_grad():
         ours.weight.normal_()
         theirs.weight.copy_(ours.weight)
-    assert torch.allclose(ours(x), theirs(x), atol=1e-12)
+    assert_close(ours(x), theirs(x), dtype=torch.float32)     # ours averages in float32
     assert not torch.allclose(ours(x + 1), ours(x))           # no centring: a shift shows
 
 
@@ -117,8 +119,9 @@ def test_rotary_turns_each_pair_by_its_angle_and_keeps_the_length():
             a = (m + 3) * 100.0 ** (-2 * i / 8)
             turn = torch.tensor([[math.cos(a), -math.sin(a)], [math.sin(a), math.cos(a)]],
                                 dtype=torch.float64)
-            assert torch.allclose(out[:, m, 2 * i:2 * i + 2], x[:, m, 2 * i:2 * i + 2] @ turn.T)
-    assert torch.allclose(out.norm(dim=-1), x.norm(dim=-1))       # a rotation: same length
+            assert_close(out[:, m, 2 * i:2 * i + 2], x[:, m, 2 * i:2 * i + 2] @ turn.T,
+                         dtype=torch.float32)            # its angles: a float32 table
+    assert_close(out.norm(dim=-1), x.norm(dim=-1), dtype=torch.float32)   # the same length
     with pytest.raises(ValueError, match="must be even"):
         RotaryEmbedding(7)
 
@@ -128,12 +131,12 @@ def test_rotary_scores_depend_only_on_the_offset_between_positions():
 
     def scores(shift):
         return rope(q, offset=shift) @ rope(k, offset=shift).T                # (T, T)
-    assert torch.allclose(scores(0), scores(7), atol=1e-4)     # every position moved by 7
-    assert torch.allclose(scores(0), scores(250), atol=1e-3)
+    assert_close(scores(0), scores(7))     # every position moved by 7
+    assert_close(scores(0), scores(250))
     assert not torch.allclose(scores(0), q @ k.T, atol=1e-2)   # positions do change them
     # one pair of words at positions (m, n) scores as at (m + 5, n + 5), not as at (m, n + 5)
     s = rope(q[:1], offset=3) @ rope(k[:1], offset=1).T
-    assert torch.allclose(s, rope(q[:1], offset=8) @ rope(k[:1], offset=6).T, atol=1e-4)
+    assert_close(s, rope(q[:1], offset=8) @ rope(k[:1], offset=6).T)
     assert not torch.allclose(s, rope(q[:1], offset=3) @ rope(k[:1], offset=6).T, atol=1e-3)
 
 
@@ -192,7 +195,7 @@ def test_decoding_with_the_cache_equals_decoding_without(switches, beam):
                              for t in range(ys.size(1))], dim=1)
     with torch.no_grad():
         whole = whole_model.decode(ys, memory, cross_mask)
-    assert torch.allclose(steps, whole, atol=1e-4)
+    assert_close(steps, whole)
 
 
 def test_a_gpt_with_rope_and_one_key_value_head_generates_the_same_with_the_cache():
@@ -256,8 +259,8 @@ def test_grouped_heads_share_keys_and_values_in_order_and_cache_g_heads():
     assert heads[1].WK is heads[0].WK and heads[3].WV is heads[2].WV      # 0 0 1 1
     assert heads[2].WK is not heads[0].WK and heads[1].WQ is not heads[0].WQ
     x = torch.randn(3, 5, 16)
-    assert torch.allclose(attention.all_heads(x, x, None), attention.per_head(x, x, None),
-                          atol=1e-6)          # the batched path repeats K, V in that order
+    # the batched path repeats K, V in that order
+    assert_close(attention.all_heads(x, x, None), attention.per_head(x, x, None))
     count = [sum(p.numel() for p in m.parameters()) for m in (grouped, plain)]
     assert count[1] - count[0] == 3 * 2 * 2 * (16 * 4 + 4)   # 3 attentions, 2 WK+WV pairs less
     src = torch.randint(3, 20, (2, 6))
@@ -371,6 +374,6 @@ def test_the_explorer_reads_a_model_with_every_switch():
                              "cross": (tgt.size(1), src.size(1))}.items():
         weights = maps[kind][0]                                   # (B, H, T_q, T_k): 4 heads
         assert weights.shape == (1, 4, T_q, T_k)
-        assert torch.allclose(weights.sum(-1), torch.ones(1, 4, T_q))
+        assert_close(weights.sum(-1), torch.ones(1, 4, T_q))
     view = translation_view(model, x.vocab, "she is tired")
     assert view["tokens"]["source"] and len(view["maps"]["encoder"]["layers"][0]) == 4  # heads

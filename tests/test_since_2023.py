@@ -16,6 +16,8 @@ from DLStudio.data.hub_tokenizer import FolderError
 from DLStudio.model.architecture import GPTParts
 from DLStudio.model.overrides import OverrideError
 
+from .close import assert_close, close
+
 SWITCHES = [{"qk_norm": True}, {"window": 3}, {"nope_layers": (1,)},
             {"qk_norm": True, "window": 2, "nope_layers": (0,)},
             {"qk_norm": "all_heads", "norm_placement": "output"},
@@ -46,8 +48,8 @@ def test_head_by_head_batched_and_cached_give_the_same_numbers(switches):
             layer.self_attention.batched = True
         with model.decoding():
             cached = torch.stack([model.decode_newest(ids[:, :t + 1]) for t in range(12)], 1)
-    assert (batched - by_head).abs().max() < 1e-5
-    assert (batched - cached).abs().max() < 1e-5
+    assert_close(batched, by_head)
+    assert_close(batched, cached)
 
 
 def test_a_token_outside_the_window_is_not_seen():
@@ -79,7 +81,7 @@ def test_qk_norm_makes_the_scores_blind_to_the_size_of_the_queries_and_keys():
                         W.weight.mul_(10)
                         W.bias.mul_(10)
             after = model(ids)
-        assert ((before - after).abs().max() < 1e-4) == qk_norm
+        assert close(after, before, rel=1e-4) == qk_norm        # the norms' eps: 1e-4
 
 
 def test_a_nope_layer_turns_nothing_and_the_others_do():
@@ -174,7 +176,7 @@ def test_the_norms_after_the_sublayers_sit_where_their_families_put_them():
             for lay in model.master_decoder.basic_decoder_arr:
                 lay.self_attention.W_O.weight.mul_(10)
                 lay.self_attention.W_O.bias.mul_(10)
-            assert (model(ids) - before).abs().max() < 1e-3
+            assert_close(model(ids), before, rel=1e-3)     # the norms' eps moves it a little
     with pytest.raises(ValueError, match="pre-LN"):
         gpt(norm_placement="sandwich", norm_first=False)
 
@@ -194,13 +196,13 @@ def test_gemmas_norm_starts_as_the_identity_gain_and_geglu_gates_with_gelu():
     x = torch.randn(3, 8)
     plain, plus_one = RMSNorm(8), RMSNorm(8, plus_one=True)
     assert torch.equal(plus_one.weight, torch.zeros(8))
-    assert torch.allclose(plain(x), plus_one(x), atol=1e-6)
+    assert_close(plain(x), plus_one(x))
     model = gpt(feed_forward="geglu")
     ff = model.master_decoder.basic_decoder_arr[0].feed_forward
     assert isinstance(ff, SwiGLU)
     y = torch.randn(2, 32)
     expected = ff.W2(torch.nn.functional.gelu(ff.W1(y), approximate="tanh") * ff.V(y))
-    assert torch.allclose(ff(y), expected)
+    assert_close(ff(y), expected)
 
 
 def test_a_norm_over_all_heads_refuses_a_students_head():

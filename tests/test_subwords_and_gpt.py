@@ -24,6 +24,7 @@ from DLStudio.evaluation import evaluate_bleu, greedy_decode
 from DLStudio.evaluation.generation import encode_sentences, generate, prompt_ids
 from DLStudio.model.tokens import EOS_INDEX, SOS_INDEX
 
+from .close import assert_close
 from .homework_classes import WithAttentionHead
 
 UNSEEN = "quixotic walruses juggle"    # no word of it is in the bundled corpus
@@ -158,7 +159,7 @@ def test_a_gpt_position_never_sees_a_later_token():
     t = 4
     changed[0, t] = (changed[0, t] + 7) % gpt.vocab.size
     a, b = gpt(ids), gpt(changed)                                        # (1, T, V)
-    assert torch.allclose(a[:, :t], b[:, :t], atol=1e-6)
+    assert_close(a[:, :t], b[:, :t])
     assert not torch.allclose(a[:, t:], b[:, t:])
 
 

@@ -14,6 +14,8 @@ from DLStudio.model.architecture import EncoderDecoderParts, GPTParts
 from DLStudio.model.tokens import causal_mask, padding_mask
 from DLStudio.model.vision import VisionParts
 
+from .close import assert_close
+
 VARIANTS = [TransformerFG, TransformerPreLN]
 
 
@@ -77,7 +79,7 @@ def test_encoder_layer_matches_pytorch(cls):
     got = ours(h, pad[:, None, None, :])
     want = ref(h, src_key_padding_mask=pad)
     # PyTorch's fast path returns zeros at padded positions; compare the real ones
-    assert torch.allclose(got[~pad], want[~pad], atol=1e-5)
+    assert_close(got[~pad], want[~pad])
 
 
 @pytest.mark.parametrize("cls", VARIANTS)
@@ -97,7 +99,7 @@ def test_decoder_layer_matches_pytorch(cls):
     y, memory = torch.randn(2, 6, 32), torch.randn(2, 5, 32)
     got = ours(y, memory, causal_mask(6), pad[:, None, None, :])
     want = ref(y, memory, tgt_mask=causal_mask(6), memory_key_padding_mask=pad)
-    assert torch.allclose(got, want, atol=1e-5)
+    assert_close(got, want)
 
 
 @pytest.mark.parametrize("cls", VARIANTS)
@@ -113,7 +115,7 @@ def test_batched_heads_equal_each_head_on_its_slice(cls):
             kv, mask = q, causal_mask(5)
             batched = attention(q, mask)
         assert attention.batched
-        assert torch.allclose(batched, attention.per_head(q, kv, mask), atol=1e-6)
+        assert_close(batched, attention.per_head(q, kv, mask))
 
 
 @pytest.mark.parametrize("cls", VARIANTS)
@@ -127,7 +129,7 @@ def test_causal_mask_future_words_do_not_move_earlier_outputs(cls):
     changed = tgt.clone()
     changed[:, t + 1:] = torch.randint(2, 50, (2, 9 - t - 1))
     a, b = model(src, tgt), model(src, changed)
-    assert torch.allclose(a[:, :t + 1], b[:, :t + 1], atol=1e-6)
+    assert_close(a[:, :t + 1], b[:, :t + 1])
     assert not torch.allclose(a[:, t + 1:], b[:, t + 1:])
 
 
@@ -156,7 +158,8 @@ def test_a_gpt_and_a_vision_transformer_are_built_and_run_from_sizes_alone():
     changed = ids.clone()
     changed[:, 5:] = torch.randint(2, 30, (2, 2))
     a, b = gpt(ids), gpt(changed)
-    assert a.shape == (2, 7, 30) and torch.allclose(a[:, :5], b[:, :5], atol=1e-6)
+    assert a.shape == (2, 7, 30)
+    assert_close(a[:, :5], b[:, :5])
     assert not torch.allclose(a[:, 5:], b[:, 5:])                          # it is causal
     vit = VisionParts(num_classes=3, patch_size=(4, 4), image_size=(8, 12), in_channels=1,
                       embedding_size=16, num_basic_encoders=1, num_atten_heads=2)
@@ -231,8 +234,8 @@ def test_embeddings_are_scaled_words_plus_sinusoids():
     emb = x.embeddings_generator_en
     ids = torch.tensor([[0, 5, 1]])
     pe = emb.sinusoids(10, 32, 10000.0)
-    assert torch.allclose(pe[3, 0::2], torch.sin(3 / 10000.0 ** (torch.arange(0, 32, 2) / 32)))
-    assert torch.allclose(emb(ids), emb.embedding(ids) * 32 ** 0.5 + pe[:3])
+    assert_close(pe[3, 0::2], torch.sin(3 / 10000.0 ** (torch.arange(0, 32, 2) / 32)))
+    assert_close(emb(ids), emb.embedding(ids) * 32 ** 0.5 + pe[:3])
 
 
 @pytest.mark.parametrize("cls", VARIANTS)
@@ -330,7 +333,7 @@ def test_incremental_decoding_equals_rerunning_the_prefix(cls):
         steps = [model.decode_newest(ys[:, :t + 1], memory, cross_mask) for t in range(6)]
     for t, step in enumerate(steps):
         full = model.decode(ys[:, :t + 1], memory, cross_mask)[:, -1]
-        assert torch.allclose(step, full, atol=1e-5)
+        assert_close(step, full)
     assert all(type(a.kv_cache).__name__ == "_NoCache"          # gone again after decoding
                for d in dec.basic_decoder_arr for a in (d.self_attention, d.cross_attention))
     cached = greedy_decode(model, src, 10)
@@ -363,9 +366,9 @@ def test_full_width_heads_with_output_projection_match_pytorch():
         ref.self_attn.out_proj.load_state_dict(ours.self_attention.W_O.state_dict())
     copy_common(ours, ref, [(ours.norm1, ref.norm1), (ours.norm2, ref.norm2)])
     h = torch.randn(2, 7, 32)
-    assert torch.allclose(ours(h, causal_mask(7)), ref(h, src_mask=causal_mask(7)), atol=1e-5)
+    assert_close(ours(h, causal_mask(7)), ref(h, src_mask=causal_mask(7)))
     attn = ours.self_attention
-    assert torch.allclose(attn(h), attn.W_O(attn.per_head(h, h, None)), atol=1e-6)
+    assert_close(attn(h), attn.W_O(attn.per_head(h, h, None)))
 
 
 def test_tied_output_layer_shares_the_spanish_embeddings():
@@ -381,7 +384,7 @@ def test_learned_positions_replace_the_sinusoids():
     _, x, _, _ = make(TransformerFG, learned_positions=True)
     emb = x.embeddings_generator_es
     ids = torch.tensor([[0, 5, 6]])
-    assert torch.allclose(emb(ids), emb.embedding(ids) * 32 ** 0.5 + emb.learned_positions[:3])
+    assert_close(emb(ids), emb.embedding(ids) * 32 ** 0.5 + emb.learned_positions[:3])
     assert any(p is emb.learned_positions for p in emb.parameters())
 
 
@@ -406,7 +409,7 @@ def test_label_smoothing_is_the_smoothed_cross_entropy():
     logp = torch.log_softmax(trainer.model(src, tgt[:, :-1], keep), dim=-1)
     nll = -logp.gather(1, labels[keep][:, None]).mean()
     expected = 0.9 * nll + 0.1 * (-logp.mean(dim=1)).mean()
-    assert torch.allclose(trainer.loss_on_batch(src, tgt), expected, atol=1e-5)
+    assert_close(trainer.loss_on_batch(src, tgt), expected)
 
 
 @pytest.mark.parametrize("switch", ["full_width_heads", "tie_embeddings", "learned_positions"])

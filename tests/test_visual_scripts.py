@@ -13,6 +13,7 @@ from DLStudio.checkpoints import load_checkpoint
 from DLStudio.evaluation.visualize import find_divergence
 from DLStudio.model.tokens import padding_mask
 
+from .close import assert_close
 from .conftest import ROOT
 
 EXAMPLES = os.path.join(ROOT, "ExamplesTransformers")
@@ -66,7 +67,7 @@ def test_attention_maps_are_the_weights_used(trained):
     maps = model.attention_maps(src, tgt[:, :-1])
     src_pad = padding_mask(src)
     for layer in maps["encoder"] + maps["cross"] + maps["decoder_self"]:
-        assert torch.allclose(layer.sum(-1), torch.ones(layer.shape[:-1]), atol=1e-5)
+        assert_close(layer.sum(-1), torch.ones(layer.shape[:-1]))
     for layer in maps["encoder"] + maps["cross"]:
         assert (layer.permute(0, 3, 1, 2)[src_pad] == 0).all()        # padded keys
     for layer in maps["decoder_self"]:
@@ -78,7 +79,7 @@ def test_attention_maps_are_the_weights_used(trained):
     x0 = emb[..., :s]
     scores = head.WQ(x0) @ head.WK(x0).transpose(1, 2) / s ** 0.5
     scores = scores.masked_fill(src_pad[:, None, :], float("-inf"))
-    assert torch.allclose(torch.softmax(scores, -1), maps["encoder"][0][:, 0], atol=1e-5)
+    assert_close(torch.softmax(scores, -1), maps["encoder"][0][:, 0])
     # recording is off again afterwards, so training pays nothing
     assert enc.basic_encoder_arr[0].self_attention.record_attention is False
 

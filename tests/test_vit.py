@@ -17,6 +17,8 @@ from DLStudio.data import (
     random_crops_and_flips,
 )
 
+from .close import assert_close
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(ROOT, "ExamplesTransformers")
 ENV = dict(os.environ, PYTHONPATH=ROOT, MPLBACKEND="Agg")
@@ -143,7 +145,7 @@ def test_class_token_attention_rows_sum_to_one():
     vit = tiny_vit()
     maps = vit.attention_maps(vit.test_set.images[:3].float() / 255)
     assert len(maps) == 2 and maps[0].shape == (3, 4, 1 + 16, 1 + 16)
-    assert torch.allclose(maps[0].sum(-1), torch.ones(3, 4, 17), atol=1e-5)
+    assert_close(maps[0].sum(-1), torch.ones(3, 4, 17))
     assert vit.master_encoder.basic_encoder_arr[0].self_attention.record_attention is False
 
 
@@ -197,7 +199,7 @@ def test_the_conv_tokenizer_makes_a_token_of_each_pooled_pixel():
     assert x.shape == (3, 64, 32)
     # token t is pixel t of the last feature map, row by row, plus its position
     maps = tok.convolutions(images)                                      # (3, M, 8, 8)
-    assert torch.allclose(x - tok.position_embeddings, maps.flatten(2).transpose(1, 2))
+    assert_close(x - tok.position_embeddings, maps.flatten(2).transpose(1, 2))
     # its receptive field: a pixel far from token 0's corner leaves token 0 unchanged
     moved = images.clone()
     moved[:, :, 20, 20] += 1
@@ -210,10 +212,10 @@ def test_sequence_pooling_is_the_softmax_weighted_sum_of_the_tokens():
     pool = SequencePooling(8)
     x = torch.randn(2, 5, 8)
     w = torch.softmax(pool.g(x)[..., 0], dim=1)                           # (2, 5)
-    assert torch.allclose(pool(x), torch.einsum("bt,btm->bm", w, x), atol=1e-6)
+    assert_close(pool(x), torch.einsum("bt,btm->bm", w, x))
     with torch.no_grad():                  # equal scores: the mean of the tokens
         pool.g.weight.zero_()
-    assert torch.allclose(pool(x), x.mean(1), atol=1e-6)
+    assert_close(pool(x), x.mean(1))
 
 
 def test_each_switch_alone_builds_trains_and_reloads(tmp_path):

@@ -9,6 +9,7 @@ from DLStudio.evaluation.generation import generate
 from DLStudio.runtime import weight_layout
 from DLStudio.runtime.weight_layout import read_by_columns
 
+from .close import assert_close
 from .test_real_models import llama_shaped_gpt
 
 
@@ -53,7 +54,7 @@ def test_generating_by_columns_gives_the_tokens_and_log_probabilities_of_rows(gp
             ys = generate(gpt, prompt, max_new_tokens=12, end_ids=(-1,), logprobs=logprobs)
         outputs[use] = ys, torch.stack(logprobs)
     assert torch.equal(outputs[True][0], outputs[False][0])
-    torch.testing.assert_close(outputs[True][1], outputs[False][1], rtol=1e-5, atol=1e-5)
+    assert_close(outputs[True][1], outputs[False][1])
 
 
 def test_training_after_generating_in_inference_mode_works(gpt):
