@@ -399,6 +399,7 @@ def test_a_grading_row_is_reproduced_by_check_with_its_seed(tmp_path, capsys):
         [r.name for r in g.results if r.passed]
 
 
+@needs_sandbox          # run_autograder grades with --require-sandbox
 def test_the_autograder_grades_a_submission_laid_out_as_gradescope_does(tmp_path, command):
     wheel = tmp_path / "DLStudio_Transformers-0.1.0-py3-none-any.whl"
     wheel.write_bytes(b"a wheel")
