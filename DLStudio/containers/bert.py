@@ -222,6 +222,13 @@ def read_huggingface(cls, path, dls):
     refused by name."""
     with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
         config = json.load(f)
+    arch = (config.get("architectures") or ["BertModel"])[0]
+    if config.get("is_decoder") or config.get("add_cross_attention") or arch == "BertLMHeadModel":
+        raise CheckpointError(f"{path}: a BERT decoder ({arch}, is_decoder "
+                              f"{bool(config.get('is_decoder'))}): each position attends only "
+                              "to those before it, where TransformerBERT attends both ways; "
+                              "give an encoder's folder (BertModel, BertForMaskedLM, "
+                              "BertForPreTraining)")
     act = config.get("hidden_act", "gelu")
     if act != "gelu" or config.get("position_embedding_type", "absolute") != "absolute":
         raise CheckpointError(f"{path}: hidden_act {act!r}, position_embedding_type "

@@ -39,6 +39,7 @@ from ...data.hub_tokenizer import FolderError, HubTokenizer, read_json
 from ...runtime.studio import DLStudio
 from . import gemma, gpt2, llama, olmo, qwen
 from .adapter import read_adapter, write_adapter, write_merged
+from .defaults import completed
 from .weights import halves_from_pairs, hf_weights, pairs_from_halves, place
 from .writer import write_folder
 
@@ -63,13 +64,15 @@ OTHERS = {"MixtralForCausalLM": "a mixture of experts",
 
 
 def settings_of(config, path="the folder"):
-    """Our TransformerGPT settings for a folder's config.json, or FolderError naming every
-    setting we cannot reproduce exactly."""
+    """Our TransformerGPT settings for a folder's config.json (a field it leaves out is its
+    config class's default, defaults.py), or FolderError naming every setting we cannot
+    reproduce exactly."""
     arch = (config.get("architectures") or ["(none)"])[0]
     if arch not in FAMILIES:
         why = f" ({OTHERS[arch]})" if arch in OTHERS else ""
         raise FolderError(f"{path}: its architecture {arch}{why} is not one we read; we read "
                           f"{', '.join(ARCHITECTURES)}")
+    config = completed(config, arch)
     refused = []
     settings = FAMILIES[arch].settings(config, arch, refused)
     if refused:
@@ -77,6 +80,17 @@ def settings_of(config, path="the folder"):
                           f"{'; '.join(refused)}. Nothing was loaded")
     return dict({"layout": "PreLN", "output_bias": False, "scale_embeddings": False},
                 **settings, dropout=0.0)
+
+
+def own_output_layer(weights):
+    """Whether a tied config's folder holds an output layer of its own: an ``lm_head.weight``
+    that is not the word embeddings' matrix (transformers 5 then keeps the file's)."""
+    head = weights.peek("lm_head.weight")
+    if head is None:
+        return False
+    words = next((weights.peek(name) for name in ("model.embed_tokens.weight",
+                 "transformer.wte.weight", "wte.weight") if name in weights.where), None)
+    return words is None or not torch.equal(head, words)
 
 
 def read_folder(cls, path, dl_studio=None, dtype=None):
@@ -89,6 +103,8 @@ def read_folder(cls, path, dl_studio=None, dtype=None):
     settings = settings_of(config, path)
     tokenizer = HubTokenizer.from_folder(path, config)
     weights = hf_weights(path)
+    if settings["tie_embeddings"] and own_output_layer(weights):
+        settings["tie_embeddings"] = False     # as transformers 5: the file's matrix is kept
     dls = dl_studio or DLStudio(seed=None)
     before = torch.get_default_dtype()
     torch.set_default_dtype(dtype or torch.float32)     # built in the dtype asked: one copy
@@ -96,15 +112,16 @@ def read_folder(cls, path, dl_studio=None, dtype=None):
         gpt = cls(dl_studio=dls, vocab=tokenizer, tokenizer="hub", **settings)
     finally:
         torch.set_default_dtype(before)
-    family = FAMILIES[(config.get("architectures") or ["(none)"])[0]]
-    place(gpt, family.weights(weights, config, settings), path)
+    arch = config["architectures"][0]
+    family = FAMILIES[arch]
+    place(gpt, family.weights(weights, completed(config, arch), settings), path)
     left = weights.left()
     if left:
         raise FolderError(f"{path}: no place in our classes for {', '.join(left[:4])}"
                           f"{' ...' if len(left) > 4 else ''}. Nothing was loaded")
     gpt.folder, gpt.generation_config = path, read_json(path, "generation_config.json",
                                                         required=False)
-    gpt.folder_architecture = config["architectures"][0]
+    gpt.folder_architecture = arch
     if getattr(family, "GAIN_IN_FP32", False):   # bf16: where its code applies the gain
         for norm in gpt.modules():
             if isinstance(norm, gpt.RMSNorm):

@@ -44,7 +44,7 @@ def rope_of_layers(config, refused):
 
 def settings(config, arch, refused):
     """Llama's settings of a Gemma 3 config, and Gemma's switches."""
-    act = config.get("hidden_activation") or config.get("hidden_act") or "gelu_pytorch_tanh"
+    act = config["hidden_activation"]              # its model reads this one, not hidden_act
     if act not in GELU_TANH:
         refused.append(f"hidden_activation {act!r} (GEGLU here is GELU's tanh form)")
     for name in ("attn_logit_softcapping", "final_logit_softcapping"):
@@ -53,15 +53,14 @@ def settings(config, arch, refused):
     if config.get("use_bidirectional_attention"):
         refused.append("use_bidirectional_attention (a causal model is what we read)")
     layers = config["num_hidden_layers"]
-    pattern = config.get("sliding_window_pattern", 6)
+    pattern = config["sliding_window_pattern"]
     types = config.get("layer_types") or [
         "sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(layers)]
     full, local_base = rope_of_layers(config, refused)
-    llama_config = dict(config, hidden_act="silu", rope_parameters=full, layer_types=types,
-                        tie_word_embeddings=config.get("tie_word_embeddings", True))
+    llama_config = dict(config, hidden_act="silu", rope_parameters=full, layer_types=types)
     return dict(llama.settings(llama_config, arch, refused), norm="rmsnorm_plus_one",
                 norm_placement="sandwich", feed_forward="geglu", scale_embeddings=True,
-                qk_norm=True, score_scale=config.get("query_pre_attn_scalar", 256) ** -0.5,
+                qk_norm=True, score_scale=config["query_pre_attn_scalar"] ** -0.5,
                 window_rope_base=local_base)
 
 

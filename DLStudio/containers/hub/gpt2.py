@@ -14,11 +14,10 @@ def settings(config, arch, refused):
     """Our settings for a GPT2LMHeadModel's config.json (what we cannot reproduce exactly
     appended to ``refused``, by name)."""
     M = config["n_embd"]
-    act = config.get("activation_function", "gelu_new")
-    for name, value, ours in (("scale_attn_by_inverse_layer_idx", True, False),
-                              ("scale_attn_weights", False, True),
-                              ("add_cross_attention", True, False)):
-        if config.get(name, ours) == value:
+    act = config["activation_function"]
+    for name, value in (("scale_attn_by_inverse_layer_idx", True),
+                        ("scale_attn_weights", False), ("add_cross_attention", True)):
+        if config[name] == value:
             refused.append(f"{name} {value}")
     if act not in ACTIVATIONS:
         refused.append(f"activation_function {act!r}")
@@ -27,8 +26,8 @@ def settings(config, arch, refused):
                 max_seq_length=config["n_positions"], positions="learned",
                 feed_forward=ACTIVATIONS.get(act, "gelu"),
                 feed_forward_size=config.get("n_inner") or 4 * M,
-                norm_eps=config.get("layer_norm_epsilon", 1e-5),
-                tie_embeddings=config.get("tie_word_embeddings", True))
+                norm_eps=config["layer_norm_epsilon"],
+                tie_embeddings=config["tie_word_embeddings"])
 
 
 def weights(hf, config, settings):
@@ -55,5 +54,5 @@ def weights(hf, config, settings):
             yield f"{q}{mine}.weight", W.t() if conv else W
             yield f"{q}{mine}.bias", hf.pop(f"{p}{theirs}.bias")
     head = hf.pop("lm_head.weight", None)
-    if head is not None and not config.get("tie_word_embeddings", True):
+    if head is not None and not settings["tie_embeddings"]:
         yield "master_decoder.out.weight", head

@@ -18,7 +18,7 @@ def rope(config, refused):
     ``rope_scaling``) or transformers 5's (``rope_parameters``)."""
     from ...model.since_2017 import ROPE_SCALINGS
     found = dict(config.get("rope_parameters") or config.get("rope_scaling") or {})
-    base = found.pop("rope_theta", config.get("rope_theta", 10000.0))
+    base = found.pop("rope_theta", None) or config["rope_theta"]
     kind = found.pop("rope_type", found.pop("type", "default"))
     if config.get("partial_rotary_factor", 1.0) != 1.0:
         refused.append(f"partial_rotary_factor {config['partial_rotary_factor']}")
@@ -27,9 +27,11 @@ def rope(config, refused):
     if kind not in ROPE_SCALINGS:
         refused.append(f"rope_scaling of type {kind!r} (ours: {', '.join(ROPE_SCALINGS)})")
         return float(base), None
-    if kind == "llama3":      # as transformers: the config's own, else its context length
-        found.setdefault("original_max_position_embeddings", config.get(
-            "original_max_position_embeddings", config.get("max_position_embeddings")))
+    if kind == "llama3":      # as transformers: a top-level field wins over the dict's
+        top = config.get("original_max_position_embeddings")
+        if top is not None:
+            found["original_max_position_embeddings"] = top
+        found.setdefault("original_max_position_embeddings", config["max_position_embeddings"])
     return float(base), {"rope_type": kind, **found}
 
 
@@ -44,7 +46,7 @@ def window(config, arch, refused):
     else:
         types = config.get("layer_types")
         if types is None:
-            first = config.get("max_window_layers", layers)
+            first = config.get("max_window_layers", layers)      # Qwen's older configs
             types = ["sliding_attention" if size is not None and i >= first
                      else "full_attention" for i in range(layers)]
     types = list(types)[:layers]
@@ -63,21 +65,20 @@ def settings(config, arch, refused):
     """Our settings for a Llama-shaped config.json (what we cannot reproduce exactly
     appended to ``refused``, by name)."""
     M, H = config["hidden_size"], config["num_attention_heads"]
-    G = config.get("num_key_value_heads") or H
-    head = config.get("head_dim") or M // H
-    if config.get("hidden_act", "silu") != "silu":
+    G, head = config["num_key_value_heads"], config["head_dim"]    # defaults.py derives both
+    if config["hidden_act"] != "silu":
         refused.append(f"hidden_act {config['hidden_act']!r} (SwiGLU needs 'silu')")
     base, scaling = rope(config, refused)
-    uses_rope = config.get("no_rope_layers") or [1] * config["num_hidden_layers"]
+    uses_rope = config.get("no_rope_layers") or [1] * config["num_hidden_layers"]   # SmolLM3
     size, sliding = window(config, arch, refused)
     return dict(embedding_size=M, num_basic_decoders=config["num_hidden_layers"],
                 num_atten_heads=H, full_width_heads=True, kv_heads=None if G == H else G,
                 head_size=None if head == M // H else head,
                 max_seq_length=config["max_position_embeddings"], positions="rope",
                 rope_base=base, rope_scaling=scaling, norm="rmsnorm",
-                norm_eps=config.get("rms_norm_eps", 1e-6), feed_forward="swiglu",
+                norm_eps=config["rms_norm_eps"], feed_forward="swiglu",
                 gated_size=config["intermediate_size"],
-                tie_embeddings=config.get("tie_word_embeddings", False),
+                tie_embeddings=config["tie_word_embeddings"],
                 window=size, window_layers=sliding,
                 nope_layers=tuple(i for i, turned in enumerate(
                     uses_rope[:config["num_hidden_layers"]]) if not turned))

@@ -61,6 +61,16 @@ class FolderWeights:
         return read_tensor(os.path.join(self.path, os.path.basename(shard)),
                            self.files[shard], original)
 
+    def peek(self, name):
+        """The weight ``name`` (None where the folder has none), left to be taken later."""
+        if name not in self.where:
+            return None
+        shard, original = self.where[name]
+        if shard is None:
+            return self.loaded[original]
+        return read_tensor(os.path.join(self.path, os.path.basename(shard)),
+                           self.files[shard], original)
+
     def left(self):
         return sorted(self.where)
 
