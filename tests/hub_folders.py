@@ -212,13 +212,26 @@ def unusual_llama_folder(path, std=0.3):
 
 
 def sentencepiece_llama_folder(path, std=0.3, **changes):
-    """A Llama folder with SentencePiece's kind of tokenizer, as TinyLlama ships one:
+    """A Llama folder with SentencePiece's kind of tokenizer, as TinyLlama ships one
+    (`sentencepiece_tokenizer`)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+    tok = sentencepiece_tokenizer(path, **changes)
+    config = LlamaConfig(vocab_size=tok.get_vocab_size(), hidden_size=64, intermediate_size=96,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
+                         max_position_embeddings=256, bos_token_id=1, eos_token_id=2,
+                         tie_word_embeddings=False)
+    torch.manual_seed(0)
+    _weights_large(LlamaForCausalLM(config), std).eval().save_pretrained(path)
+    return path
+
+
+def sentencepiece_tokenizer(path, **changes):
+    """SentencePiece's kind of tokenizer, written with the tokenizers library alone:
     <unk>, <s>, </s> at ids 0, 1, 2, the 256 byte pieces (<0x00> ...) as fallback for any
     character it lacks, "▁" for a space, and LlamaTokenizer as its class in
     tokenizer_config.json (``changes``: more of its settings, legacy, add_prefix_space)."""
-    import torch
     from tokenizers import Tokenizer, decoders, models, normalizers, processors, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM
     specials = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
     tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
     tok.normalizer = normalizers.Sequence([normalizers.Prepend("\u2581"),
@@ -237,10 +250,4 @@ def sentencepiece_llama_folder(path, std=0.3, **changes):
                    "add_eos_token": False, "bos_token": "<s>", "eos_token": "</s>",
                    "unk_token": "<unk>", "legacy": False, "model_max_length": 2048,
                    "clean_up_tokenization_spaces": False, **changes}, f)
-    config = LlamaConfig(vocab_size=tok.get_vocab_size(), hidden_size=64, intermediate_size=96,
-                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
-                         max_position_embeddings=256, bos_token_id=1, eos_token_id=2,
-                         tie_word_embeddings=False)
-    torch.manual_seed(0)
-    _weights_large(LlamaForCausalLM(config), std).eval().save_pretrained(path)
-    return path
+    return tok

@@ -21,6 +21,8 @@ from DLStudio.Transformers import TransformerGPT
 from tests.hub_folders import VARIED, gpt2_folder, sentencepiece_llama_folder, unusual_llama_folder
 from tests.test_real_models import LLAMA3_SCALING, llama_shaped_gpt, transformers_or_skip
 
+from .close import assert_close
+
 TEXTS = ["the quick brown fox jumps over the lazy dog", "la casa es roja",
          "  tabs\tand  spaces \n kept as written", "numbers 12345 67 8.9"]
 
@@ -213,12 +215,67 @@ def test_a_sentencepiece_llama_folder_is_transformers_token_for_token(tmp_path):
     gpt = TransformerGPT.from_huggingface(folder)
     ids = torch.tensor([gpt.encode(" ".join(VARIED[:9]))[:100]])
     with torch.no_grad():
-        assert (gpt(ids) - model(ids).logits).abs().max() <= 1e-4
+        assert_close(gpt(ids), model(ids).logits)
     prompt = torch.tensor([gpt.encode("the quick")])
     expected = model.generate(prompt, max_new_tokens=30, do_sample=False,
                               attention_mask=torch.ones_like(prompt))
     got = gpt.generate("the quick", temperature=0, max_new_tokens=30)[0]
-    assert got == tokenizer.decode(expected[0, prompt.size(1):], skip_special_tokens=True)
+    # the prompt and its continuation read as transformers decodes the whole: "the quick
+    # brown", never "the quickbrown" (a continuation decoded alone loses its first space)
+    assert "the quick" + got == tokenizer.decode(expected[0], skip_special_tokens=True)
+
+
+def test_a_continuation_keeps_the_space_before_its_first_word(tmp_path):
+    """SentencePiece's decoder strips the space in front of a text: "▁brown ▁fox" decoded
+    alone is "brown fox". A continuation is what it adds to its prompt's text."""
+    from DLStudio.evaluation.generation import continuation
+    from tests.hub_folders import sentencepiece_tokenizer
+    path = str(tmp_path / "sp")
+    sentencepiece_tokenizer(path)
+    vocab = HubTokenizer.from_folder(path, {"vocab_size": 600})
+    prompt = vocab.encode("numbers 12345")
+    new = [i for i in vocab.encode("the quick brown fox")
+           if vocab.hf.id_to_token(i).startswith("\u2581")][:1]     # a piece: "▁the..."
+    whole = prompt + new
+    assert not vocab.decode(new).startswith(" ")          # decoded alone: its space is gone
+    added = continuation(vocab, prompt, new)
+    assert added.startswith(" ") and vocab.decode(prompt) + added == vocab.decode(whole)
+
+
+def byte_level_folder_named_llama(path):
+    """A byte-level tokenizer.json (Llama 3's layout) whose tokenizer_config.json names
+    LlamaTokenizerFast, as many hub folders do: written with the tokenizers library alone."""
+    from tests.hub_folders import byte_level_bpe
+    os.makedirs(path, exist_ok=True)
+    tok = byte_level_bpe(specials=("<|begin_of_text|>", "<|end_of_text|>"))
+    tok.save(os.path.join(path, "tokenizer.json"))
+    rewrite(path, "tokenizer_config.json", tokenizer_class="LlamaTokenizerFast",
+            bos_token="<|begin_of_text|>", eos_token="<|end_of_text|>")
+    return path, tok
+
+
+def test_a_byte_level_tokenizer_named_llama_keeps_its_byte_level_steps(tmp_path):
+    """transformers 5 reads a byte-level tokenizer.json as it is, whatever class the folder
+    names: the same ids as the tokenizers library's, and text without "Ġ"."""
+    path, tok = byte_level_folder_named_llama(str(tmp_path / "b"))
+    ours = HubTokenizer.from_folder(path, {"vocab_size": tok.get_vocab_size()})
+    for text in VARIED:
+        assert ours.encode(text) == tok.encode(text).ids, text
+        assert "\u0120" not in ours.decode(ours.encode(text))
+    assert ours.decode(ours.encode("the quick brown fox")) == "the quick brown fox"
+
+
+@pytest.mark.slow
+def test_a_byte_level_tokenizer_named_llama_is_transformers(tmp_path):
+    transformers_or_skip()
+    from transformers import AutoTokenizer
+    path, _ = byte_level_folder_named_llama(str(tmp_path / "b"))
+    theirs = AutoTokenizer.from_pretrained(path)
+    ours = HubTokenizer.from_folder(path, {"vocab_size": theirs.vocab_size})
+    for text in VARIED:
+        assert ours.encode(text) == theirs(text).input_ids, text
+        assert ours.decode(ours.encode(text)) == theirs.decode(theirs(text).input_ids,
+                                                               skip_special_tokens=True)
 
 
 @pytest.mark.slow

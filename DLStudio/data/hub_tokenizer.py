@@ -93,7 +93,11 @@ class HubTokenizer:
             hf = Tokenizer.from_file(file)
             hf.no_truncation()              # transformers applies neither block unless asked
             hf.no_padding()
-            if settings.get("tokenizer_class") in SENTENCEPIECE_LIKE:
+            with open(file, encoding="utf-8") as f:
+                byte_level = '"ByteLevel"' in f.read()
+            # transformers 5 keeps a byte-level tokenizer.json's own steps (Llama 3's folders
+            # often name LlamaTokenizerFast): only SentencePiece's pieces get Llama's steps
+            if settings.get("tokenizer_class") in SENTENCEPIECE_LIKE and not byte_level:
                 cls._as_llama_tokenizer(hf, settings)
         elif all(os.path.isfile(os.path.join(path, n)) for n in ("vocab.json", "merges.txt")):
             hf = cls._byte_level(path)

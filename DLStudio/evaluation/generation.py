@@ -496,7 +496,8 @@ class Continuation:
 
     def whole(self, b, row):        # a folder's: its continuation; ours: the whole sentence
         if self.hub:
-            return self.gpt.vocab.decode(until_end(row[self.P[b]:], self.ends)[0])
+            return continuation(self.gpt.vocab, row[:self.P[b]],
+                                until_end(row[self.P[b]:], self.ends)[0])
         return self.gpt.vocab.text(until_end(row[1:])[0])
 
     def text(self, b, row):
@@ -512,6 +513,14 @@ class Continuation:
         kept, _ = until_end(row[self.P[b]:], self.ends)
         return [(self.gpt.decode([token]) if self.hub else self.gpt.vocab.text([token]),
                  float(score)) for token, score in zip(kept, scores)]
+
+
+def continuation(vocab, prompt, new):
+    """The text ``new`` adds to ``prompt``, as transformers shows it: the whole decoded less
+    the prompt's decoding. Decoded alone, a SentencePiece continuation loses the space in
+    front of its first word (the decoder strips one from the start of a text)."""
+    whole, before = vocab.decode(list(prompt) + list(new)), vocab.decode(prompt)
+    return whole[len(before):] if whole.startswith(before) else vocab.decode(new)
 
 
 def cut_at(text, stop, start=0):
