@@ -8,6 +8,7 @@ by Hugging Face's module names; the rows of B for W_Q and W_K in the halves layo
 rotary folder (weights.halves_from_pairs: our heads turn neighbouring pairs)."""
 
 import json
+import math
 import os
 import shutil
 
@@ -99,6 +100,22 @@ def write_merged(gpt, out):
     return out
 
 
+def peft_alpha(places):
+    """(lora_alpha, use_rslora) that make PEFT scale B A as our LoRAs do: alpha / r, or
+    rsLoRA's alpha / sqrt(r) (a subclass's own scale), else the alpha whose alpha / r is
+    that scale. Refused where the LoRAs differ in rank or scale (PEFT's patterns)."""
+    kinds = {(lora.rank, lora.alpha, float(lora.scale)) for _, _, lora, _ in places}
+    if len(kinds) > 1:
+        raise FolderError("the LoRAs differ in rank or scale, which one adapter_config.json "
+                          "cannot say: give every projection the same rank and alpha")
+    (r, alpha, scale), = kinds
+    if math.isclose(scale, alpha / r, rel_tol=1e-6):
+        return alpha, False
+    if math.isclose(scale, alpha / math.sqrt(r), rel_tol=1e-6):
+        return alpha, True
+    return scale * r, False
+
+
 def write_adapter(gpt, out):
     """Write ``gpt``'s LoRAs at ``out`` as PEFT's adapter of its folder (``gpt.folder``)."""
     places = list(gpt.lora_places())
@@ -111,11 +128,12 @@ def write_adapter(gpt, out):
         raise FolderError(f"{out} exists and is not empty: give a new folder")
     from safetensors.torch import save_file
     lora = places[0][2]
+    alpha, rslora = peft_alpha(places)
     config = {"peft_type": "LORA", "task_type": "CAUSAL_LM", "r": lora.rank,
-              "lora_alpha": lora.alpha, "lora_dropout": lora.dropout.p, "bias": "none",
+              "lora_alpha": alpha, "lora_dropout": lora.dropout.p, "bias": "none",
               "target_modules": sorted({_module(gpt, 0, name).rsplit(".", 1)[1]
                                         for _, name, _, _ in places}),
-              "fan_in_fan_out": _gpt2(gpt), "inference_mode": True, "use_rslora": False,
+              "fan_in_fan_out": _gpt2(gpt), "inference_mode": True, "use_rslora": rslora,
               "use_dora": False, "modules_to_save": None,
               "base_model_name_or_path": getattr(gpt, "folder", None)}
     os.makedirs(out, exist_ok=True)
@@ -132,9 +150,15 @@ def read_adapter(gpt, path):
     on ``gpt`` (read from the adapter's base folder): `add_lora` with its rank, alpha and
     targets, then its A and B. What we cannot reproduce exactly is refused by name."""
     from ...data.hub_tokenizer import read_json
+    if not os.path.isfile(os.path.join(path, "adapter_config.json")) and \
+            os.path.isfile(os.path.join(path, "config.json")):
+        raise FolderError(f"{path} is a model folder (config.json), not an adapter: an "
+                          "adapter's folder holds adapter_config.json and "
+                          "adapter_model.safetensors (finetune_lm.py --out DIR writes "
+                          "DIR/adapter); read a model folder as the model itself")
     config = read_json(path, "adapter_config.json")
     expected = {"peft_type": "LORA", "fan_in_fan_out": _gpt2(gpt), "use_dora": False,
-                "use_rslora": False, "bias": "none"}
+                "bias": "none"}
     refused = [f"{name} {config[name]!r}" for name, ours in expected.items()
                if name in config and config[name] != ours]
     refused += [f"{name} {config[name]!r}" for name in ("modules_to_save",
@@ -150,19 +174,34 @@ def read_adapter(gpt, path):
         raise FolderError(f"{path} has no adapter_model.safetensors")
     from safetensors.torch import load_file
     found = {k.replace(".default.", "."): v for k, v in load_file(file).items()}
-    gpt.add_lora(rank=config["r"], alpha=config["lora_alpha"], targets=targets,
+    r, alpha = config["r"], config["lora_alpha"]
+    scale = alpha / (math.sqrt(r) if config.get("use_rslora") else r)     # PEFT's
+    gpt.add_lora(rank=r, alpha=alpha, targets=targets,
                  dropout=float(config.get("lora_dropout") or 0.0))
+    base, pairs = config.get("base_model_name_or_path"), []
+    for i, name, lora, places in gpt.lora_places():       # every shape checked, then copied
+        key = f"base_model.model.{_module(gpt, i, name)}"
+        A, B = found.pop(f"{key}.lora_A.weight", None), found.pop(f"{key}.lora_B.weight", None)
+        if A is None or B is None or A.shape != lora.A.shape or B.shape != lora.B.shape:
+            gpt.remove_lora()                # B is still zero: the weights are as they were
+        if A is None or B is None:
+            raise FolderError(f"{path}: adapter_model.safetensors has no {key}'s A and B")
+        if A.shape != lora.A.shape or B.shape != lora.B.shape:
+            raise FolderError(
+                f"{path} is an adapter of another model: its {key} is "
+                f"{(B.shape[0], A.shape[1])} (out, in), this model's "
+                f"{(lora.B.shape[0], lora.A.shape[1])}. It was made for "
+                f"{base or 'a base it does not name'}; this model is "
+                f"{getattr(gpt, 'folder', None) or 'not read from a folder'}: read the "
+                "adapter onto its own base. Nothing was loaded")
+        if name in ("WQ", "WK") and gpt.positions == "rope":
+            B = pairs_from_halves(B, len(places))
+        pairs.append((lora, A, B))
     with torch.no_grad():
-        for i, name, lora, places in gpt.lora_places():
-            key = f"base_model.model.{_module(gpt, i, name)}"
-            A, B = found.pop(f"{key}.lora_A.weight", None), found.pop(f"{key}.lora_B.weight",
-                                                                          None)
-            if A is None or B is None:
-                raise FolderError(f"{path}: adapter_model.safetensors has no {key}'s A and B")
-            if name in ("WQ", "WK") and gpt.positions == "rope":
-                B = pairs_from_halves(B, len(places))
+        for lora, A, B in pairs:
             lora.A.copy_(A)
             lora.B.copy_(B)
+            lora.scale = scale              # alpha / r, or rsLoRA's alpha / sqrt(r)
     if found:
         raise FolderError(f"{path}: no place in our model for {', '.join(sorted(found)[:4])}")
     return gpt
