@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-$(shell cksum setup.py | cut -d' ' -f1)
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 export MPLBACKEND := Agg
 
-.PHONY: demo test test-all lint venv clean-demo pictures notebook dist explorer-picture recipe
+.PHONY: demo test test-all test-kernels lint venv clean-demo pictures notebook dist explorer-picture recipe
 
 venv: $(STAMP)
 
@@ -34,6 +34,16 @@ test-all: $(STAMP)
 		|| echo "transformers, peft, trl or scikit-learn did not install: the Hugging Face parity tests will skip"
 	$(PY) -m pytest -n auto -m "not alone"
 	$(PY) -m pytest -m alone
+
+# The comparisons most sensitive to rounding (parity with transformers and PEFT, the batched
+# heads against head by head, the cache against the whole pass) again on the plain kernels
+# (ATEN_CPU_CAPABILITY=default: no AVX), whose rounding differs from the machine's own:
+# tests/close.py's tolerances must hold on both.
+KERNEL_TESTS := tests/test_close.py tests/test_lora.py tests/test_real_models.py \
+	tests/test_hub_configs.py tests/test_folder_tokens.py tests/test_since_2017.py \
+	tests/test_since_2023.py tests/test_transformers.py tests/test_relative_positions.py
+test-kernels: $(STAMP)
+	ATEN_CPU_CAPABILITY=default $(PY) -m pytest -n auto $(KERNEL_TESTS)
 
 # The guided tour as a notebook: installs Jupyter (the "notebook" extra) the first time.
 notebook: $(STAMP)
