@@ -6,6 +6,7 @@ files stay as they were, a run resumes, and bad rows are refused by line."""
 
 import hashlib
 import json
+import math
 
 import pytest
 import torch
@@ -401,3 +402,38 @@ def test_a_folder_learns_a_classifier_that_classify_text_reads(tmp_path, capsys,
     probs = gpt.classify(["el perro come pan", "the dog eats bread"])
     assert probs.shape == (2, 2)
     assert_close(probs.sum(1), torch.ones(2))
+
+
+def test_dpo_under_bf16_starts_at_ln_2_its_reference_under_the_policys_autocast():
+    """At step 0 the policy is its reference: the loss is ln 2 exactly, under --precision
+    bf16 too (the reference's log-probabilities computed under the same autocast)."""
+    from DLStudio.training.finetune import PreferenceTrainer
+    from DLStudio.training.rows import Example
+    gpt = llama_gpt()
+    gpt.add_lora(rank=2)
+    pairs = [(Example(list(range(3, 3 + n)), [False] * 3 + [True] * (n - 3), i),
+              Example(list(range(9, 9 + n)), [False] * 3 + [True] * (n - 3), i))
+             for i, n in enumerate((6, 9, 7, 8))]
+    dls = DLStudio(use_gpu=False, batch_size=4, epochs=1, seed=0)
+    trainer = PreferenceTrainer(gpt, pairs, [], torch.optim.SGD(
+        [p for p in gpt.parameters() if p.requires_grad], lr=0.0), dls, precision="bf16",
+        save_checkpoints=False)
+    part = trainer.tensors(pairs)
+    with torch.no_grad(), trainer.precision.autocast():
+        loss = trainer.part_loss(part) / trainer.count(part)
+    assert float(loss) == pytest.approx(math.log(2), abs=1e-6)
+
+
+def test_with_out_the_checkpoints_go_inside_it_and_two_runs_never_share_them(tmp_path, capsys,
+                                                                            monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    folder = our_folder(tmp_path)
+    data = write_rows(tmp_path / "chat.jsonl", CHATS)
+    common = [folder, "--data", data, "--lora-rank", 2, "--batch-size", 4, "--max-steps", 1]
+    for out in ("one", "two"):
+        status, said = run(common + ["--out", out], capsys)
+        assert status == 0, said
+        assert (tmp_path / out / "checkpoints").is_dir() and (tmp_path / out / "adapter").is_dir()
+    assert not (tmp_path / "checkpoints_finetune").exists()
+    status, said = run(common + ["--out", "one"], capsys)             # it holds an adapter
+    assert status != 0 and "holds more than this run's checkpoints" in said

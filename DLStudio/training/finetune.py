@@ -25,7 +25,9 @@ from contextlib import nullcontext
 
 import torch
 import torch.nn.functional as F
+from tqdm.auto import tqdm
 
+from ..runtime.precision import Precision
 from .trainer import Trainer
 
 __all__ = ["CompletionTrainer", "PreferenceTrainer", "ClassifyingTrainer", "dpo_loss",
@@ -154,8 +156,11 @@ class PreferenceTrainer(_Rows):
         self.micro_for_reference = dls.batch_size
         device = dls.device
         model.to(device)
-        self.reference = self.reference_logps(model, examples, device)          # (P, 2)
-        self.held_out_reference = self.reference_logps(model, held_out, device)
+        # the reference under the policy's own autocast: at step 0 the two are one model,
+        # and the loss is ln 2 exactly, as TRL's is
+        precision = Precision(options.get("precision", "fp32"), device)
+        self.reference = self.reference_logps(model, examples, device, precision)  # (P, 2)
+        self.held_out_reference = self.reference_logps(model, held_out, device, precision)
         self.index = {id(pair): i for i, pair in enumerate(examples)}
         super().__init__(model, examples, held_out, optimizer, dls, checkpoints_dir, **options)
 
@@ -163,17 +168,20 @@ class PreferenceTrainer(_Rows):
         return max(len(e.ids) for e in pair)
 
     @torch.no_grad()
-    def reference_logps(self, model, pairs, device):
+    def reference_logps(self, model, pairs, device, precision=None):
         """(P, 2) summed log-probabilities of each pair's chosen and rejected completion
-        under the model as it is now (with LoRA: switched off)."""
+        under the model as it is now (with LoRA: switched off), under ``precision``'s
+        autocast (the policy's), with a progress bar."""
         if not pairs:
             return torch.zeros(0, 2)
         was = model.training
         model.eval()
         off = model.lora_off() if getattr(model, "lora_targets", None) else nullcontext()
+        cast = precision.autocast() if precision is not None else nullcontext()
         out = []
-        with off:
-            for at in range(0, len(pairs), self.micro_for_reference):
+        with off, cast:
+            for at in tqdm(range(0, len(pairs), self.micro_for_reference),
+                           desc="reference log-probabilities", unit="batch", leave=False):
                 chunk = pairs[at:at + self.micro_for_reference]
                 ids, keep = padded([e for pair in chunk for e in pair], device)
                 out.append(completion_logps(model, ids, keep).view(-1, 2).cpu())
