@@ -83,7 +83,9 @@ def finetune_parser():
                         "model's context)")
     p.add_argument("--max-minutes", type=positive_float, default=None)
     p.add_argument("--max-steps", type=positive_int, default=None)
-    p.add_argument("--checkpoints-dir", default="checkpoints_finetune")
+    p.add_argument("--checkpoints-dir", default=None,
+                   help="the run's checkpoints (default: DIR/checkpoints with --out DIR, "
+                        "else checkpoints_finetune)")
     p.add_argument("--checkpoint-freq", type=positive_int, default=1, metavar="EPOCHS")
     p.add_argument("--overwrite", action="store_true")
     p.add_argument("--resume", action="store_true")
@@ -104,8 +106,14 @@ def finetune_parser():
 def _checked(p, args):
     if args.merge and not args.out:
         p.error("--merge writes into --out DIR: give --out")
-    if args.out and os.path.exists(args.out) and os.listdir(args.out):
-        raise UserError(f"{args.out} exists and is not empty: give a new folder for --out")
+    if args.checkpoints_dir is None:          # two fine-tunings with --out never share one
+        args.checkpoints_dir = os.path.join(args.out, "checkpoints") if args.out \
+            else "checkpoints_finetune"
+    if args.out and os.path.exists(args.out):
+        own = os.path.relpath(os.path.abspath(args.checkpoints_dir), os.path.abspath(args.out))
+        if set(os.listdir(args.out)) - {own}:        # the run's own checkpoints may be there
+            raise UserError(f"{args.out} holds more than this run's checkpoints: give a new "
+                            "folder for --out")
     if args.test and not args.classify:
         p.error("--test holds labelled rows: it goes with --classify")
     if not 0 <= args.held_out < 1:
