@@ -437,3 +437,15 @@ def test_with_out_the_checkpoints_go_inside_it_and_two_runs_never_share_them(tmp
     assert not (tmp_path / "checkpoints_finetune").exists()
     status, said = run(common + ["--out", "one"], capsys)             # it holds an adapter
     assert status != 0 and "holds more than this run's checkpoints" in said
+
+
+def test_targets_an_adapter_cannot_name_are_refused_before_step_1(tmp_path, capsys,
+                                                                 monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    folder = our_folder(tmp_path)
+    data = write_rows(tmp_path / "chat.jsonl", CHATS)
+    for targets in ("QKV", "c_attn"):
+        status, said = run([folder, "--data", data, "--lora-targets", targets, "--max-steps",
+                            1, "--out", f"out_{targets}"], capsys)
+        assert status != 0 and "q_proj, k_proj, v_proj apart" in said, said
+        assert not (tmp_path / f"out_{targets}").exists()         # nothing trained

@@ -161,6 +161,16 @@ def _writable(gpt, folder, args):
             raise UserError(f"GPT-2's modules are {', '.join(GPT2_TARGETS)} (its W_Q, W_K, "
                             f"W_V are one c_attn): --lora-targets {','.join(other)} has no "
                             "module of its own in a GPT-2 folder")
+    else:
+        from ..containers.hub.adapter import OURS
+        from ..model.lora import GPT2_TARGETS, HF_TARGETS
+        fused = [t for t in _targets(gpt, args)
+                 if any(n not in OURS for n in GPT2_TARGETS.get(t, (HF_TARGETS.get(t, t),)))]
+        if fused:
+            raise UserError(f"a {gpt.folder_architecture} folder has q_proj, k_proj, v_proj "
+                            f"apart: --lora-targets {','.join(fused)} (W_Q, W_K, W_V as one) "
+                            "has no module of its own there, so its adapter could not be "
+                            f"written; target {', '.join(HF_TARGETS)}")
 
 
 def _targets(gpt, args):
