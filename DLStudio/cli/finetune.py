@@ -112,8 +112,8 @@ def _checked(p, args):
     if args.out and os.path.exists(args.out):
         own = os.path.relpath(os.path.abspath(args.checkpoints_dir), os.path.abspath(args.out))
         if set(os.listdir(args.out)) - {own}:        # the run's own checkpoints may be there
-            raise UserError(f"{args.out} holds more than this run's checkpoints: give a new "
-                            "folder for --out")
+            raise UserError(f"{args.out} exists and is not empty: give a new folder for "
+                            "--out (only this run's own checkpoints may be in it)")
     if args.test and not args.classify:
         p.error("--test holds labelled rows: it goes with --classify")
     if not 0 <= args.held_out < 1:
