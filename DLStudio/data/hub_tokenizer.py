@@ -90,11 +90,12 @@ class HubTokenizer:
         file = os.path.join(path, "tokenizer.json")
         settings = read_json(path, "tokenizer_config.json", required=False)
         if os.path.isfile(file):
-            hf = Tokenizer.from_file(file)
+            with open(file, encoding="utf-8") as f:
+                text = f.read()
+            hf = Tokenizer.from_str(text)
             hf.no_truncation()              # transformers applies neither block unless asked
             hf.no_padding()
-            with open(file, encoding="utf-8") as f:
-                byte_level = '"ByteLevel"' in f.read()
+            byte_level = '"ByteLevel"' in text
             # transformers 5 keeps a byte-level tokenizer.json's own steps (Llama 3's folders
             # often name LlamaTokenizerFast): only SentencePiece's pieces get Llama's steps
             if settings.get("tokenizer_class") in SENTENCEPIECE_LIKE and not byte_level:

@@ -13,7 +13,7 @@
 
   The reference model is the model before fine-tuning. Its log-probabilities are computed
   once, before the first step (with LoRA: the adapter switched off), so no second copy of
-  the weights is kept.
+  the weights is kept, under the policy's autocast (bf16: step 0's loss is ln 2 exactly).
 
 Each kind sums ``accumulate`` batches of ``batch_size`` rows into one optimiser step (gradient
 accumulation: the gradient of one batch of ``accumulate x batch_size`` rows, in the memory
@@ -211,7 +211,8 @@ class PreferenceTrainer(_Rows):
         for at in range(0, len(self.held_out), self.micro):
             chunk = self.held_out[at:at + self.micro]
             ids, keep = padded([e for pair in chunk for e in pair], self.device)
-            logps = completion_logps(self.model, ids, keep).view(-1, 2).cpu()
+            with self.precision.autocast():            # as its reference was computed
+                logps = completion_logps(self.model, ids, keep).view(-1, 2).cpu()
             ratios = logps - self.held_out_reference[at:at + len(chunk)]
             wins += int((ratios[:, 0] > ratios[:, 1]).sum())
         self.model.train(was)

@@ -88,8 +88,9 @@ def own_output_layer(weights):
     head = weights.peek("lm_head.weight")
     if head is None:
         return False
-    words = next((weights.peek(name) for name in ("model.embed_tokens.weight",
-                 "transformer.wte.weight", "wte.weight") if name in weights.where), None)
+    found = (weights.peek(name) for name in ("model.embed_tokens.weight",
+                                             "transformer.wte.weight", "wte.weight"))
+    words = next((w for w in found if w is not None), None)
     return words is None or not torch.equal(head, words)
 
 

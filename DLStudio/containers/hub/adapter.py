@@ -182,11 +182,11 @@ def read_adapter(gpt, path):
     for i, name, lora, places in gpt.lora_places():       # every shape checked, then copied
         key = f"base_model.model.{_module(gpt, i, name)}"
         A, B = found.pop(f"{key}.lora_A.weight", None), found.pop(f"{key}.lora_B.weight", None)
-        if A is None or B is None or A.shape != lora.A.shape or B.shape != lora.B.shape:
+        missing = A is None or B is None
+        if missing or A.shape != lora.A.shape or B.shape != lora.B.shape:
             gpt.remove_lora()                # B is still zero: the weights are as they were
-        if A is None or B is None:
-            raise FolderError(f"{path}: adapter_model.safetensors has no {key}'s A and B")
-        if A.shape != lora.A.shape or B.shape != lora.B.shape:
+            if missing:
+                raise FolderError(f"{path}: adapter_model.safetensors has no {key}'s A and B")
             raise FolderError(
                 f"{path} is an adapter of another model: its {key} is "
                 f"{(B.shape[0], A.shape[1])} (out, in), this model's "
