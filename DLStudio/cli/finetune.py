@@ -188,7 +188,7 @@ def _rows(gpt, folder, args):
     if kind == "messages" and not folder:
         raise UserError("chat rows need a folder's chat template: give our GPT "
                         "prompt/completion rows (a TSV of prompt<TAB>completion)")
-    examples, too_long = encode_rows(gpt, kind, rows, args.max_length)
+    examples, too_long = encode_rows(gpt, kind, rows, args.max_length, args.data)
     if not examples:
         raise UserError(f"every row of {args.data} is longer than the model reads "
                         f"({args.max_length or gpt.max_seq_length} tokens)")
@@ -205,10 +205,11 @@ def _labelled(gpt, args):
     if len(labels) < 2:
         raise UserError(f"{args.data}: one label ({labels[0]}); a classifier needs two")
     gpt.add_classifier(labels)
-    examples = encode_labelled(gpt, rows, labels, args.max_length)
+    examples = encode_labelled(gpt, rows, labels, args.max_length, args.data)
     if args.test:
         return ("labelled", examples,
-                encode_labelled(gpt, read_labelled_rows(args.test), labels, args.max_length), 0)
+                encode_labelled(gpt, read_labelled_rows(args.test), labels, args.max_length,
+                                args.test), 0)
     return ("labelled", *_split(examples, args.held_out, args.seed), 0)
 
 

@@ -199,6 +199,17 @@ class HubTokenizer:
                            documents, continue_final_message, **{**self.special, **more})
         return text, self.ids([text])[0]
 
+    @property
+    def eos_id(self):
+        """The tokenizer's own end token (tokenizer_config.json's eos_token), which TRL
+        appends to a completion; where it names none in the vocabulary, the first of
+        `end_ids` (None: no end token at all)."""
+        token = self.special.get("eos_token")
+        found = self.hf.token_to_id(token) if token else None
+        if found is not None and found < self.size:
+            return found
+        return self.end_ids[0] if self.end_ids else None
+
     def state(self):
         """What a checkpoint keeps, so that the file alone rebuilds it (`from_state`)."""
         return {"kind": self.kind, "json": self.hf.to_str(), "size": self.size,

@@ -11,7 +11,8 @@ Three kinds of row, one kind a file:
 
 An example is (ids, learn): the row's token ids and, for each position, whether the loss
 learns that token: the assistant's turns of a conversation (rendered by the folder's chat
-template), a completion's tokens and its end token, never the prompt's. A prompt and its
+template), a completion's tokens and its end token (the tokenizer's own eos_token, as TRL
+appends it), never the prompt's. A prompt and its
 completion are tokenized together, as the model reads them; the completion starts where the
 ids of the prompt alone stop agreeing with them (a piece may join the two across the
 boundary), as TRL does.
@@ -107,6 +108,11 @@ def _tsv_row(path, n, line):
 
 
 def _kind(path, n, row):
+    if any(isinstance(row.get(name), list) for name in ("prompt", "chosen", "rejected")):
+        raise RowError(f"{path}, line {n}: a conversational preference row (TRL's: prompt, "
+                       "chosen and rejected as lists of messages) is not read here: give "
+                       "\"prompt\", \"chosen\" and \"rejected\" as strings (the prompt as "
+                       "the chat template writes it), or chat rows of \"messages\"")
     for kind in ("messages", "preference", "completion"):
         if all(name in row for name in KINDS[kind]):
             return kind
@@ -150,7 +156,7 @@ def _completion(gpt, prompt, completion):
     vocab = gpt.vocab
     if vocab.kind == "hub":
         alone, whole = vocab.encode(prompt), vocab.encode(prompt + completion)
-        end = vocab.end_ids[0] if vocab.end_ids else None
+        end = vocab.eos_id
     else:                                   # ours: words, SOS first, EOS last
         alone, whole, end = encode(gpt, prompt), encode(gpt, prompt + " " + completion), \
             EOS_INDEX
@@ -189,14 +195,15 @@ def _conversation(gpt, messages, where):
     return list(encoded.ids), learn
 
 
-def encode_rows(gpt, kind, rows, max_length=None):
+def encode_rows(gpt, kind, rows, max_length=None, path=None):
     """The rows as `Example`s: a list of them, or of (chosen, rejected) pairs for
     preference rows; and the number of rows left out for being longer than ``max_length``
-    tokens (default: the model's). Raises RowError for a row that cannot be read."""
+    tokens (default: the model's). Raises RowError for a row that cannot be read, naming
+    its line (and ``path``, the file's)."""
     limit = min(max_length or gpt.max_seq_length, gpt.max_seq_length)
     examples, too_long = [], 0
     for n, row in rows:
-        where = f"line {n}"
+        where = f"{path}, line {n}" if path else f"line {n}"
         try:
             if kind == "messages":
                 made = [_conversation(gpt, row["messages"], where)]
@@ -230,14 +237,16 @@ class Labelled:
         self.ids, self.label = list(ids), label
 
 
-def encode_labelled(gpt, rows, labels, max_length=None):
+def encode_labelled(gpt, rows, labels, max_length=None, path=None):
     """Rows of data.bert_text.read_labelled_rows as `Labelled` examples for ``labels``
-    (a text longer than ``max_length`` tokens is cut, its end token kept)."""
+    (a text longer than ``max_length`` tokens is cut, its end token kept); an error names
+    the row (and ``path``, the file's)."""
     from ..evaluation.classify_text import text_ids
     index = {label: i for i, label in enumerate(labels)}
     unknown = sorted(set(rows.labels) - set(index))
     if unknown:
-        raise RowError(f"label(s) {', '.join(map(repr, unknown))} are not among the "
+        raise RowError(f"{path + ': ' if path else ''}label(s) "
+                       f"{', '.join(map(repr, unknown))} are not among the "
                        f"training rows' ({', '.join(labels)})")
     out = []
     for i, (text, label) in enumerate(zip(rows.texts, rows.labels)):
@@ -245,5 +254,5 @@ def encode_labelled(gpt, rows, labels, max_length=None):
         try:
             out.append(Labelled(text_ids(gpt, text, second, max_length), index[label]))
         except ValueError as e:
-            raise RowError(f"row {i + 1}: {e}") from None
+            raise RowError(f"{path + ', ' if path else ''}row {i + 1}: {e}") from None
     return out

@@ -1,0 +1,77 @@
+"""Fine-tuning rows as TRL reads them: a completion ends with the tokenizer's own end token,
+every row error names its file, a conversational preference row is refused as one, and DPO
+trains with every dropout off (its step-0 loss, in training mode, is ln 2)."""
+
+import json
+import math
+import types
+
+import pytest
+import torch
+
+from DLStudio import DLStudio
+from DLStudio.data.hub_tokenizer import HubTokenizer
+from DLStudio.training.finetune import PreferenceTrainer
+from DLStudio.training.rows import Example, RowError, encode_rows, read_rows
+
+from .hub_folders import sentencepiece_tokenizer
+from .test_lora import llama_gpt
+
+
+def llama2c_vocab(tmp_path):
+    """A SentencePiece folder whose generation_config.json names <s> (id 1) before </s>
+    (id 2) among its end ids, as llama2.c's exports do; its tokenizer's eos_token is </s>."""
+    path = str(tmp_path / "sp")
+    sentencepiece_tokenizer(path)
+    (tmp_path / "sp" / "generation_config.json").write_text(json.dumps({"eos_token_id": [1, 2]}))
+    return HubTokenizer.from_folder(path, {"vocab_size": 600})
+
+
+def test_a_completion_ends_with_the_tokenizers_end_token_as_trl_appends_it(tmp_path):
+    vocab = llama2c_vocab(tmp_path)
+    assert vocab.end_ids[0] == 1 and vocab.eos_id == 2
+    gpt = types.SimpleNamespace(vocab=vocab, max_seq_length=256)
+    (example,), _ = encode_rows(gpt, "completion", [(1, {"prompt": "the quick",
+                                                          "completion": " brown fox"})])
+    assert example.ids[-1] == 2 and example.learn[-1] and 1 not in example.ids[1:]
+
+
+def test_every_row_error_names_its_file(tmp_path):
+    gpt = types.SimpleNamespace(vocab=llama2c_vocab(tmp_path), max_seq_length=256)
+    rows = tmp_path / "chat.jsonl"
+    rows.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"},
+                                             {"role": "assistant", "content": "hola"}]}) + "\n")
+    kind, read = read_rows(str(rows))
+    with pytest.raises(RowError, match=f"^{rows}, line 1: this folder has no chat template"):
+        encode_rows(gpt, kind, read, path=str(rows))
+
+
+@pytest.mark.parametrize("row", [
+    {"prompt": [{"role": "user", "content": "hi"}],
+     "chosen": [{"role": "assistant", "content": "hola"}],
+     "rejected": [{"role": "assistant", "content": "adios"}]},
+    {"chosen": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hola"}],
+     "rejected": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "x"}]}])
+def test_a_conversational_preference_row_is_refused_as_one(tmp_path, row):
+    rows = tmp_path / "pairs.jsonl"
+    rows.write_text(json.dumps(row) + "\n")
+    with pytest.raises(RowError, match="line 1: a conversational preference row"):
+        read_rows(str(rows))
+
+
+def test_dpo_trains_with_every_dropout_off_so_step_0_is_its_reference():
+    gpt = llama_gpt(dropout=0.3)
+    gpt.add_lora(rank=2, dropout=0.2)
+    assert any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in gpt.modules())
+    pairs = [(Example(list(range(3, 3 + n)), [False] * 3 + [True] * (n - 3), i),
+              Example(list(range(9, 9 + n)), [False] * 3 + [True] * (n - 3), i))
+             for i, n in enumerate((6, 9, 7, 8))]
+    trainer = PreferenceTrainer(gpt, pairs, [], torch.optim.SGD(
+        [p for p in gpt.parameters() if p.requires_grad], lr=0.0),
+        DLStudio(use_gpu=False, batch_size=4, epochs=1, seed=0), save_checkpoints=False)
+    assert all(m.p == 0 for m in gpt.modules() if isinstance(m, torch.nn.Dropout))
+    gpt.train()
+    part = trainer.tensors(pairs)
+    with torch.no_grad():
+        loss = trainer.part_loss(part) / trainer.count(part)
+    assert float(loss) == pytest.approx(math.log(2), abs=1e-6)
