@@ -14,6 +14,7 @@
   The reference model is the model before fine-tuning. Its log-probabilities are computed
   once, before the first step (with LoRA: the adapter switched off), so no second copy of
   the weights is kept, under the policy's autocast (bf16: step 0's loss is ln 2 exactly).
+  Every dropout is off while DPO trains, as TRL's ``disable_dropout`` has it.
 
 Each kind sums ``accumulate`` batches of ``batch_size`` rows into one optimiser step (gradient
 accumulation: the gradient of one batch of ``accumulate x batch_size`` rows, in the memory
@@ -159,6 +160,9 @@ class PreferenceTrainer(_Rows):
         # the reference under the policy's own autocast: at step 0 the two are one model,
         # and the loss is ln 2 exactly, as TRL's is
         precision = Precision(options.get("precision", "fp32"), device)
+        for module in model.modules():     # as TRL's disable_dropout: the model's and LoRA's
+            if isinstance(module, torch.nn.Dropout):
+                module.p = 0.0
         self.reference = self.reference_logps(model, examples, device, precision)  # (P, 2)
         self.held_out_reference = self.reference_logps(model, held_out, device, precision)
         self.index = {id(pair): i for i, pair in enumerate(examples)}
