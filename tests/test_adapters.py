@@ -1,6 +1,7 @@
 """Adapters that say what they are: a LoRA subclass's own scale (rsLoRA's alpha / sqrt(r), or
 any other) written so that PEFT and our own reader compute it, an adapter of another base
-refused naming both, a model folder given as an adapter said to be one. The PEFT comparison
+refused naming both, a model folder given as an adapter said to be one, a merged folder in
+its source's own layout. The transformers and PEFT comparisons
 needs the parity extra."""
 
 import json
@@ -101,3 +102,35 @@ def test_peft_reads_an_rslora_adapter_of_ours_with_our_logits(tmp_path):
         ids = torch.tensor([gpt.encode("the quick brown fox jumps over the lazy dog")])
         with torch.no_grad():
             assert_close(gpt(ids), peft(ids).logits, what=lora_class.__name__)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layout", ["names without transformer.", "pytorch_model.bin"])
+def test_a_gpt2_folder_laid_out_otherwise_is_merged_in_its_own_layout(tmp_path, layout):
+    """A GPT-2 folder whose weights have no ``transformer.`` prefix, or come as
+    pytorch_model.bin alone: the merged folder keeps that layout, and transformers reads it
+    with our adapted model's logits."""
+    pytest.importorskip("transformers", reason="needs transformers (the parity extra)")
+    from safetensors.torch import load_file, save_file
+    from transformers import AutoModelForCausalLM
+
+    from .hub_folders import gpt2_folder
+    folder = tmp_path / "gpt2"
+    gpt2_folder(str(folder), slow_tokenizer=False)
+    weights = load_file(folder / "model.safetensors")
+    if layout == "pytorch_model.bin":
+        (folder / "model.safetensors").unlink()
+        torch.save(weights, folder / "pytorch_model.bin")
+    else:
+        save_file({k.removeprefix("transformer."): v for k, v in weights.items()},
+                  folder / "model.safetensors", metadata={"format": "pt"})
+    gpt = TransformerGPT.from_huggingface(str(folder))
+    gpt.add_lora(rank=4, alpha=8, targets=("c_attn", "c_proj", "c_fc"))
+    with_random_b(gpt)
+    hub.write_merged(gpt, str(tmp_path / "merged"))
+    assert sorted(p.name for p in (tmp_path / "merged").iterdir()) == \
+        sorted(p.name for p in folder.iterdir())
+    merged = AutoModelForCausalLM.from_pretrained(tmp_path / "merged").eval()
+    ids = torch.tensor([gpt.encode("the quick brown fox jumps over the lazy dog")])
+    with torch.no_grad():
+        assert_close(gpt(ids), merged(ids).logits, what=layout)

@@ -66,8 +66,10 @@ def adapter_weights(gpt):
 def write_merged(gpt, out):
     """The folder ``gpt`` was read from, with its LoRAs folded into the weights they change,
     written at ``out`` in the folder's own architecture: every file copied, and in its
-    .safetensors each adapted projection W replaced by W + (alpha / r) B A (in W's dtype),
-    so that transformers reads it as it reads the folder, whatever the family."""
+    weights (.safetensors, or pytorch_model.bin) each adapted projection W replaced by
+    W + (alpha / r) B A (in W's dtype) under the file's own names (with the family's prefix
+    or without), so that transformers reads it as it reads the folder, whatever the
+    family."""
     base = getattr(gpt, "folder", None)
     if not base or not list(gpt.lora_places()):
         raise FolderError("write_merged needs a model read from a folder, with LoRA on it")
@@ -84,15 +86,24 @@ def write_merged(gpt, out):
         path = os.path.join(base, name)
         if not os.path.isfile(path):
             continue
-        if not name.endswith(".safetensors"):
+        torch_file = name.startswith("pytorch_model") and name.endswith(".bin")
+        if not (name.endswith(".safetensors") or torch_file):
             shutil.copy2(path, os.path.join(out, name))
             continue
-        tensors = load_file(path)
-        for key in set(changes) & set(tensors):
-            W, change = tensors[key], changes.pop(key)
+        tensors = torch.load(path, map_location="cpu", weights_only=True) if torch_file \
+            else load_file(path)
+        for key in list(changes):
+            # the file's own names: with the family's prefix (transformer., model.) or not
+            found = next((k for k in (key, key.split(".", 1)[1]) if k in tensors), None)
+            if found is None:
+                continue
+            W, change = tensors[found], changes.pop(key)
             change = change.t() if _gpt2(gpt) else change      # Conv1D: W stored as (in, out)
-            tensors[key] = (W.double() + change).to(W.dtype).contiguous()
-        save_file(tensors, os.path.join(out, name), metadata={"format": "pt"})
+            tensors[found] = (W.double() + change).to(W.dtype).contiguous()
+        if torch_file:
+            torch.save(tensors, os.path.join(out, name))
+        else:
+            save_file(tensors, os.path.join(out, name), metadata={"format": "pt"})
     if changes:
         shutil.rmtree(out)
         raise FolderError(f"{base}: its weights hold no {', '.join(sorted(changes)[:3])}: "
