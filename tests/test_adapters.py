@@ -1,8 +1,7 @@
 """Adapters that say what they are: a LoRA subclass's own scale (rsLoRA's alpha / sqrt(r), or
 any other) written so that PEFT and our own reader compute it, an adapter of another base
 refused naming both, a model folder given as an adapter said to be one, a merged folder in
-its source's own layout. The transformers and PEFT comparisons
-needs the parity extra."""
+its source's own layout. The transformers and PEFT comparisons need the parity extra."""
 
 import json
 import math
