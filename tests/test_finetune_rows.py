@@ -4,6 +4,7 @@ trains with every dropout off (its step-0 loss, in training mode, is ln 2)."""
 
 import json
 import math
+import os
 import types
 
 import pytest
@@ -13,6 +14,7 @@ from DLStudio import DLStudio
 from DLStudio.data.hub_tokenizer import HubTokenizer
 from DLStudio.training.finetune import PreferenceTrainer
 from DLStudio.training.rows import Example, RowError, encode_rows, read_rows
+from DLStudio.Transformers import TransformerGPT
 
 from .hub_folders import sentencepiece_tokenizer
 from .test_lora import llama_gpt
@@ -75,3 +77,30 @@ def test_dpo_trains_with_every_dropout_off_so_step_0_is_its_reference():
     with torch.no_grad():
         loss = trainer.part_loss(part) / trainer.count(part)
     assert float(loss) == pytest.approx(math.log(2), abs=1e-6)
+
+
+def test_a_lora_runs_checkpoints_keep_the_adapter_not_the_frozen_model(tmp_path, capsys,
+                                                                       monkeypatch):
+    """Each checkpoint of a LoRA run holds the weights that learn (A and B) and the
+    trainer's state; --resume reads the frozen rest from the model again; a checkpoint
+    read as a whole model says what it is."""
+    from DLStudio.checkpoints import CheckpointError, load_checkpoint, load_into
+
+    from .test_finetune import CHATS, our_folder, run, write_rows
+    monkeypatch.chdir(tmp_path)
+    folder = our_folder(tmp_path)
+    data = write_rows(tmp_path / "chat.jsonl", CHATS)
+    common = [folder, "--data", data, "--lora-rank", 2, "--batch-size", 4,
+              "--checkpoints-dir", "ck"]
+    status, said = run(common + ["--max-steps", 2], capsys)
+    assert status == 0, said
+    ck = load_checkpoint("ck/checkpoint_0_partial.pt" if os.path.exists(
+        "ck/checkpoint_0_partial.pt") else "ck/checkpoint_0.pt")
+    assert ck["weights_kept"] == "learnt" and ck["model"]
+    assert all(".loras." in name for name in ck["model"])
+    full = sum(p.numel() for p in TransformerGPT.from_huggingface(folder).parameters())
+    assert sum(t.numel() for t in ck["model"].values()) < full / 10
+    status, said = run(common + ["--resume", "--epochs", 2], capsys)
+    assert status == 0, said
+    with pytest.raises(CheckpointError, match="keeps a LoRA fine-tuning's learnt weights"):
+        load_into(TransformerGPT.from_huggingface(folder), ck)

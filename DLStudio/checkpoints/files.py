@@ -22,7 +22,8 @@ reads it and a crafted file cannot run code; no class is ever unpickled from it)
   visTransformer:
     model (its state_dict, pixel statistics included), dataset (how to get its images back)
   GPT:
-    model (its state_dict), tokenizer_state (the word list or the BPE merges)
+    model (its state_dict; a LoRA fine-tuning's: the weights that learn alone, with
+    weights_kept "learnt"), tokenizer_state (the word list or the BPE merges)
 
 The model describes itself (``model.description()``, from its settings' description,
 DLStudio.containers.settings); this module never imports it.
@@ -286,16 +287,26 @@ def load_into(model, checkpoint):
                      else ("the checkpoint", checkpoint))
     check_fits(payload, model.description(), path)
     weights = payload["model"]
+    learnt_only = payload.get("weights_kept") == "learnt"   # a LoRA run's: A, B, a head
     try:
         if hasattr(model, "parts"):
             for name, part in model.parts().items():
                 part.load_state_dict(weights[name])
         else:
-            model.load_state_dict(weights)
+            missing, unexpected = model.load_state_dict(weights, strict=not learnt_only)
     except (RuntimeError, KeyError) as e:
         raise CheckpointError(f"{path}: its weights do not fit this model ("
                               f"{str(e).splitlines()[0][:300]}); was it written by another "
                               "class? See its container_class.") from None
+    if learnt_only:
+        learns = {n for n, p in model.named_parameters() if p.requires_grad}
+        if unexpected or set(missing) & learns:
+            raise CheckpointError(
+                f"{path} keeps a LoRA fine-tuning's learnt weights alone (not "
+                f"{', '.join(sorted(set(missing) & learns)[:2]) or 'these'}"
+                f"{', nor a place for ' + sorted(unexpected)[0] if unexpected else ''}): "
+                "resume it with finetune_lm.py --resume on the same model, or read what its "
+                "--out wrote (the adapter, the merged folder)")
     return payload
 
 

@@ -76,6 +76,17 @@ class _Rows(Trainer):
         dls.batch_size = self.micro * accumulate           # a step's rows
         super().__init__(model, optimizer, dls, checkpoints_dir, **options)
 
+    def payload(self, epoch, complete=True):
+        """The trainer's checkpoint; with LoRA, of the weights that learn alone (A and B, a
+        classifier's head): the frozen rest is the model's source, read again on --resume,
+        so a checkpoint is the adapter's size, not the model's."""
+        payload = super().payload(epoch, complete)
+        if getattr(self.model, "lora_targets", None) and isinstance(payload["model"], dict):
+            learnt = {n for n, p in self.model.named_parameters() if p.requires_grad}
+            payload["model"] = {k: v for k, v in payload["model"].items() if k in learnt}
+            payload["weights_kept"] = "learnt"
+        return payload
+
     def length(self, example):
         return len(example.ids)
 
