@@ -104,3 +104,55 @@ def test_a_lora_runs_checkpoints_keep_the_adapter_not_the_frozen_model(tmp_path,
     assert status == 0, said
     with pytest.raises(CheckpointError, match="keeps a LoRA fine-tuning's learnt weights"):
         load_into(TransformerGPT.from_huggingface(folder), ck)
+
+
+QWEN_LIKE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+             "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+MARKED = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{% if m['role'] == 'assistant' %}"
+          "{% generation %}{{ m['content'] }}{% endgeneration %}<|im_end|>\n{% else %}"
+          "{{ m['content'] }}<|im_end|>\n{% endif %}{% endfor %}"
+          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+TURNS = [{"role": "user", "content": "the house"}, {"role": "assistant", "content": "la casa"},
+         {"role": "user", "content": "the dog"}, {"role": "assistant", "content": "el perro"}]
+
+
+def chat_folder(path, template):
+    """A byte-level folder with <|im_start|> and <|im_end|> (its eos_token) and ``template``,
+    written with the tokenizers library alone."""
+    from .hub_folders import byte_level_bpe
+    os.makedirs(path, exist_ok=True)
+    tok = byte_level_bpe(specials=("<|endoftext|>", "<|im_start|>", "<|im_end|>"))
+    tok.save(os.path.join(path, "tokenizer.json"))
+    with open(os.path.join(path, "tokenizer_config.json"), "w") as f:
+        json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "<|im_end|>",
+                   "chat_template": template}, f)
+    return path
+
+
+@pytest.mark.parametrize("template, expected", [
+    (QWEN_LIKE, "la casa<|im_end|>el perro<|im_end|>"), (MARKED, "la casael perro")])
+def test_an_assistant_turn_is_learnt_to_its_end_of_turn_token_and_no_further(tmp_path,
+                                                                            template, expected):
+    """The newline the template writes after <|im_end|> is the next turn's, never learnt;
+    with {% generation %} markers, exactly what they hold is (here the text alone)."""
+    vocab = HubTokenizer.from_folder(chat_folder(str(tmp_path / "c"), template),
+                                     {"vocab_size": 500})
+    gpt = types.SimpleNamespace(vocab=vocab, max_seq_length=256)
+    (example,), _ = encode_rows(gpt, "messages", [(1, {"messages": TURNS})])
+    learnt = [vocab.hf.decode([i], skip_special_tokens=False)
+              for i, learn in zip(example.ids, example.learn) if learn]
+    assert "".join(learnt) == expected
+
+
+@pytest.mark.slow
+def test_generation_blocks_are_transformers_assistant_mask(tmp_path):
+    pytest.importorskip("transformers", reason="needs transformers (the parity extra)")
+    from transformers import AutoTokenizer
+    path = chat_folder(str(tmp_path / "c"), MARKED)
+    theirs = AutoTokenizer.from_pretrained(path).apply_chat_template(
+        TURNS, tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
+    vocab = HubTokenizer.from_folder(path, {"vocab_size": 500})
+    (example,), _ = encode_rows(types.SimpleNamespace(vocab=vocab, max_seq_length=256),
+                                "messages", [(1, {"messages": TURNS})])
+    assert example.ids == list(theirs["input_ids"])
+    assert [int(x) for x in example.learn] == list(theirs["assistant_masks"])

@@ -15,6 +15,7 @@ A chat template is rendered as transformers renders it (a sandboxed Jinja2 with
 import hashlib
 import json
 import os
+import re
 import unicodedata
 
 __all__ = ["HubTokenizer", "FolderError", "read_json", "render_chat"]
@@ -232,9 +233,14 @@ REASONING = ("reasoning_content", "thinking", "reasoning")
 CONTINUE_TAG = "CONTINUE_FINAL_MESSAGE_TAG "
 
 
-def _chat_environment():
+#: What marks a ``{% generation %}`` block's text while its place is tracked (private use).
+GENERATION_MARKS = ("\ue000", "\ue001")
+
+
+def _chat_environment(track=False):
     """transformers' Jinja2 environment for chat templates: sandboxed, trim_blocks and
-    lstrip_blocks, loop controls, ``{% generation %}`` blocks (rendered as their body),
+    lstrip_blocks, loop controls, ``{% generation %}`` blocks (rendered as their body; with
+    ``track``, between GENERATION_MARKS),
     ``raise_exception``, ``strftime_now``, and a ``tojson`` that keeps keys in order and
     escapes no HTML."""
     import datetime
@@ -252,7 +258,8 @@ def _chat_environment():
             return nodes.CallBlock(self.call_method("_body"), [], [], body).set_lineno(line)
 
         def _body(self, caller):
-            return caller()
+            return f"{GENERATION_MARKS[0]}{caller()}{GENERATION_MARKS[1]}" if track \
+                else caller()
 
     def raise_exception(message):
         raise FolderError(f"the chat template refused the conversation: {message}")
@@ -283,6 +290,29 @@ def _messages(messages):
             message = {"thinking": reasoning, **message, "reasoning_content": reasoning}
         out.append(message)
     return out
+
+
+def has_generation_blocks(template):
+    """Whether a chat template marks the assistant's text with ``{% generation %}``."""
+    return bool(re.search(r"{%-?\s*generation\s*-?%}", template or ""))
+
+
+def generation_spans(template, messages, **names):
+    """(text, [(start, end), ...]): the conversation as `render_chat` writes it (no
+    generation prompt) and where each ``{% generation %}`` block's text stands in it, as
+    transformers' ``return_assistant_tokens_mask`` finds them."""
+    text = _chat_environment(track=True).from_string(template).render(
+        messages=_messages(messages), add_generation_prompt=False, **names)
+    spans, out, at = [], [], 0
+    for piece in re.split(f"([{''.join(GENERATION_MARKS)}])", text):
+        if piece == GENERATION_MARKS[0]:
+            spans.append([at, None])
+        elif piece == GENERATION_MARKS[1]:
+            spans[-1][1] = at
+        else:
+            out.append(piece)
+            at += len(piece)
+    return "".join(out), [tuple(s) for s in spans if s[1] is not None]
 
 
 def render_chat(template, messages, add_generation_prompt=True, tools=None, documents=None,

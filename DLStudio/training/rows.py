@@ -11,11 +11,11 @@ Three kinds of row, one kind a file:
 
 An example is (ids, learn): the row's token ids and, for each position, whether the loss
 learns that token: the assistant's turns of a conversation (rendered by the folder's chat
-template), a completion's tokens and its end token (the tokenizer's own eos_token, as TRL
-appends it), never the prompt's. A prompt and its
-completion are tokenized together, as the model reads them; the completion starts where the
-ids of the prompt alone stop agreeing with them (a piece may join the two across the
-boundary), as TRL does.
+template; each up to its end-of-turn token, or its {% generation %} blocks), a completion's
+tokens and its end token (the tokenizer's own eos_token, as TRL appends it), never the
+prompt's. A prompt and its completion are tokenized together, as the model reads them; the
+completion starts where the ids of the prompt alone stop agreeing with them (a piece may
+join the two across the boundary), as TRL does.
 """
 
 import json
@@ -167,8 +167,11 @@ def _completion(gpt, prompt, completion):
 
 
 def _conversation(gpt, messages, where):
-    """(ids, learn) of a conversation: the assistant's turns are learnt."""
-    from ..data.hub_tokenizer import render_chat
+    """(ids, learn) of a conversation: the assistant's turns are learnt. Where the template
+    marks them with ``{% generation %}``, what those blocks write (as transformers'
+    ``return_assistant_tokens_mask``); else each turn's text up to its end-of-turn token,
+    which is learnt, and none of what the template writes after it."""
+    from ..data.hub_tokenizer import generation_spans, has_generation_blocks, render_chat
     vocab = gpt.vocab
     if vocab.kind != "hub":
         raise RowError(f"{where}: chat rows need a folder's chat template; a GPT of ours "
@@ -177,8 +180,13 @@ def _conversation(gpt, messages, where):
         raise RowError(f"{where}: this folder has no chat template (tokenizer_config.json's "
                        "chat_template): give prompt/completion rows")
 
+    if has_generation_blocks(vocab.chat_template):
+        whole, spans = generation_spans(vocab.chat_template, messages, **vocab.special)
+        return _learnt(vocab, whole, spans)
+
     def render(upto, opening):
         return render_chat(vocab.chat_template, messages[:upto], opening, **vocab.special)
+    ends = [vocab.hf.id_to_token(i) for i in {*vocab.end_ids, vocab.eos_id} - {None}]
     whole, spans = render(len(messages), False), []
     for i, m in enumerate(messages):
         if m["role"] != "assistant":
@@ -189,7 +197,15 @@ def _conversation(gpt, messages, where):
                            f"before turn {i + 1} differently once that turn is there, so "
                            "its tokens cannot be told from the prompt's; give this "
                            "conversation as prompt/completion rows")
-        spans.append((len(before), len(after)))
+        turn = after[len(before):]
+        cut = min((turn.find(e) + len(e) for e in ends if e and e in turn), default=len(turn))
+        spans.append((len(before), len(before) + cut))    # the end-of-turn token's end
+    return _learnt(vocab, whole, spans)
+
+
+def _learnt(vocab, whole, spans):
+    """(ids, learn) of a conversation's text: a token is learnt where it starts inside one
+    of the character ``spans``."""
     encoded = vocab.hf.encode(whole, add_special_tokens=False)
     learn = [any(a <= start < b for a, b in spans) for start, _ in encoded.offsets]
     return list(encoded.ids), learn
