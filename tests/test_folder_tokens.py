@@ -347,9 +347,11 @@ def test_chat_templates_render_as_transformers_renders_them(tmp_path, case):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["llama", "qwen2", "qwen3", "mistral", "smollm3"])
+@pytest.mark.parametrize("kind", ["llama", "qwen2", "qwen3", "mistral", "smollm3", "olmo2",
+                                  "gemma3"])
 def test_bf16_logits_are_transformers_within_two_ulps(tmp_path, kind):
-    """transformers' bf16: RMSNorm normalises in fp32 and rounds before its weight, and the
+    """transformers' bf16: RMSNorm normalises in fp32 and rounds before its weight (OLMo 2's
+    and Gemma's after it), rotary positions turn in bf16 (OLMo 2's in fp32), and the
     attention is the fused kernel, on a CPU too; ours reads a folder the same way."""
     transformers_or_skip()
     from transformers import AutoModelForCausalLM
@@ -369,6 +371,18 @@ def test_bf16_logits_are_transformers_within_two_ulps(tmp_path, kind):
         top2[..., 0].abs()
     assert clear.sum() >= ids.size(1) // 2
     assert torch.equal(ours.argmax(-1)[clear], theirs.argmax(-1)[clear])
+
+
+def test_a_rotation_turned_in_fp32_rounds_once_in_bf16_and_changes_nothing_in_fp32():
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 40, 16) * 4
+    plain, fp32 = RotaryEmbedding(16), RotaryEmbedding(16)
+    fp32.turn_in_fp32 = True
+    assert torch.equal(fp32(x, 5), plain(x, 5))                     # fp32: bit for bit
+    xb = x.bfloat16()
+    once = plain(xb.float(), 5).bfloat16()          # the exact turn of the bf16 numbers, rounded
+    assert torch.equal(fp32(xb, 5), once) and fp32(xb, 5).dtype == torch.bfloat16
+    assert not torch.equal(plain(xb, 5), once)      # bf16's three roundings: another number
 
 
 def test_rmsnorm_in_bf16_normalises_in_fp32_and_changes_nothing_in_fp32():

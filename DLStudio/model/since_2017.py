@@ -123,6 +123,8 @@ class RotaryEmbedding(nn.Module):
         self.register_buffer("theta", theta, persistent=False)
         self.table = None                  # (cos, sin) of angles, grown as asked: `cos_sin`
 
+    turn_in_fp32 = False   # bf16: turned in fp32 and rounded once (OLMo 2's code), not in bf16
+
     def angles(self, T, offset, device):
         """m theta_i for the positions offset .. offset + T - 1. Shape: (T, d/2)"""
         m = torch.arange(offset, offset + T, device=device, dtype=torch.float32)
@@ -131,14 +133,16 @@ class RotaryEmbedding(nn.Module):
     def cos_sin(self, T, offset, x):
         """cos and sin of `angles`, read from a table grown (doubling) to the furthest
         position asked for: while decoding, every step and Q and K reuse it (the same
-        numbers as computing them afresh). Shape: (T, d/2) each, x's dtype and device"""
+        numbers as computing them afresh). Shape: (T, d/2) each, x's dtype (float32 with
+        ``turn_in_fp32``) and device"""
         end, table = offset + T, self.table
-        if table is None or table[0].size(0) < end or table[0].dtype != x.dtype \
+        dtype = torch.float32 if self.turn_in_fp32 else x.dtype
+        if table is None or table[0].size(0) < end or table[0].dtype != dtype \
                 or table[0].device != x.device:
             with torch.inference_mode(False):  # (kept: training after generating reads it)
                 angle = self.angles(max(end, 2 * (0 if table is None else table[0].size(0))),
                                     0, x.device)
-                self.table = table = (angle.cos().to(x.dtype), angle.sin().to(x.dtype))
+                self.table = table = (angle.cos().to(dtype), angle.sin().to(dtype))
         return table[0][offset:end], table[1][offset:end]
 
     left_pads = None     # (B,): rows padded on the left count from their first real token
@@ -153,7 +157,7 @@ class RotaryEmbedding(nn.Module):
                 cos, sin = cos[:, None], sin[:, None]
         even, odd = x[..., 0::2], x[..., 1::2]                             # (..., T, d/2)
         turned = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)
-        return turned.flatten(-2)                                          # (..., T, d)
+        return turned.flatten(-2).to(x.dtype)                              # (..., T, d)
 
 
 def _linear(theta, s):

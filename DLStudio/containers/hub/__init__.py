@@ -123,10 +123,11 @@ def read_folder(cls, path, dl_studio=None, dtype=None):
     gpt.folder, gpt.generation_config = path, read_json(path, "generation_config.json",
                                                         required=False)
     gpt.folder_architecture = arch
-    if getattr(family, "GAIN_IN_FP32", False):   # bf16: where its code applies the gain
-        for norm in gpt.modules():
-            if isinstance(norm, gpt.RMSNorm):
-                norm.gain_in_fp32 = True
+    for part in gpt.modules():     # bf16: where its code rounds (olmo.py)
+        if isinstance(part, gpt.RMSNorm) and getattr(family, "GAIN_IN_FP32", False):
+            part.gain_in_fp32 = True
+        if isinstance(part, gpt.RotaryEmbedding) and getattr(family, "TURN_IN_FP32", False):
+            part.turn_in_fp32 = True
     words = gpt.embeddings_generator      # sqrt(M) rounded to the model's dtype, as Gemma's
     words.scale = torch.tensor(words.scale, dtype=dtype or torch.float32).item()
     for layer in gpt.master_decoder.basic_decoder_arr:   # bf16 on a CPU: transformers' kernel

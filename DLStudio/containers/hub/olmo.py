@@ -5,10 +5,11 @@ norm of H s_qkv numbers, keys G s_qkv). Both in model/since_2023.py."""
 
 from . import llama
 
-__all__ = ["ARCHITECTURES", "settings", "weights", "NORMS", "GAIN_IN_FP32"]
+__all__ = ["ARCHITECTURES", "settings", "weights", "NORMS", "GAIN_IN_FP32", "TURN_IN_FP32"]
 
 ARCHITECTURES = ("Olmo2ForCausalLM",)
 GAIN_IN_FP32 = True       # its RMSNorm's gain multiplies before the rounding to bf16
+TURN_IN_FP32 = True       # its rotary cos and sin stay fp32: q and k turned, then rounded
 NORMS = (("post_attention_layernorm", "post_norm1"),
          ("post_feedforward_layernorm", "post_norm2"))
 
