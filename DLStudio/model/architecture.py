@@ -51,7 +51,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from . import left_padding, since_2017, since_2023
+from . import left_padding, since_2017, since_2023, switches
 from .batched_heads import BatchedHeads
 from .kv_cache import NO_CACHE, KeyValueCache, attached_to_decoder
 from .overrides import check_forwards, runs_base
@@ -59,15 +59,12 @@ from .recorder import TranslationRecords
 from .relative_positions import ALiBi, RelativePosition, score_bias
 from .since_2017 import RMSNorm, RotaryEmbedding, SwiGLU, repeat_kv
 from .summed_loss import summed_cross_entropy  # F.cross_entropy(..., reduction="sum")
+from .switches import FEED_FORWARDS, IN_ATTENTION, POSITIONS, SINUSOIDS
 from .tokens import causal_mask, padding_mask
 
 __all__ = ["TransformerParts", "EncoderDecoderParts", "GPTParts", "scaled_dot_product",
            "residual", "FEED_FORWARDS", "POSITIONS"]
 
-FEED_FORWARDS = ("relu", "gelu", "gelu_tanh", "swiglu", "geglu")   # the feed_forward settings
-POSITIONS = ("sinusoidal", "learned", "rope", "relative", "alibi")  # the positions settings
-NORMS = ("layernorm", "rmsnorm", "rmsnorm_plus_one")   # the norm settings
-IN_ATTENTION = ("rope", "relative", "alibi")   # positions no code adds to the words
 
 
 def scaled_dot_product(Q, K, V, mask=None, scale=None, bias=None):
@@ -105,25 +102,9 @@ class TransformerParts:
     reads its sizes from the object it is given (``xformer``: this one, or a container).
     Args (keyword-only): embedding_size (M, even), max_seq_length (tokens per sentence,
         SOS and EOS included), vocab_sizes ({"en": V_en, "es": V_es}), norm_first (False:
-        post-LN, True: pre-LN; None keeps the class's); other designs than the lecture's, as
-        switches: dropout (Vaswani 5.4), full_width_heads (heads read all of M, then W^O:
-        3.2.2), positions ("sinusoidal" | "learned"; learned_positions=True: the same as
-        "learned"), tie_embeddings (output layer = target word vectors),
-        shared_vocab (V_en = V_es: both embeddings and the output layer one matrix, 3.4);
-        and BERT's (Devlin et al. 2019): feed_forward ("relu" | "gelu": its activation),
-        feed_forward_size (F; None: 2 M), norm_eps (LayerNorm's epsilon), scale_embeddings
-        (False: word vectors not scaled by sqrt(M)); and today's (since_2017.py): norm
-        ("layernorm" | "rmsnorm"), positions="rope", feed_forward="swiglu", kv_heads (G key/
-        value heads shared by groups of query heads; None: one per head); since 2023's
-        (since_2023.py): qk_norm (True: each head's queries and keys normalised;
-        "all_heads": over all heads at once), window (W: a token sees the last W only),
-        window_layers and window_rope_base (a GPT's sliding layers, their rotary base),
-        nope_layers (GPT layers without rotary positions), norm_placement ("output" |
-        "sandwich": norms on the sublayers' outputs), score_scale (the scores' factor),
-        norm="rmsnorm_plus_one" and feed_forward="geglu" (Gemma's); and what a real
-        model's folder sets (containers/hub.py): head_size (s_qkv of full-width heads when
-        not M / H), output_bias, rope_base, rope_scaling ({"rope_type": "llama3" | "linear",
-        ...}), gated_size (SwiGLU's hidden width; None: round(2 F / 3)).
+        post-LN, True: pre-LN; None keeps the class's); every other keyword is a switch to
+        another design than the lecture's (dropout, positions, feed_forward, norm, ...):
+        model/switches.py lists them, with what each changes and the part it is built in.
     """
 
     norm_first = False    # where LayerNorm sits: see `residual`
@@ -143,31 +124,23 @@ class TransformerParts:
         if norm_first is not None:
             self.norm_first = norm_first
         self.dropout, self.full_width_heads = dropout, full_width_heads
-        if learned_positions and positions not in ("sinusoidal", "learned"):
-            raise ValueError(f"learned_positions=True is positions='learned', not {positions!r}")
-        positions = "learned" if learned_positions else positions
+        positions, self.kv_heads = switches.check(
+            self, positions=positions, learned_positions=learned_positions,
+            shared_vocab=shared_vocab, feed_forward=feed_forward, norm=norm,
+            head_size=head_size, full_width_heads=full_width_heads, kv_heads=kv_heads)
         self.positions, self.learned_positions = positions, positions == "learned"
-        self.tie_embeddings, self.kv_heads = tie_embeddings, since_2017.checked_kv_heads(kv_heads)
+        self.tie_embeddings, self.shared_vocab = tie_embeddings, shared_vocab
         since_2023.set_switches(self, qk_norm=qk_norm, window=window, nope_layers=nope_layers,
                                 norm_placement=norm_placement, score_scale=score_scale,
                                 window_layers=window_layers, window_rope_base=window_rope_base)
-        self.shared_vocab = shared_vocab
-        if shared_vocab and len(set(self.vocab_sizes.values())) > 1:
-            raise ValueError(f"shared_vocab: one vocabulary for both, not {self.vocab_sizes}")
-        for name, value, allowed in (("feed_forward", feed_forward, FEED_FORWARDS),
-                                     ("norm", norm, NORMS),
-                                     ("positions", positions, POSITIONS)):
-            if value not in allowed:
-                raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
         self.feed_forward, self.feed_forward_size = feed_forward, feed_forward_size
         self.norm_eps, self.scale_embeddings, self.norm = norm_eps, scale_embeddings, norm
-        if head_size is not None and not full_width_heads:
-            raise ValueError("head_size needs full_width_heads=True (a sliced head is M / H wide)")
         self.head_size, self.output_bias, self.gated_size = head_size, output_bias, gated_size
         self.rope_base, self.rope_scaling = rope_base, rope_scaling
 
     ACTIVATIONS = {"relu": torch.relu, "gelu": F.gelu,       # of the feed-forward network
-                   "gelu_tanh": lambda x: F.gelu(x, approximate="tanh")}   # GPT-2's gelu_new
+                   "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),   # GPT-2's gelu_new
+                   "silu": F.silu}                                         # Marian's swish
     # today's (since_2017.py), switched on by a setting
     RMSNorm, SwiGLU, RotaryEmbedding = RMSNorm, SwiGLU, RotaryEmbedding
     RelativePosition, ALiBi = RelativePosition, ALiBi           # relative_positions.py
@@ -209,9 +182,10 @@ class TransformerParts:
             self.embedding = nn.Embedding(vocab_size, embedding_size)
             # std M^-0.5: after the sqrt(M) scaling, words are of the position code's size.
             nn.init.normal_(self.embedding.weight, std=embedding_size ** -0.5)
-            used = getattr(xformer, "positions", "sinusoidal") == "sinusoidal"   # no 1 GB table
-            self.register_buffer("positional_encoding", self.sinusoids(          # for nothing
-                xformer.max_seq_length, embedding_size, self.positional_base) if used else None,
+            code = getattr(xformer, "positions", "sinusoidal")
+            self.register_buffer("positional_encoding", self.sinusoids(       # (no 1 GB table
+                xformer.max_seq_length, embedding_size, self.positional_base,    # for nothing)
+                halves=code == "sinusoidal_halves") if code in SINUSOIDS else None,
                 persistent=False)
             self.learned_positions = None     # or a trained vector per position (BERT, GPT)
             if xformer.learned_positions:
@@ -220,11 +194,15 @@ class TransformerParts:
             self.dropout = nn.Dropout(xformer.dropout)
 
         @staticmethod
-        def sinusoids(num_positions, embedding_size, base):
-            """PE[pos, 2i] = sin(pos / base^(2i/M)), PE[pos, 2i+1] = cos(...). Shape: (T, M)"""
+        def sinusoids(num_positions, embedding_size, base, halves=False):
+            """PE[pos, 2i] = sin(pos / base^(2i/M)), PE[pos, 2i+1] = cos(...); ``halves``
+            (positions="sinusoidal_halves", Marian's): the sines in columns 0..M/2 - 1, the
+            cosines after them. Shape: (T, M)"""
             pos = torch.arange(num_positions, dtype=torch.float32).unsqueeze(1)   # (T, 1)
             two_i = torch.arange(0, embedding_size, 2, dtype=torch.float32)       # (M/2,)
             angle = pos / base ** (two_i / embedding_size)                        # (T, M/2)
+            if halves:
+                return torch.cat([torch.sin(angle), torch.cos(angle)], dim=1)     # (T, M)
             pe = torch.zeros(num_positions, embedding_size)
             pe[:, 0::2], pe[:, 1::2] = torch.sin(angle), torch.cos(angle)
             return pe                                                             # (T, M)

@@ -7,7 +7,7 @@ import os
 
 from ...checkpoints import WEIGHTS
 from ...containers.settings import TranslationSettings
-from ...model.architecture import FEED_FORWARDS, NORMS, POSITIONS
+from ...model.switches import FEED_FORWARDS, NORMS, POSITIONS
 from ...runtime.precision import PRECISIONS
 from ...runtime.studio import DLStudio
 from ...training.schedule import SCHEDULES
