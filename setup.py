@@ -61,6 +61,9 @@ setup(
         "sacrebleu>=2.3",
         "tokenizers>=0.15.1",            # encode_special_tokens
         "safetensors>=0.4",              # Hugging Face BERT weights (model.safetensors)
+        # OPUS-MT's source.spm / target.spm: the library those files are written for
+        # (data/hub_translation.py); a hand-written unigram reader would be a second copy
+        "sentencepiece>=0.1.99",
     ],
     extras_require={
         # nbclient and ipykernel: the test suite runs the notebook tour top to bottom.

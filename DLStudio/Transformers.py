@@ -35,7 +35,7 @@ from .checkpoints import (
     with_weights,
 )
 from .containers import bert as bert_wiring
-from .containers import hub
+from .containers import hub, hub_seq2seq
 from .containers.base import Container, TextModel
 from .containers.settings import BERTSettings, GPTSettings, TranslationSettings, VisionSettings
 from .containers.wiring import (
@@ -137,7 +137,9 @@ class TransformerBase(Container, EncoderDecoderParts):
             dropout=self.dropout, full_width_heads=self.full_width_heads,
             positions=self.positions, tie_embeddings=self.tie_embeddings,
             shared_vocab=self.shared_vocab, norm=self.norm, feed_forward=self.feed_forward,
-            kv_heads=self.kv_heads, feed_forward_size=self.feed_forward_size)
+            kv_heads=self.kv_heads, feed_forward_size=self.feed_forward_size,
+            scale_embeddings=self.scale_embeddings, norm_eps=self.norm_eps,
+            output_bias=self.output_bias, **self.vocab_special_ids())
 
     __init__.__signature__ = TranslationSettings.signature(
         dl_studio=inspect.Parameter.empty, corpus=None, vocab=None, data=None)
@@ -156,6 +158,12 @@ class TransformerBase(Container, EncoderDecoderParts):
     en_index_2_word = DataView("vocab", "en_index_2_word")
     es_index_2_word = DataView("vocab", "es_index_2_word")
     vocab_fingerprint = DataView("vocab", "fingerprint")
+
+    def vocab_special_ids(self):
+        """The ids the decoder starts from and sentences end with: DLStudio's SOS and EOS,
+        or a real model's tokenizer's (data/hub_translation.py)."""
+        return {name: getattr(self.vocab, name) for name in ("start_id", "end_id")
+                if hasattr(self.vocab, name)}
 
     def read_data(self, corpus=None, vocab=None):
         """The data this container trains on (a TranslationData): ``corpus``, or its
@@ -225,7 +233,8 @@ class TransformerBase(Container, EncoderDecoderParts):
 
     def run_code_for_evaluating(self, master_encoder, master_decoder, result_file=None,
                                 checkpoint=None, model=None, **options):
-        """Held-out translations and BLEU (see containers.wiring.evaluate_container)."""
+        """Held-out translations and BLEU (see containers.wiring.evaluate_container;
+        ``pairs=``: others to score on, the held-out split of another model's archive)."""
         return evaluate_container(self, master_encoder, master_decoder, result_file,
                                   checkpoint, model, **options)
 
@@ -241,11 +250,20 @@ class TransformerBase(Container, EncoderDecoderParts):
             master_encoder, master_decoder, result_file,
             checkpoint=find_checkpoint(checkpoints_dir, checkpoint_index), **options)
 
-    def translate(self, model, sentences, beam_width=1, precision="fp32",
-                  length_penalty=LENGTH_PENALTY):
-        """Translate English sentences (raw strings or word lists); return Spanish strings."""
+    generation_rules = None     # a real model's folder's (evaluation/folder_rules.py)
+
+    def translate(self, model, sentences, beam_width=None, precision="fp32",
+                  length_penalty=None):
+        """Translate English sentences (raw strings or word lists); return Spanish strings.
+        Greedy unless ``beam_width`` > 1; a model read from a folder by default as its
+        generation_config.json says (beams, length penalty, banned and forced tokens)."""
+        rules = self.generation_rules
+        if beam_width is None:
+            beam_width = 1 if rules is None else rules.num_beams
+        if length_penalty is None:
+            length_penalty = LENGTH_PENALTY if rules is None else rules.length_penalty
         return translate_sentences(model, self.vocab, sentences, beam_width, precision,
-                                   length_penalty)
+                                   length_penalty, rules)
 
     def run_code_for_translating_user_input(self, master_encoder, master_decoder,
                                             checkpoints_dir, checkpoint_index, sentence,
@@ -256,6 +274,13 @@ class TransformerBase(Container, EncoderDecoderParts):
         many = not isinstance(sentence, str)
         out = self.translate(model, sentence if many else [sentence], beam_width)
         return out if many else out[0]
+
+    @classmethod
+    def from_huggingface(cls, path, dl_studio=None, dtype=None):
+        """A `Restored` (container, model, None) of a Hugging Face translation folder
+        (OPUS-MT's MarianMTModel: TransformerFG), built of this class's nested classes,
+        its tokenizer the folder's (containers/hub_seq2seq)."""
+        return hub_seq2seq.read_folder(cls, path, dl_studio, dtype)
 
     @classmethod
     def from_checkpoint(cls, path, dl_studio=None, corpus=None, model_class=None,

@@ -104,8 +104,8 @@ def test_a_gpt_takes_them_too_and_an_unknown_one_is_refused():
                          tokenizer="word", embedding_size=16, num_basic_decoders=1,
                          num_atten_heads=2, norm="rmsnorm", feed_forward="swiglu")
     assert isinstance(gpt.master_decoder.final_norm, RMSNorm)
-    with pytest.raises(ValueError,
-                       match="feed_forward must be one of relu, gelu, gelu_tanh, swiglu, geglu"):
+    with pytest.raises(ValueError, match="feed_forward must be one of relu, gelu, gelu_tanh, "
+                                         "silu, swiglu, geglu"):
         model(feed_forward="reglu")
 
 

@@ -7,6 +7,7 @@ import sys
 from ..checkpoints import find_checkpoint, load_checkpoint
 from ..containers.pretrained import init_from_gpt
 from ..data import BUNDLED_ARCHIVE
+from ..data.vocabulary import TranslationData
 from ..runtime.distributed import single_process_only
 from ..runtime.studio import DLStudio
 from ..Transformers import TransformerBase, TransformerFG, TransformerPreLN
@@ -24,6 +25,7 @@ from .common import (
     checkpoint_arguments,
     existing_file,
     how_to_run,
+    hugging_face_folder,
     load_translation,
     log,
     model_class_flag,
@@ -324,18 +326,23 @@ def test_checkpoint_main(variant, argv=None):
     def run(argv):
         p = Parser(description="Translate held-out sentences with a "
                                                 "checkpoint and score it with BLEU.")
-        add_checkpoint_arguments(p)
+        add_checkpoint_arguments(p, folder=True)
         p.add_argument("--archive", help="the archive (or --pairs file) it was trained on, "
                                          "if it has moved")
         add_beam_argument(p)
         add_weights_argument(p)
         p.add_argument("--show", type=int, default=20, help="translations to print")
         p.add_argument("--result-file", help="write every held-out translation here")
+        p.add_argument("--against", metavar="FOLDER",
+                       help="a Hugging Face translation folder (OPUS-MT) scored on the same "
+                            "held-out sentences, its BLEU printed beside the checkpoint's")
         add_decoding_precision(p)
         add_ensemble_argument(p)
         model_class_flag(p, "the container class the checkpoint was trained with, when it "
                              "is a subclass of your own")
         args = p.parse_args(argv)
+        if hugging_face_folder(args.checkpoint):     # OPUS-MT on an archive's held-out split
+            return score_folder(p, args)
         path = checkpoint_arguments(p, args)
         xformer, first = load_translation(path, args.archive, args.model_class, args=args)
         model = with_ensemble(args, xformer, first)
@@ -348,21 +355,64 @@ def test_checkpoint_main(variant, argv=None):
                                       if args.beam > 1 else "")
         print(f"Transformer{xformer.variant} checkpoint {path} "
               f"({len(xformer.held_out_corpus)} held-out pairs, {beam}):\n")
-        xformer.run_code_for_evaluating(first.encoder, first.decoder,
-                                        result_file=args.result_file, beam_width=args.beam,
-                                        checkpoint=None, show=args.show, model=model,
-                                        precision=args.precision,
-                                        length_penalty=args.length_penalty)
+        ours = xformer.run_code_for_evaluating(first.encoder, first.decoder,
+                                               result_file=args.result_file,
+                                               beam_width=args.beam, checkpoint=None,
+                                               show=args.show, model=model,
+                                               precision=args.precision,
+                                               length_penalty=args.length_penalty)
+        if args.against:
+            theirs = score_folder(p, args, args.against, xformer.held_out_corpus)
+            print(f"\nOn the same {ours['sentences']} English sentences: this checkpoint "
+                  f"{ours['bleu']:.2f}, {args.against} {theirs['bleu']:.2f} (NLTK BLEU)")
         return 0
     return run_job(run, argv)
+
+
+def score_folder(parser, args, folder=None, pairs=None):
+    """``test_checkpointFG.py FOLDER --archive A``: a Hugging Face translation folder
+    scored on an archive's held-out split (the one a run of ours on it holds out: 5%, split
+    seed 0), or on ``pairs``; its output compared as the archive writes Spanish (lower case,
+    no punctuation). Returns the scores (or 0 as the script's status, without ``pairs``)."""
+    folder = folder or args.checkpoint
+    if pairs is None and not args.archive:
+        parser.error(f"{folder} is a model folder, with no pairs of its own: give --archive "
+                     "(the archive, or --pairs file, to score it on: bundled names ours)")
+    if pairs is None:
+        pairs = TranslationData.read(resolve_archive(args.archive))[0].held_out_pairs
+    xformer, model, _ = TransformerFG.from_huggingface(folder)
+    rules = xformer.generation_rules
+    beam = args.beam or rules.num_beams
+    print(f"\n{xformer.folder_architecture} {folder} ({len(pairs)} held-out pairs, beam "
+          f"{beam}{f', length penalty {rules.length_penalty}' if beam > 1 else ''}):\n")
+    result = xformer.run_code_for_evaluating(None, None, beam_width=beam, model=model,
+                                             show=args.show, pairs=pairs,
+                                             precision=args.precision,
+                                             length_penalty=args.length_penalty)
+    return result if args.checkpoint != folder else 0
+
+
+def folder_translator(parser, args):
+    """(xformer, model, sentence) of ``translate_sentence.py FOLDER "sentence"``: a Hugging
+    Face translation folder read into TransformerFG (or ``--model-class``, a subclass of
+    yours), decoding as its generation_config.json says unless --beam says otherwise."""
+    if len(args.more) != 1:
+        parser.error(f"{args.checkpoint} is a model folder: give one sentence after it "
+                     f"(or -), not {' '.join(args.more)}")
+    if getattr(args, "ensemble", None):
+        parser.error("--ensemble averages checkpoints of ours, not a model folder")
+    cls = subclass_of(args.model_class, TransformerBase) if args.model_class else TransformerFG
+    xformer, model, _ = cls.from_huggingface(args.checkpoint)
+    return xformer, model, args.more[0]
 
 
 def translate_main(argv=None):
     """``translate_sentence.py DIR N "sentence"`` (or ``FILE.pt "sentence"``; ``-`` reads
     standard input)."""
     def run(argv):
-        p = Parser(description="Translate English with any checkpoint.")
-        add_checkpoint_arguments(p, sentence=True)
+        p = Parser(description="Translate English with any checkpoint, or a real "
+                                "translation model's folder.")
+        add_checkpoint_arguments(p, sentence=True, folder=True)
         add_beam_argument(p)
         add_weights_argument(p)
         add_decoding_precision(p)
@@ -370,9 +420,12 @@ def translate_main(argv=None):
         model_class_flag(p, "the container class the checkpoint was trained with, when it "
                              "is a subclass of your own")
         args = p.parse_args(argv)
-        path, sentence = checkpoint_arguments(p, args, sentence=True)
-        xformer, model = load_translation(path, model_class=args.model_class, args=args)
-        model = with_ensemble(args, xformer, model)
+        if hugging_face_folder(args.checkpoint):     # a real model's folder (OPUS-MT)
+            xformer, model, sentence = folder_translator(p, args)
+        else:
+            path, sentence = checkpoint_arguments(p, args, sentence=True)
+            xformer, model = load_translation(path, model_class=args.model_class, args=args)
+            model = with_ensemble(args, xformer, model)
         if sentence != "-":
             print(xformer.translate(model, [sentence], args.beam, args.precision,
                                     args.length_penalty)[0])

@@ -203,10 +203,14 @@ class TranslationSettings(Settings):
     feed_forward: str = setting(MODEL["feed_forward"], shapes=True)   # "gelu", "swiglu"
     kv_heads: int = setting(MODEL["kv_heads"], shapes=True)           # G key/value heads
     feed_forward_size: int = setting(None, shapes=True)   # F, the hidden width; None: 2 M
+    # what a real model's folder sets (containers/hub_seq2seq)
+    scale_embeddings: bool = setting(MODEL["scale_embeddings"], shapes=True)
+    norm_eps: float = setting(MODEL["norm_eps"])
+    output_bias: bool = setting(MODEL["output_bias"], shapes=True)
 
     def __post_init__(self):
         super().__post_init__()
-        if self.shared_vocab and self.tokenizer != "bpe":
+        if self.shared_vocab and self.tokenizer not in ("bpe", "sentencepiece"):
             raise ValueError("shared_vocab is one BPE vocabulary learnt from both languages: "
                              "give tokenizer='bpe' with it (--tokenizer bpe --shared-vocab)")
     pairs_options: dict = setting(None)

@@ -157,26 +157,33 @@ def use_datasets(vit, training_set, test_set, spec=None):
 
 def evaluate_container(xformer, master_encoder, master_decoder, result_file=None,
                        checkpoint=None, model=None, beam_width=1, show=20, print_fn=print,
-                       precision="fp32", length_penalty=LENGTH_PENALTY):
-    """``run_code_for_evaluating``: translate the held-out split, print ``show`` random
-    translations beside their references, and return the BLEU scores (NLTK, sacreBLEU).
+                       precision="fp32", length_penalty=LENGTH_PENALTY, pairs=None):
+    """``run_code_for_evaluating``: translate the held-out split (or ``pairs``), print
+    ``show`` random translations beside their references, and return the BLEU scores (NLTK,
+    sacreBLEU). A model read from a folder decodes as its generation_config.json says
+    (``beam_width`` None: its beams; ``length_penalty`` None: its own).
 
     The weights are those of ``checkpoint`` when given, else those saved at
     ``dl_studio.path_saved_model`` (where training writes its final model), or, given
     ``model``, that EncoderDecoder as it is.
     """
+    rules = getattr(xformer, "generation_rules", None)
+    if beam_width is None:
+        beam_width = 1 if rules is None else rules.num_beams
+    if length_penalty is None:
+        length_penalty = LENGTH_PENALTY if rules is None else rules.length_penalty
     if model is None:
         if checkpoint is None:
             saved = xformer.dl_studio.path_saved_model
             checkpoint = saved if isinstance(saved, str) else next(
                 (p for k, p in saved.items() if k.startswith("encoder")), None)
         model = xformer.model_from(master_encoder, master_decoder, checkpoint)
-    if not xformer.held_out_corpus:
+    pairs = xformer.held_out_corpus if pairs is None else pairs
+    if not pairs:
         raise ValueError("no held-out pairs: the container was built without an archive")
-    result = evaluate_bleu(model, xformer.vocab, xformer.held_out_corpus,
-                           beam_width=beam_width, show=show, result_file=result_file,
-                           print_fn=print_fn, precision=precision,
-                           length_penalty=length_penalty)
+    result = evaluate_bleu(model, xformer.vocab, pairs, beam_width=beam_width, show=show,
+                           result_file=result_file, print_fn=print_fn, precision=precision,
+                           length_penalty=length_penalty, rules=rules)
     line = (f"held-out BLEU (NLTK corpus_bleu, 4-gram, smoothing method1): "
             f"{result['bleu']:.2f} on {result['sentences']} English sentences")
     if result["translatable"] < result["sentences"]:

@@ -26,6 +26,7 @@ import torch
 from ..checkpoints import free_name, mark_written
 from ..model.tokens import EOS_INDEX, SOS_INDEX
 from ..runtime.precision import Precision
+from .folder_rules import FinishedApart
 
 #: beam search's default alpha: hypotheses are ranked by log p / length^alpha (the value of
 #: Wu et al. 2016); every script's --length-penalty starts here.
@@ -67,28 +68,32 @@ class _NextWord:
 
 
 @torch.no_grad()
-def greedy_decode(model, src, max_len, stop_at_eos=True):
+def greedy_decode(model, src, max_len, stop_at_eos=True, rules=None):
     """The most likely next word, fed back, until every sentence has emitted EOS. A
     sentence that has finished leaves the batch, so the steps after it cost nothing for it.
 
     ``stop_at_eos=False`` makes every sentence run all max_len - 1 steps (for benchmarks
-    that must compare the same amount of work).
+    that must compare the same amount of work); ``rules``: a real model's folder's
+    (folder_rules.GenerationRules), applied to each step's logits.
 
     Shape: src (B, T_src) -> (B, <= max_len - 1) predicted ids (EOS after the sentence end)
     """
     memory, cross_mask = model.encode(src)                             # (B, T_src, M)
-    B = src.size(0)
-    out = torch.full((B, max_len - 1), EOS_INDEX, dtype=torch.long, device=src.device)
+    B, (start, end) = src.size(0), special_ids(model)
+    out = torch.full((B, max_len - 1), end, dtype=torch.long, device=src.device)
     rows = torch.arange(B, device=src.device)        # the sentences still being translated
-    ys = torch.full((B, 1), SOS_INDEX, dtype=torch.long, device=src.device)
+    ys = torch.full((B, 1), start, dtype=torch.long, device=src.device)
     steps = 0
     with model.decoding() as caches:
         next_word_logits = _NextWord(model, memory, cross_mask, caches)
         for t in range(max_len - 1):
-            next_word = next_word_logits(ys).argmax(dim=-1)               # (B_t,)
+            logits = next_word_logits(ys)                                 # (B_t, V_es)
+            if rules is not None:              # a folder's: banned, forced tokens
+                logits = rules(ys, logits.float())
+            next_word = logits.argmax(dim=-1)                             # (B_t,)
             out[rows, t] = next_word
             steps = t + 1
-            going = next_word != EOS_INDEX                                # (B_t,)
+            going = next_word != end                                      # (B_t,)
             if stop_at_eos and not going.all():
                 if not going.any():
                     break
@@ -98,10 +103,16 @@ def greedy_decode(model, src, max_len, stop_at_eos=True):
     return out[:, :steps]
 
 
-def beam_step(scores, logp, finished):
+def special_ids(model):
+    """The ids a model's decoder starts from and its sentences end with: DLStudio's SOS and
+    EOS, or a real model's own (EncoderDecoder.start_id, end_id)."""
+    return getattr(model, "start_id", SOS_INDEX), getattr(model, "end_id", EOS_INDEX)
+
+
+def beam_step(scores, logp, finished, end_id=EOS_INDEX):
     """One step of beam search: of the K V ways to extend the K hypotheses of a sentence by
     one word, keep the K of highest log-probability. A finished hypothesis (it emitted
-    EOS) is extended by EOS only, at no cost, so that it keeps its score.
+    EOS: ``end_id``) is extended by EOS only, at no cost, so that it keeps its score.
 
     Shape: scores (B, K) each hypothesis's log-probability so far (-inf: an empty slot),
         logp (B, K, V) log-probabilities of its next word, finished (B, K)
@@ -111,7 +122,7 @@ def beam_step(scores, logp, finished):
     B, K, V = logp.shape
     logp = logp.clone()
     logp[finished] = float("-inf")                 # a finished hypothesis only repeats
-    logp[finished, EOS_INDEX] = 0.0                # EOS, at no cost
+    logp[finished, end_id] = 0.0                   # EOS, at no cost
     candidates = (scores[..., None] + logp).view(B, K * V)
     scores, flat = candidates.topk(K, dim=1)                               # (B, K)
     return scores, flat // V, flat % V
@@ -129,7 +140,7 @@ def length_normalised(scores, lengths, alpha):
 
 @torch.no_grad()
 def beam_search(model, src, max_len, beam_width=4, length_penalty=LENGTH_PENALTY, stop_at_eos=True,
-                step=beam_step, rank=length_normalised, hypotheses=None):
+                step=beam_step, rank=length_normalised, hypotheses=None, rules=None):
     """Keep the ``beam_width`` best partial translations of each sentence at every step.
 
     A finished hypothesis (it emitted EOS) keeps its score; at the end, hypotheses are
@@ -139,19 +150,27 @@ def beam_search(model, src, max_len, beam_width=4, length_penalty=LENGTH_PENALTY
     ``step`` and ``rank``: `beam_step` and `length_normalised`, or a student's.
     ``hypotheses`` (a dict): gets, for each sentence index, its K final hypotheses as
     (ids, log-probability, ranking score), best first (for the attention explorer).
+    ``rules``: a real model's folder's (folder_rules.GenerationRules), applied to each step's
+    log-probabilities; its finished hypotheses are kept apart from the beam as transformers
+    keeps them (folder_rules.FinishedApart: its length_penalty and early_stopping).
 
     Shape: src (B, T_src) -> (B, <= max_len - 1) predicted ids (EOS after the sentence end)
     """
     K = beam_width
     memory, cross_mask = model.encode(src)                                 # (B, T_src, M)
-    B, device = src.size(0), src.device
+    B, device, (start, end) = src.size(0), src.device, special_ids(model)
+    ends = {} if end == EOS_INDEX else {"end_id": end}     # (a student's step knows EOS)
     memory = memory.repeat_interleave(K, dim=0)                            # (B K, T_src, M)
     cross_mask = cross_mask.repeat_interleave(K, dim=0)                    # (B K, 1, 1, T_src)
-    out = torch.full((B, max_len - 1), EOS_INDEX, dtype=torch.long, device=device)
+    out = torch.full((B, max_len - 1), end, dtype=torch.long, device=device)
     sentences = torch.arange(B, device=device)       # the sentences still being searched
-    ys = torch.full((B * K, 1), SOS_INDEX, dtype=torch.long, device=device)
+    ys = torch.full((B * K, 1), start, dtype=torch.long, device=device)
     scores = torch.full((B, K), float("-inf"), device=device)
     scores[:, 0] = 0.0                                  # start from one hypothesis per sentence
+    apart = None if rules is None or not rules.finished_apart else \
+        FinishedApart(B, K, max_len - 1, rules, device)
+    if apart is not None:
+        scores = apart.first_scores(B)
     finished = torch.zeros(B * K, dtype=torch.bool, device=device)
     lengths = torch.zeros(B * K, device=device)
     steps = 0
@@ -160,27 +179,39 @@ def beam_search(model, src, max_len, beam_width=4, length_penalty=LENGTH_PENALTY
         for t in range(max_len - 1):
             B_t = len(sentences)
             logits = next_word_logits(ys)                                  # (B_t K, V_es)
-            logp = torch.log_softmax(logits.float(), dim=-1).view(B_t, K, -1)  # (B_t, K, V_es)
-            scores, origin, word = step(scores, logp, finished.view(B_t, K))   # (B_t, K)
+            logp = torch.log_softmax(logits.float(), dim=-1)               # (B_t K, V_es)
+            logp = (logp if rules is None else rules(ys, logp)).view(B_t, K, -1)
+            last = t == max_len - 2                      # the last step ends every search
+            if apart is None:
+                scores, origin, word = step(scores, logp, finished.view(B_t, K), **ends)
+            else:                                        # transformers' bookkeeping
+                scores, origin, word = apart.step(scores, logp, ys, sentences, t, last)
             origin = (torch.arange(B_t, device=device)[:, None] * K + origin).view(-1)
             word = word.reshape(-1)                                        # (B_t K,)
             ys = torch.cat([ys[origin], word[:, None]], dim=1)             # (B_t K, t + 2)
             next_word_logits.reorder(origin)
             lengths = lengths[origin] + (~finished[origin]).float()
-            finished = finished[origin] | (word == EOS_INDEX)
+            finished = finished[origin] | (word == end)
             steps = t + 1
             done = finished.view(B_t, K).all(dim=1)                        # (B_t,)
-            if t == max_len - 2 or not stop_at_eos:      # the last step ends every search
-                done = torch.full_like(done, t == max_len - 2)
+            if last or not stop_at_eos:
+                done = torch.full_like(done, last)
+            if apart is not None:
+                done = apart.done(scores, sentences, t, last)
             if done.any():
-                ranked = rank(scores[done], lengths.view(B_t, K)[done], length_penalty)
-                best = ranked.argmax(dim=1) + done.nonzero().squeeze(1) * K
-                out[sentences[done], :steps] = ys[best, 1:]
-                if hypotheses is not None:
-                    for j, row in enumerate(done.nonzero().squeeze(1).tolist()):
-                        found = [(ys[row * K + k, 1:].tolist(), scores[row, k].item(),
-                                  ranked[j, k].item()) for k in range(K)]
-                        hypotheses[int(sentences[row])] = sorted(found, key=lambda h: -h[2])
+                if apart is not None:           # the best of each one's finished list
+                    out[sentences[done], :steps] = apart.best(sentences[done])[:, :steps]
+                    for row in (sentences[done].tolist() if hypotheses is not None else ()):
+                        hypotheses[row] = apart.found(row)
+                else:
+                    ranked = rank(scores[done], lengths.view(B_t, K)[done], length_penalty)
+                    best = ranked.argmax(dim=1) + done.nonzero().squeeze(1) * K
+                    out[sentences[done], :steps] = ys[best, 1:]
+                for j, row in enumerate(done.nonzero().squeeze(1).tolist()
+                                        if hypotheses is not None and apart is None else ()):
+                    found = [(ys[row * K + k, 1:].tolist(), scores[row, k].item(),
+                              ranked[j, k].item()) for k in range(K)]
+                    hypotheses[int(sentences[row])] = sorted(found, key=lambda h: -h[2])
                 if done.all():
                     break
                 going = ~done
@@ -193,32 +224,37 @@ def beam_search(model, src, max_len, beam_width=4, length_penalty=LENGTH_PENALTY
 
 @torch.no_grad()
 def translate_ids(model, src, max_len, beam_width=1, batch_size=256, precision="fp32",
-                  length_penalty=LENGTH_PENALTY):
+                  length_penalty=LENGTH_PENALTY, rules=None):
     """Translate many sentences in batches. Shape: src (N, T_src) -> list of N id lists.
     ``precision``: of decoding, as training's ``--precision`` (DLStudio.runtime.precision);
-    ``length_penalty``: beam search's alpha (see `beam_search`)."""
+    ``length_penalty``: beam search's alpha (see `beam_search`); ``rules``: a real model's
+    folder's (folder_rules.GenerationRules)."""
     model.eval()
     out = []
     with Precision(precision, src.device).autocast():
         for start in range(0, src.size(0), batch_size):
             chunk = src[start:start + batch_size]
             if beam_width == 1:
-                ids = greedy_decode(model, chunk, max_len)
+                ids = greedy_decode(model, chunk, max_len, rules=rules)
             else:
-                ids = beam_search(model, chunk, max_len, beam_width, length_penalty)
+                ids = beam_search(model, chunk, max_len, beam_width, length_penalty,
+                                  rules=rules)
             out.extend(ids.tolist())
     return out
 
 
 def translate_sentences(model, vocab, sentences, beam_width=1, precision="fp32",
-                        length_penalty=LENGTH_PENALTY):
+                        length_penalty=LENGTH_PENALTY, rules=None):
     """Translate English sentences (raw strings or word lists) in one batch; return the
-    Spanish strings. Raises ValueError naming what is wrong with a sentence."""
+    Spanish strings. Raises ValueError naming what is wrong with a sentence. ``rules``: a
+    real model's folder's (its max_length too); its tokenizer gives the text (``text``)."""
     words = [vocab.prepare(s) for s in sentences]
     src = vocab.encode(words, "en").to(next(model.parameters()).device)
-    ids = translate_ids(model, src, vocab.max_seq_length, beam_width, precision=precision,
-                        length_penalty=length_penalty)
-    return [" ".join(vocab.words(seq)) for seq in ids]
+    ids = translate_ids(model, src, vocab.max_seq_length if rules is None else rules.max_length,
+                        beam_width, precision=precision, length_penalty=length_penalty,
+                        rules=rules)
+    text = getattr(vocab, "text", None)
+    return [text(seq) if text else " ".join(vocab.words(seq)) for seq in ids]
 
 
 def held_out_references(pairs):
@@ -257,9 +293,10 @@ def bleu_scores(hypotheses, references):
 
 def evaluate_bleu(model, vocab, pairs, beam_width=1, device=None, show=0, seed=0,
                   result_file=None, print_fn=print, precision="fp32",
-                  length_penalty=LENGTH_PENALTY):
+                  length_penalty=LENGTH_PENALTY, rules=None):
     """Translate the distinct English sentences of ``pairs`` with ``model`` and score them
-    (``vocab``: the Vocabulary).
+    (``vocab``: the Vocabulary, or a real model's tokenizer; ``rules``: its folder's, see
+    `translate_sentences`).
 
     Args:
         show: how many randomly chosen translations to print beside their references.
@@ -283,8 +320,9 @@ def evaluate_bleu(model, vocab, pairs, beam_width=1, device=None, show=0, seed=0
     hyps = dict.fromkeys(english, [])    # a sentence the model cannot read: no translation
     if readable:
         src = vocab.encode(readable, "en").to(device)
-        ids = translate_ids(model, src, vocab.max_seq_length, beam_width, precision=precision,
-                            length_penalty=length_penalty)
+        ids = translate_ids(model, src, vocab.max_seq_length if rules is None else
+                            rules.max_length, beam_width, precision=precision,
+                            length_penalty=length_penalty, rules=rules)
         hyps.update(zip(readable, (vocab.words(seq) for seq in ids)))
     result = bleu_scores([hyps[en] for en in english], [refs[en] for en in english])
     result["translatable"] = len(readable)

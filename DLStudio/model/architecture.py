@@ -60,7 +60,7 @@ from .relative_positions import ALiBi, RelativePosition, score_bias
 from .since_2017 import RMSNorm, RotaryEmbedding, SwiGLU, repeat_kv
 from .summed_loss import summed_cross_entropy  # F.cross_entropy(..., reduction="sum")
 from .switches import FEED_FORWARDS, IN_ATTENTION, POSITIONS, SINUSOIDS
-from .tokens import causal_mask, padding_mask
+from .tokens import EOS_INDEX, SOS_INDEX, causal_mask, padding_mask
 
 __all__ = ["TransformerParts", "EncoderDecoderParts", "GPTParts", "scaled_dot_product",
            "residual", "FEED_FORWARDS", "POSITIONS"]
@@ -183,10 +183,10 @@ class TransformerParts:
             # std M^-0.5: after the sqrt(M) scaling, words are of the position code's size.
             nn.init.normal_(self.embedding.weight, std=embedding_size ** -0.5)
             code = getattr(xformer, "positions", "sinusoidal")
+            halves = {"halves": True} if code == "sinusoidal_halves" else {}   # Marian's
             self.register_buffer("positional_encoding", self.sinusoids(       # (no 1 GB table
                 xformer.max_seq_length, embedding_size, self.positional_base,    # for nothing)
-                halves=code == "sinusoidal_halves") if code in SINUSOIDS else None,
-                persistent=False)
+                **halves) if code in SINUSOIDS else None, persistent=False)
             self.learned_positions = None     # or a trained vector per position (BERT, GPT)
             if xformer.learned_positions:
                 self.learned_positions = nn.Parameter(
@@ -201,10 +201,11 @@ class TransformerParts:
             pos = torch.arange(num_positions, dtype=torch.float32).unsqueeze(1)   # (T, 1)
             two_i = torch.arange(0, embedding_size, 2, dtype=torch.float32)       # (M/2,)
             angle = pos / base ** (two_i / embedding_size)                        # (T, M/2)
+            pe, half = torch.zeros(num_positions, embedding_size), embedding_size // 2
             if halves:
-                return torch.cat([torch.sin(angle), torch.cos(angle)], dim=1)     # (T, M)
-            pe = torch.zeros(num_positions, embedding_size)
-            pe[:, 0::2], pe[:, 1::2] = torch.sin(angle), torch.cos(angle)
+                pe[:, :half], pe[:, half:] = torch.sin(angle), torch.cos(angle)
+            else:
+                pe[:, 0::2], pe[:, 1::2] = torch.sin(angle), torch.cos(angle)
             return pe                                                             # (T, M)
 
         def forward(self, ids):
@@ -430,10 +431,14 @@ class TransformerParts:
 class EncoderDecoderParts(TransformerParts):
     """The translation model's classes, the encoder side's and the decoder's, built from sizes
     (vocab_en_size, vocab_es_size, those of `TransformerParts`) with both embedding generators;
-    `encoder_decoder` builds the whole model."""
+    `encoder_decoder` builds the whole model. start_id, end_id: the ids the decoder starts
+    from and a sentence ends with (DLStudio's SOS and EOS; a real model's folder says its own).
+    """
 
-    def __init__(self, *, vocab_en_size, vocab_es_size, **sizes):
+    def __init__(self, *, vocab_en_size, vocab_es_size, start_id=SOS_INDEX, end_id=EOS_INDEX,
+                 **sizes):
         super().__init__(vocab_sizes={"en": vocab_en_size, "es": vocab_es_size}, **sizes)
+        self.start_id, self.end_id = start_id, end_id
         check_forwards(self, ["EmbeddingsGenerator", "AttentionHead", "SelfAttention",
                               "CrossAttention", "FeedForward", "BasicEncoder", "MasterEncoder",
                               "BasicDecoderWithMasking", "MasterDecoderWithMasking"],
@@ -562,6 +567,8 @@ class EncoderDecoderParts(TransformerParts):
             self.embeddings_generator_en = xformer.embeddings_generator_en
             self.embeddings_generator_es = xformer.embeddings_generator_es
             self.encoder, self.decoder = master_encoder, master_decoder
+            self.start_id = getattr(xformer, "start_id", SOS_INDEX)         # a real model's
+            self.end_id = getattr(xformer, "end_id", EOS_INDEX)             # own, or DLStudio's
             es = self.embeddings_generator_es.embedding
             if xformer.shared_vocab:     # one vocabulary: one matrix for both languages
                 es.weight = self.embeddings_generator_en.embedding.weight
@@ -573,9 +580,14 @@ class EncoderDecoderParts(TransformerParts):
             return self.decode(tgt, memory, cross_mask, keep)
 
         def encode(self, src):
-            cross_mask = padding_mask(src)[:, None, None, :]                  # (B, 1, 1, T_src)
+            cross_mask = self.padding(src)[:, None, None, :]                  # (B, 1, 1, T_src)
             memory = self.encoder(self.embeddings_generator_en(src), cross_mask)  # (B, T_src, M)
             return memory, cross_mask
+
+        def padding(self, ids):
+            """True after each sentence's end: `padding_mask`, with a real model's end id."""
+            return padding_mask(ids) if self.end_id == EOS_INDEX else \
+                padding_mask(ids, self.end_id)                            # (B, T)
 
         def decode(self, tgt, memory, cross_mask, keep=None):
             return self.decoder(self.embeddings_generator_es(tgt), memory, cross_mask, keep)
@@ -585,7 +597,7 @@ class EncoderDecoderParts(TransformerParts):
             to each first EOS, with ``label_smoothing`` (Vaswani 5.4); ``run``: this model or
             the trainer's wrapper of it. Shape: src, tgt -> the sum over those N words, N"""
             tgt_in, labels = tgt[:, :-1], tgt[:, 1:]                      # (B, T_tgt - 1)
-            keep = ~padding_mask(labels)                                  # (B, T_tgt - 1)
+            keep = ~self.padding(labels)                                  # (B, T_tgt - 1)
             run = self if run is None else run     # (a compiled model has no truth value)
             logits = run(src, tgt_in, keep)                               # (N, V_es)
             return summed_cross_entropy(logits, labels[keep], label_smoothing), len(logits)

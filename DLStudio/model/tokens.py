@@ -5,12 +5,13 @@ import torch
 SOS_INDEX, EOS_INDEX = 0, 1   # every DLStudio vocabulary starts with "SOS", "EOS"
 
 
-def padding_mask(ids):
-    """True at the positions after a sentence's first EOS (the padding; EOS itself stays).
+def padding_mask(ids, end_id=EOS_INDEX):
+    """True at the positions after a sentence's first EOS (the padding; EOS itself stays);
+    ``end_id``: a real model's end token, where it is not DLStudio's.
 
     Shape: ids (B, T) -> (B, T)
     """
-    is_eos = ids == EOS_INDEX
+    is_eos = ids == end_id
     return (is_eos.cumsum(dim=1) - is_eos.long()) > 0
 
 

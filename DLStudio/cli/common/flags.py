@@ -323,11 +323,14 @@ def since_2023(args):
             "norm_placement": args.norm_placement, "score_scale": args.score_scale}
 
 
-def add_checkpoint_arguments(parser, sentence=False):
+def add_checkpoint_arguments(parser, sentence=False, folder=False):
     """``DIR [N]`` or ``FILE.pt`` (then, with ``sentence``, the English sentence): N is an
-    epoch index, whose checkpoint may be a partial one, or "last" (the default)."""
-    parser.add_argument("checkpoint", metavar="DIR|FILE",
-                        help="a checkpoints directory, or one checkpoint file (.pt)")
+    epoch index, whose checkpoint may be a partial one, or "last" (the default); ``folder``:
+    a Hugging Face translation folder too (OPUS-MT), with no N."""
+    parser.add_argument("checkpoint", metavar="DIR|FILE" + ("|FOLDER" if folder else ""),
+                        help="a checkpoints directory, or one checkpoint file (.pt)" + (
+                            "; or a Hugging Face translation model's folder (OPUS-MT: "
+                            "docs/real_translation.md), given no N" if folder else ""))
     parser.add_argument("more", nargs="+" if sentence else "?", metavar=(
         "N SENTENCE" if sentence else "N"), help=("N: an epoch index or 'last' (not with a "
                                                   "FILE)" + ("; SENTENCE: English, or - to "

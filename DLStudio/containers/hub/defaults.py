@@ -52,6 +52,15 @@ DEFAULTS = {
                         "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5,
                         "scale_attn_weights": True, "scale_attn_by_inverse_layer_idx": False,
                         "add_cross_attention": False, "tie_word_embeddings": True},
+    "MarianMTModel": {"vocab_size": 58101, "decoder_vocab_size": None,
+                      "max_position_embeddings": 1024, "encoder_layers": 12,
+                      "encoder_ffn_dim": 4096, "encoder_attention_heads": 16,
+                      "decoder_layers": 12, "decoder_ffn_dim": 4096,
+                      "decoder_attention_heads": 16, "activation_function": "gelu",
+                      "d_model": 1024, "decoder_start_token_id": 58100,
+                      "scale_embedding": False, "pad_token_id": 58100, "eos_token_id": 0,
+                      "forced_eos_token_id": 0, "share_encoder_decoder_embeddings": True,
+                      "tie_word_embeddings": True},
 }
 
 
@@ -63,6 +72,9 @@ def completed(config, arch):
     full = dict(DEFAULTS[arch])
     full.update(config)
     if "n_embd" in full:                                        # GPT-2: nothing derived
+        return full
+    if "d_model" in full:                 # Marian: the decoder's vocabulary, the encoder's
+        full["decoder_vocab_size"] = full["decoder_vocab_size"] or full["vocab_size"]
         return full
     if full["head_dim"] is None:
         full["head_dim"] = full["hidden_size"] // full["num_attention_heads"]

@@ -1,0 +1,132 @@
+"""Real translation models in the lecture's own classes: a Hugging Face folder of a
+``MarianMTModel`` (Helsinki-NLP's OPUS-MT) read into a TransformerFG built of the
+architecture's nested classes, with its tokenizer (data/hub_translation.py) and the
+generation settings its folder gives (`rules_of`). One short module per family (marian.py)
+over the decoder reader's core (containers/hub/weights.py: the weights read one tensor at a
+time, placed by name). Every config field maps to one of our settings, every weight to one
+of our parameters; what we cannot reproduce exactly is refused by name, every such setting
+at once, before anything is built.
+
+    >>> xformer, model, _ = TransformerFG.from_huggingface("opus-mt-en-es")
+    >>> xformer.translate(model, ["The cat sleeps."])
+"""
+
+import os
+
+import torch
+
+from ...checkpoints import Restored
+from ...data.hub_tokenizer import FolderError, read_json
+from ...data.hub_translation import SentencePiecePair
+from ...data.vocabulary import TranslationData
+from ...evaluation.folder_rules import GenerationRules
+from ...runtime.studio import DLStudio
+from ..hub.defaults import completed
+from ..hub.weights import heads_of, hf_weights, place
+from . import marian
+
+__all__ = ["read_folder", "settings_of", "ARCHITECTURES", "FolderError"]
+
+FAMILIES = {arch: family for family in (marian,) for arch in family.ARCHITECTURES}
+ARCHITECTURES = tuple(FAMILIES)
+#: The hub's best-known other translation models, with what they need that we lack.
+OTHERS = {"T5ForConditionalGeneration": "T5's bucketed relative positions",
+          "BartForConditionalGeneration": "BART's learned positions and embedding norm",
+          "MBartForConditionalGeneration": "mBART's language codes and final norms",
+          "FSMTForConditionalGeneration": "FSMT's fairseq layout",
+          "M2M100ForConditionalGeneration": "M2M-100's pre-LN layout and language codes"}
+
+
+class Core:
+    """What every family's ``weights`` uses: a Hugging Face attention's four projections
+    cut into our heads (W_Q, W_K, W_V per head; out_proj is W^O)."""
+
+    @staticmethod
+    def attention(hf, theirs, ours, heads, names=("q_proj", "k_proj", "v_proj", "out_proj")):
+        for their, mine in zip(names[:3], ("WQ", "WK", "WV")):
+            yield from heads_of(ours, mine, hf.pop(f"{theirs}{their}.weight"), heads)
+            bias = hf.pop(f"{theirs}{their}.bias", None)
+            if bias is not None:
+                yield from heads_of(ours, mine, bias, heads)
+        yield f"{ours}W_O.weight", hf.pop(f"{theirs}{names[3]}.weight")
+        bias = hf.pop(f"{theirs}{names[3]}.bias", None)
+        if bias is not None:
+            yield f"{ours}W_O.bias", bias
+
+
+def settings_of(config, path="the folder", layout=None):
+    """The family, our settings and the stacks' sizes for a folder's config.json, or
+    FolderError naming every setting we cannot reproduce exactly (``layout``: the container
+    asked for, "FG" or "PreLN", which must be the family's)."""
+    arch = (config.get("architectures") or ["(none)"])[0]
+    if arch not in FAMILIES:
+        why = f" ({OTHERS[arch]})" if arch in OTHERS else ""
+        raise FolderError(f"{path}: its architecture {arch}{why} is not a translation model "
+                          f"we read; we read {', '.join(ARCHITECTURES)}")
+    family, config = FAMILIES[arch], completed(config, arch)
+    if layout is not None and layout != family.LAYOUT:
+        other = {"FG": "TransformerFG", "PreLN": "TransformerPreLN"}[family.LAYOUT]
+        raise FolderError(f"{path}: a {arch} is {'post' if family.LAYOUT == 'FG' else 'pre'}"
+                          f"-LN; read it with {other}.from_huggingface")
+    refused = []
+    settings = family.settings(config, refused)
+    if refused:
+        raise FolderError(f"{path}: {arch} with settings we cannot reproduce exactly: "
+                          f"{'; '.join(refused)}. Nothing was loaded")
+    return family, config, settings
+
+
+def no_archive(path):
+    def read():
+        raise FolderError(f"{path} is a model read from a folder: it has no pairs of its "
+                          "own; give an archive to score it on (archive=)")
+    return read
+
+
+def read_folder(cls, path, dl_studio=None, dtype=None):
+    """A `Restored` (container, model, None) of a Hugging Face translation folder: ``cls``
+    (TransformerFG or a subclass: its nested classes are used), the model in eval mode, its
+    weights in ``dtype`` (float32 or bfloat16)."""
+    if not os.path.isdir(path):
+        raise FolderError(f"{path} is not a folder: give the folder a model was downloaded "
+                          "to (docs/real_models.md says how)")
+    config = read_json(path, "config.json")
+    family, config, settings = settings_of(config, path, cls.variant)
+    stacks = settings.pop("stacks")
+    tokenizer = SentencePiecePair.from_folder(path, config)
+    for lang, size in (("en", config["vocab_size"]), ("es", config["decoder_vocab_size"])):
+        if getattr(tokenizer, f"vocab_{lang}_size") > size:
+            raise FolderError(f"{path}: its {'target ' if lang == 'es' else ''}vocabulary "
+                              f"has {getattr(tokenizer, f'vocab_{lang}_size')} ids, more "
+                              f"than the model's {size}")
+    tokenizer.vocab_en_size, tokenizer.vocab_es_size = (config["vocab_size"],
+                                                       config["decoder_vocab_size"])
+    tokenizer.start_id = config.get("decoder_start_token_id", tokenizer.pad_id)
+    dls = dl_studio or DLStudio(seed=None)
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(dtype or torch.float32)     # built in the dtype asked: one copy
+    try:
+        xformer = cls(dl_studio=dls, data=TranslationData(vocab=tokenizer,
+                                                          reader=no_archive(path)),
+                      tokenizer=tokenizer.kind, dropout=0.0, **settings)
+        encoder = cls.MasterEncoder(dls, xformer, stacks["num_basic_encoders"],
+                                    stacks["encoder_heads"])
+        decoder = cls.MasterDecoderWithMasking(dls, xformer, stacks["num_basic_decoders"],
+                                               stacks["decoder_heads"])
+        model = xformer.model_of(encoder, decoder)
+    finally:
+        torch.set_default_dtype(before)
+    weights = hf_weights(path)
+    place(model, family.weights(weights, config, Core), path)
+    left = weights.left()
+    if left:
+        raise FolderError(f"{path}: no place in our classes for {', '.join(left[:4])}"
+                          f"{' ...' if len(left) > 4 else ''}. Nothing was loaded")
+    xformer.folder, xformer.folder_architecture = path, config["architectures"][0]
+    xformer.generation_config = read_json(path, "generation_config.json", required=False)
+    try:
+        xformer.generation_rules = GenerationRules.of_folder(
+            xformer.generation_config, config, tokenizer.end_id, path)
+    except ValueError as e:
+        raise FolderError(str(e)) from None
+    return Restored(xformer, model.to(dls.device).eval(), None)

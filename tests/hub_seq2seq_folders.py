@@ -1,0 +1,104 @@
+"""Small random translation-model folders made by transformers itself (save_pretrained):
+Marian (OPUS-MT's layout) with SentencePiece models trained here by the sentencepiece
+library, what tests/test_hub_seq2seq.py reads into TransformerFG and compares with
+transformers; no download needed."""
+
+import io
+import json
+import os
+
+from tests.hub_folders import CORPUS
+
+SPANISH = ["la casa es roja y el perro come", "¿dónde está el café?", "Ella canta muy bien",
+           "los niños juegan en el parque", "no sé nada de eso", "tengo 23 años y dos gatos",
+           "el tren sale a las 8.30", "¡qué día tan bonito!", "mañana lloverá mucho"] * 20
+
+#: Texts the ids must match on: accents, digits, punctuation runs, double and trailing
+#: spaces, characters no piece holds, a literal <unk> and </s> inside the text.
+VARIED_EN = ["Hello world", "the quick brown fox.", "", "  leading and trailing  ",
+             "double  spaces  here", "numbers 12345 67 8.9", "what?!... no way!!!",
+             "naïve café résumé — déjà vu", "日本語 and Ελληνικά", "an <unk> inside",
+             "ends </s> early", "tabs\tand\nnewlines", "don't won't shouldn't",
+             "supercalifragilisticexpialidocious " * 3]
+
+
+def sentencepiece_model(sentences, vocab_size, model_type="unigram"):
+    """A SentencePiece model (its serialized bytes) trained on ``sentences``, as Marian's
+    source.spm and target.spm are: pieces only, <unk> at id 0 and no <s> or </s> of its own
+    (the ids the model reads are vocab.json's)."""
+    import sentencepiece as spm
+    out = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(sentences), model_writer=out, vocab_size=vocab_size,
+        model_type=model_type, character_coverage=1.0, unk_id=0, bos_id=-1, eos_id=-1,
+        pad_id=-1, hard_vocab_limit=False, minloglevel=2)
+    return out.getvalue()
+
+
+def _pieces(proto):
+    import sentencepiece as spm
+    sp = spm.SentencePieceProcessor(model_proto=proto)
+    return [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
+
+
+def marian_folder(path, separate_vocabs=False, std=0.3, generation=None, end_bias=0.0,
+                  **changes):
+    """A MarianMTModel folder of small random weights (2 + 2 layers, 32 wide, 4 heads, SiLU
+    as OPUS-MT), its final_logits_bias random too (``end_bias`` more for </s>, so that
+    translations end at many lengths), with source.spm, target.spm and vocab.json
+    (``separate_vocabs``: target_vocab.json too, and two embedding matrices), and a
+    generation_config.json as OPUS-MT's (``generation``: other fields)."""
+    import torch
+    from transformers import GenerationConfig, MarianConfig, MarianMTModel, MarianTokenizer
+
+    from tests.hub_folders import _weights_large
+    os.makedirs(path, exist_ok=True)
+    source, target = sentencepiece_model(CORPUS, 120), sentencepiece_model(SPANISH, 110)
+    for name, proto in (("source.spm", source), ("target.spm", target)):
+        with open(os.path.join(path, name), "wb") as f:
+            f.write(proto)
+
+    def vocab_of(pieces, size=0):     # </s> 0, <unk> 1, the pieces, <pad> last (OPUS-MT's
+        words = ["</s>", "<unk>"] + [p for p in dict.fromkeys(pieces) if p != "<unk>"]
+        words += [f"<extra_{i}>" for i in range(size - len(words) - 1)]    # order), at id
+        return {w: i for i, w in enumerate(words + ["<pad>"])}    # size - 1 on both sides
+
+    if separate_vocabs:
+        size = 2 + max(len(_pieces(source)), len(_pieces(target)))
+        vocab, target_vocab = vocab_of(_pieces(source), size), vocab_of(_pieces(target), size)
+    else:
+        vocab = target_vocab = vocab_of(_pieces(source) + _pieces(target))
+    files = {"vocab.json": vocab, **({"target_vocab.json": target_vocab}
+                                     if separate_vocabs else {})}
+    for name, table in files.items():
+        with open(os.path.join(path, name), "w") as f:
+            json.dump(table, f, ensure_ascii=False)
+    pad = vocab["<pad>"]
+    settings = dict(vocab_size=len(vocab), decoder_vocab_size=len(target_vocab), d_model=32,
+                    encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                    decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
+                    activation_function="swish", max_position_embeddings=128,
+                    scale_embedding=True, pad_token_id=pad, decoder_start_token_id=pad,
+                    eos_token_id=0, forced_eos_token_id=0,
+                    share_encoder_decoder_embeddings=not separate_vocabs,
+                    architectures=["MarianMTModel"])
+    settings.update(changes)
+    torch.manual_seed(0)
+    model = _weights_large(MarianMTModel(MarianConfig(**settings)), std).eval()
+    with torch.no_grad():
+        model.final_logits_bias.normal_(0, 1.0)
+        model.final_logits_bias[0, 0] += end_bias
+    model.save_pretrained(path)
+    tokenizer = MarianTokenizer(os.path.join(path, "source.spm"),
+                                os.path.join(path, "target.spm"),
+                                os.path.join(path, "vocab.json"),
+                                target_vocab_file=(os.path.join(path, "target_vocab.json")
+                                                   if separate_vocabs else None),
+                                separate_vocabs=separate_vocabs, source_lang="en",
+                                target_lang="es")
+    tokenizer.save_pretrained(path)
+    GenerationConfig(**dict(dict(bad_words_ids=[[pad]], decoder_start_token_id=pad,
+                                 eos_token_id=0, forced_eos_token_id=0, max_length=64,
+                                 num_beams=4, pad_token_id=pad),
+                            **(generation or {}))).save_pretrained(path)
+    return path
