@@ -420,6 +420,20 @@ def generate_speed(rows):
                     "date, commit"], lines)] + _footer(rows)
 
 
+def translation_speed(rows):
+    lines = [[f"{r['sizes']['layers']}+{r['sizes']['layers']} layers, width "
+              f"{r['sizes']['width']}, {r['sizes']['vocab']:,} ids", r["dtype"],
+              "greedy" if r["beams"] == 1 else f"beam {r['beams']}",
+              f"{r['sentences']} in batches of {r['batch_size']}, max_length {r['max_length']}",
+              r["theirs_sentences_per_second"], r["ours_sentences_per_second"],
+              f"{r['ratio']:.2f}x", "yes" if r["same_output"] else "no", _machine(r),
+              _source(r)] for r in rows]
+    return [_table(["Marian folder (random weights)", "dtype", "decoding", "sentences",
+                    "transformers generate (sentences/s)", "ours (sentences/s)",
+                    "ours over theirs", "same ids", "machine", "date, commit"], lines)] + \
+        _footer(rows)
+
+
 def finetune_speed(rows):
     lines = [[r["model"], r["fine_tuning"], r.get("precision", "fp32"), r["batch"],
               f"{r['learning']:,} ({100 * r['learning_share']:.2f}%)",
@@ -492,6 +506,7 @@ TABLES = {"vision": ("vision", vision), "length-gpt": ("length", length_gpt),
           "train-speed": ("train_speed", train_speed),
           "generate-speed": ("generate_speed", generate_speed),
           "finetune-speed": ("finetune_speed", finetune_speed),
+          "translation-speed": ("translation_speed", translation_speed),
           "decoder-translation": ("decoder_translation", decoder_translation),
           "choose": ("recipes", choose), "recipes-now": ("recipes", recipes_now),
           "fair-ratio": ("train_speed", fair_ratio), "museum": ("museum", museum)}

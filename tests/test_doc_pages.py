@@ -207,3 +207,13 @@ def test_the_scripts_page_names_every_script():
                if name.endswith(".py") and f"`{name}`" not in table
                and not (name.startswith("homework_") and "`homework_*.py`" in table)]
     assert missing == [], f"docs/scripts.md's table lacks {missing}"
+
+
+def test_a_result_row_s_command_names_no_path_outside_the_clone(tmp_path, monkeypatch):
+    from DLStudio.cli.common.results import as_typed
+    monkeypatch.chdir(ROOT)
+    outside = os.path.join("..", "elsewhere", "data", "en_es_xformer_8_90000.tar.gz")
+    assert as_typed("benchmarks/x.py", ["--archive", outside, "--out", str(tmp_path / "o"),
+                                        "--results", "docs/results/x.json"]) == \
+        "python3 benchmarks/x.py --archive data/en_es_xformer_8_90000.tar.gz --out o " \
+        "--results docs/results/x.json"

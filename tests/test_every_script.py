@@ -277,6 +277,10 @@ def runs(w):
             (["--max-steps", 3, "--embedding-size", 16, "--num-layers", 1, "--num-atten-heads",
               2, "--vocab-size", 300, "--texts", 20, "--words", 6, "--results", "length.json"],
              "rows added to length.json")],
+        "benchmarks/translation_speed.py": [
+            (["--archive", a, "--width", 32, "--layers", 1, "--heads", 4, "--ffn", 64, "--vocab",
+              300, "--pieces", 100, "--sentences", 4, "--max-length", 6, "--repeats", 1,
+              "--results", "translation.json"], "rows added to translation.json")],
         "benchmarks/finetune_speed.py": [
             (["--model", "tiny", "--steps", 1, "--warmup", 1, "--ways",
               "full,lora-attention,peft-attention", "--results", "ft_speed.json"],
@@ -363,7 +367,8 @@ def test_every_script_has_a_run(work):
 SLOW_SCRIPTS = {"benchmarks/same_arithmetic.py", "benchmarks/bench_train.py",
                 "benchmarks/bench_generate.py", "benchmarks/recipe_sweep.py",
                 "benchmarks/decoder_translation.py", "benchmarks/finetune_speed.py",
-                "benchmarks/small_images.py", "benchmarks/length_extrapolation.py"}
+                "benchmarks/small_images.py", "benchmarks/length_extrapolation.py",
+                "benchmarks/translation_speed.py"}   # (it needs transformers, parity's)
 
 
 @pytest.mark.parametrize("script", [pytest.param(s, marks=pytest.mark.slow)

@@ -18,6 +18,7 @@ from DLStudio.evaluation.folder_rules import GenerationRules
 from DLStudio.Transformers import TransformerFG, TransformerPreLN
 from tests.hub_folders import CORPUS
 from tests.hub_seq2seq_folders import SPANISH, VARIED_EN, marian_folder
+from tests.test_explorer import page_data
 from tests.test_real_models import transformers_or_skip
 
 from .close import assert_close
@@ -249,3 +250,36 @@ def test_a_folder_is_scored_on_a_checkpoint_s_held_out_sentences(folders, traine
     out = capsys.readouterr().out
     held_out = len({en for en, _ in trained[1].held_out_corpus})
     assert f"On the same {held_out} English sentences: this checkpoint " in out
+
+
+def test_the_explorer_shows_a_folder_s_self_and_cross_attention(folders, tmp_path):
+    from DLStudio.cli.explore import explore_main
+    out = tmp_path / "page.html"
+    assert explore_main([folders["ends"], "the quick brown fox", "--out", str(out)]) == 0
+    data = page_data(out.read_text())
+    assert data["header"]["title"] == "Attention explorer: a real translation model"
+    assert "MarianMTModel" in data["header"]["facts"]["model"]
+    view = data["views"][0]
+    assert set(view["maps"]) == {"encoder", "decoder_self", "cross"}
+    assert view["decoding"] == "beam search, width 4, length penalty 1.0"
+    xformer, model, _ = TransformerFG.from_huggingface(folders["ends"])
+    assert view["output"] == xformer.translate(model, ["the quick brown fox"])[0]
+    src = xformer.vocab.encode(["the quick brown fox"], "en")
+    assert view["tokens"]["source"] == xformer.vocab.tokenizers["en"].readable(src[0])
+
+
+def test_a_folder_s_loss_is_transformers_on_the_same_pairs(folders):
+    """Teacher forcing on the folder's ids: our summed loss over the words up to each end
+    token, against transformers' mean over its labels."""
+    model = theirs(folders["shared vocabulary"])
+    xformer, ours, _ = TransformerFG.from_huggingface(folders["shared vocabulary"])
+    vocab = xformer.vocab
+    src = vocab.encode(CORPUS[:6], "en")
+    labels = vocab.encode(SPANISH[:6], "es")
+    tgt = torch.cat([torch.full((6, 1), vocab.start_id), labels], dim=1)
+    with torch.no_grad():
+        total, n = ours.loss(src, tgt)
+        want = model(input_ids=src, attention_mask=(src != vocab.pad_id).long(),
+                     labels=labels.masked_fill(labels == vocab.pad_id, -100)).loss
+    assert n == int((labels != vocab.pad_id).sum())
+    assert_close(total / n, want, rel=1e-5)

@@ -144,9 +144,40 @@ def explorer(path, args):
                     "PreLN), TransformerGPT, TransformerBERT and visTransformer checkpoints")
 
 
+def translation_folder_explorer(path, args):
+    """`explorer` for a Hugging Face translation folder (OPUS-MT) in TransformerFG: its
+    translation as its generation_config.json decodes it (or --beam), every head's self- and
+    cross-attention."""
+    from ..Transformers import TransformerFG
+    xformer, model, _ = TransformerFG.from_huggingface(path)
+    rules = xformer.generation_rules
+    beam = args.beam or rules.num_beams
+    penalty = rules.length_penalty if args.length_penalty is None else args.length_penalty
+    enc, dec = model.encoder.basic_encoder_arr, model.decoder.basic_decoder_arr
+    facts = {"folder": path,
+             "model": f"TransformerFG read from a {xformer.folder_architecture} folder: "
+                      f"embedding {xformer.embedding_size}, {len(enc)}+{len(dec)} layers, "
+                      f"{enc[0].self_attention.num_atten_heads} heads, "
+                      f"{xformer.feed_forward} feed-forward, {xformer.vocab_en_size} tokens",
+             "decoding": "greedy" if beam == 1 else
+             f"beam search, width {beam}, length penalty {penalty} (its folder's)"}
+
+    def make_view(text):
+        return translation_view(model, xformer.vocab, text, beam, args.hypotheses, penalty,
+                                rules)
+    return {"title": "Attention explorer: a real translation model", "facts": facts,
+            "ask": "an English sentence"}, make_view, []
+
+
 def folder_explorer(path, args):
     """`explorer` for a Hugging Face model folder: a real model in our classes (its greedy
-    continuation of each prompt, every layer's and head's attention)."""
+    continuation of each prompt, every layer's and head's attention); a translation
+    model's: `translation_folder_explorer`."""
+    from ..containers import hub_seq2seq
+    from ..data.hub_tokenizer import read_json
+    if (read_json(path, "config.json").get("architectures") or [None])[0] in \
+            hub_seq2seq.ARCHITECTURES:
+        return translation_folder_explorer(path, args)
     from ..evaluation.generation import prompt_ids
     from ..Transformers import TransformerGPT
     gpt = TransformerGPT.from_huggingface(path)
@@ -297,7 +328,8 @@ def explore_main(argv=None):
             formatter_class=argparse.ArgumentDefaultsHelpFormatter)
         p.add_argument("checkpoint", metavar="DIR|FILE|FOLDER",
                        help="a checkpoints directory, one checkpoint file (.pt), or a Hugging "
-                            "Face model folder (GPT-2, Llama, Mistral, SmolLM3, Qwen2, Qwen3)")
+                            "Face model folder (GPT-2, Llama, Mistral, SmolLM3, Qwen2, Qwen3, "
+                            "Gemma 3, OLMo 2; a translation model: OPUS-MT's MarianMTModel)")
         p.add_argument("more", nargs="*", metavar="[N] [INPUT ...]",
                        help="N: an epoch index or 'last' (the default); INPUT: English "
                             "sentences (a GPT: prompts; a visTransformer: test image indices, "

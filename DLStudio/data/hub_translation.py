@@ -174,12 +174,16 @@ class SentencePiecePair:
             return " ".join(words[1:-1])
         return sentence
 
+    def token_ids(self, sentences, lang):
+        """Each text's ids (an id list stays as it is), </s> last."""
+        return [s if isinstance(s, list) else self.ids(self.unwrapped(s), lang)
+                for s in sentences]
+
     def encode(self, sentences, lang):
         """Token ids of texts (or id lists), </s> after each, <pad> after that (to the
         longest). Shape: list of B texts -> LongTensor (B, T). Raises ValueError for a text
         too long."""
-        rows = [s if isinstance(s, list) else self.ids(self.unwrapped(s), lang)
-                for s in sentences]
+        rows = self.token_ids(sentences, lang)
         for text, row in zip(sentences, rows):
             if len(row) > self.max_seq_length:
                 raise ValueError(f"{str(text)[:60]!r}... is {len(row)} pieces; this model "
@@ -209,6 +213,22 @@ class SentencePiecePair:
         ids = [int(i) for i in ids]
         return self.decode(ids[:ids.index(self.end_id)] if self.end_id in ids else ids)
 
+    @property
+    def tokenizers(self):
+        """Each side's `readable` (the explorer's tokens), as a Vocabulary's tokenizers."""
+        return {lang: _Readable(self.pieces[lang]) for lang in ("en", "es")}
+
     def words(self, ids):
         """The translation's words as the archive writes its Spanish (for BLEU on it)."""
         return normalize(self.text(ids)).split()
+
+
+class _Readable:
+    """One side's tokens as a reader sees them: a piece with its "▁" as a space."""
+
+    def __init__(self, pieces):
+        self.pieces = pieces
+
+    def readable(self, ids):
+        return [(self.pieces[i] or "?").replace(SPACE, " ") if 0 <= i < len(self.pieces)
+                else "?" for i in map(int, ids)]

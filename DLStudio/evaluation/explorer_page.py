@@ -26,8 +26,8 @@ import os
 import torch
 
 from ..model.recorder import record_attention
-from ..model.tokens import EOS_INDEX, SOS_INDEX
-from .decode_and_score import LENGTH_PENALTY, beam_search, greedy_decode
+from ..model.tokens import EOS_INDEX
+from .decode_and_score import LENGTH_PENALTY, beam_search, greedy_decode, special_ids
 from .generation import generate, until_end
 
 __all__ = ["translation_view", "gpt_view", "bert_view", "vision_view", "render_page", "SCALE"]
@@ -83,34 +83,37 @@ def _figures(p):
 
 
 def translation_view(model, vocab, sentence, beam_width=1, hypotheses=4,
-                     length_penalty=LENGTH_PENALTY):
+                     length_penalty=LENGTH_PENALTY, rules=None):
     """What the translator does with one English sentence: the translation the scripts give
     (greedy, or the best of ``beam_width`` > 1), its tokens' probabilities and alternatives,
     the ``hypotheses`` best of a beam search with their scores, and the attention weights of
-    one teacher-forced pass over the sentence and that translation.
+    one teacher-forced pass over the sentence and that translation. ``rules``: a real
+    model's folder's (folder_rules.GenerationRules; its tokenizer writes the text).
     Raises ValueError naming what is wrong with the sentence (an unknown word, too long)."""
     model.eval()
     words = vocab.prepare(sentence)
     device = next(model.parameters()).device
     src = vocab.encode([words], "en").to(device)[:, :len(vocab.token_ids([words], "en")[0])]
-    max_len = vocab.max_seq_length
+    max_len = vocab.max_seq_length if rules is None else rules.max_length
+    start, end_id = special_ids(model)
+    text = getattr(vocab, "text", lambda ids: " ".join(vocab.words(ids)))
     found = {}
     with torch.no_grad():
         beam = beam_search(model, src, max_len, max(hypotheses, 2), length_penalty,
-                           hypotheses=found) if hypotheses else None
-        ids = (greedy_decode(model, src, max_len) if beam_width == 1 else
-               beam_search(model, src, max_len, beam_width, length_penalty))[0]
-    out, end = until_end(ids.tolist())
+                           hypotheses=found, rules=rules) if hypotheses else None
+        ids = (greedy_decode(model, src, max_len, rules=rules) if beam_width == 1 else
+               beam_search(model, src, max_len, beam_width, length_penalty, rules=rules))[0]
+    out, end = until_end(ids.tolist(), (end_id,))
     ended = end is not None
-    tgt = torch.tensor([[SOS_INDEX] + out], device=device)      # the decoder's input
+    tgt = torch.tensor([[start] + out], device=device)          # the decoder's input
     es, en = vocab.tokenizers["es"], vocab.tokenizers["en"]
     layers = model.decoder.basic_decoder_arr
     maps, logits = _recorded(
         {"encoder": [e.self_attention for e in model.encoder.basic_encoder_arr],
          "decoder_self": [d.self_attention for d in layers],
          "cross": [d.cross_attention for d in layers]}, lambda: model(src, tgt))
-    predicted = out + [EOS_INDEX] if ended else out
-    view = {"kind": "translation", "input": sentence, "output": " ".join(vocab.words(out)),
+    predicted = out + [end_id] if ended else out
+    view = {"kind": "translation", "input": sentence, "output": text(out),
             "decoding": "greedy" if beam_width == 1 else
             f"beam search, width {beam_width}, length penalty {length_penalty}",
             "tokens": {"source": en.readable(src[0].tolist()),
@@ -120,7 +123,7 @@ def translation_view(model, vocab, sentence, beam_width=1, hypotheses=4,
             "steps": _steps(logits[:len(predicted)], predicted, es.readable),
             "maps": maps}
     if beam is not None:
-        view["beam"] = [{"text": " ".join(vocab.words(h)), "logp": round(lp, 4),
+        view["beam"] = [{"text": text(h), "logp": round(lp, 4),
                          "score": round(score, 4)} for h, lp, score in found[0]]
         view["length_penalty"] = length_penalty
     return view

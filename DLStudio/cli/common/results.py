@@ -36,9 +36,9 @@ def machine_fields():
 def _path_as_typed(arg):
     """A path as a student types it: relative to the clone, or (outside it) an archive in
     ``data/`` and anything else by its name alone."""
-    if not os.path.isabs(arg):
+    if not os.path.isabs(arg) and not arg.startswith(".."):
         return arg
-    here = os.path.relpath(arg)
+    here = os.path.relpath(os.path.abspath(arg))
     if not here.startswith(".."):
         return here
     name = os.path.basename(arg)
