@@ -197,8 +197,11 @@ class TransformerBase(Container, EncoderDecoderParts):
         if self.data_archive:
             archive = archive_path(self.dataroot, self.data_archive)
             args["dataroot"], args["data_archive"] = os.path.split(os.path.abspath(archive))
-        if self.vocab.kind == "bpe":
+        if self.vocab.kind in ("bpe", "sentencepiece"):
             spec["tokenizers"] = self.vocab.state()
+        if getattr(self, "folder", None):      # read from a folder: how it generates
+            spec["folder"] = {"path": self.folder, "architecture": self.folder_architecture,
+                              "generation_config": self.generation_config}
         return spec
 
     def sentence_with_words_to_ints(self, sentences, lang):
@@ -276,11 +279,14 @@ class TransformerBase(Container, EncoderDecoderParts):
         return out if many else out[0]
 
     @classmethod
-    def from_huggingface(cls, path, dl_studio=None, dtype=None):
+    def from_huggingface(cls, path, dl_studio=None, dtype=None, data_archive=None,
+                         **settings):
         """A `Restored` (container, model, None) of a Hugging Face translation folder
         (OPUS-MT's MarianMTModel: TransformerFG), built of this class's nested classes,
-        its tokenizer the folder's (containers/hub_seq2seq)."""
-        return hub_seq2seq.read_folder(cls, path, dl_studio, dtype)
+        its tokenizer the folder's (containers/hub_seq2seq); ``data_archive``: the archive
+        or pairs file it fine-tunes on (``run_code_for_training``), and ``settings`` of the
+        training (by default Adam at ``dl_studio.learning_rate``, no warm-up)."""
+        return hub_seq2seq.read_folder(cls, path, dl_studio, dtype, data_archive, settings)
 
     @classmethod
     def from_checkpoint(cls, path, dl_studio=None, corpus=None, model_class=None,

@@ -140,7 +140,8 @@ def compare(args, folder, english):
 
 def parser():
     p = argparse.ArgumentParser(description="Translation with OPUS-MT's layout, ours against "
-                                            "transformers' generate.")
+                                            "transformers' generate.",
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--archive", default=BUNDLED_ARCHIVE, type=existing_file)
     p.add_argument("--sentences", type=positive_int, default=64,
                    help="held-out English sentences translated")

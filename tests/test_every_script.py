@@ -223,7 +223,8 @@ def runs(w):
               q + "/test.tsv", "--max-steps", 3, "--out", "gpt_classifier",
               "--checkpoints-dir", "ft_classify"], "held-out accuracy")],
         "ExamplesTransformers/save_to_huggingface.py": [
-            ([str(w / "llama_gpt"), 0, "exported"], "LlamaForCausalLM")],
+            ([str(w / "llama_gpt"), 0, "exported"], "LlamaForCausalLM"),
+            ([early, 0, "exported_fg"], "(MarianMTModel)")],
         "ExamplesTransformers/pretraining_experiment.py": [
             (["--archive", a, "--pairs", 100, "--steps", 6, "--pretrain-steps", 2, *TINY,
               "--num-atten-heads", 2, "--batch-size", 16, "--runs", "a,b,c",

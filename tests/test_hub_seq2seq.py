@@ -62,8 +62,7 @@ def test_ids_and_text_are_marian_tokenizer_s(folders, kind):
 def long_batch(vocab):
     """Two sources and targets of over 60 tokens each, the second shorter (padding)."""
     src = vocab.encode([" ".join(VARIED_EN[:6]), "the quick brown fox."], "en")
-    tgt = vocab.encode([" ".join(SPANISH[:5]), "¿dónde está el café?"], "es")
-    tgt = torch.cat([torch.full((2, 1), vocab.start_id), tgt[:, :-1]], dim=1)
+    tgt = vocab.encode([" ".join(SPANISH[:5]), "¿dónde está el café?"], "es")[:, :-1]
     assert min(src.size(1), tgt.size(1)) >= 60
     return src, (src != vocab.pad_id).long(), tgt
 
@@ -275,11 +274,181 @@ def test_a_folder_s_loss_is_transformers_on_the_same_pairs(folders):
     xformer, ours, _ = TransformerFG.from_huggingface(folders["shared vocabulary"])
     vocab = xformer.vocab
     src = vocab.encode(CORPUS[:6], "en")
-    labels = vocab.encode(SPANISH[:6], "es")
-    tgt = torch.cat([torch.full((6, 1), vocab.start_id), labels], dim=1)
+    tgt = vocab.encode(SPANISH[:6], "es")                     # the start id first
+    assert (tgt[:, 0] == vocab.start_id).all()
+    labels = tgt[:, 1:]
     with torch.no_grad():
         total, n = ours.loss(src, tgt)
         want = model(input_ids=src, attention_mask=(src != vocab.pad_id).long(),
                      labels=labels.masked_fill(labels == vocab.pad_id, -100)).loss
     assert n == int((labels != vocab.pad_id).sum())
     assert_close(total / n, want, rel=1e-5)
+
+
+def lora_on(model, seed=0, targets=("q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2")):
+    """PEFT's Marian targets on both stacks and cross-attention, each B made non-zero."""
+    trainable = model.add_lora(rank=4, alpha=8, targets=targets)
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for _, _, lora, _ in model.lora_places():
+            lora.B.normal_(0, 0.2)
+    return trainable
+
+
+def test_lora_on_both_stacks_and_cross_attention_is_peft_s_seq2seq_adapter(folders,
+                                                                           tmp_path):
+    from peft import PeftModel
+
+    from DLStudio.containers.hub import read_adapter, write_adapter, write_merged
+    folder = folders["shared vocabulary"]
+    xformer, ours, _ = TransformerFG.from_huggingface(folder)
+    trainable = lora_on(ours)
+    names = {name for _, name, _, _ in ours.lora_places()}
+    assert names == {"WQ", "WK", "WV", "W_O", "W1", "W2", "cross_WQ", "cross_WK", "cross_WV",
+                     "cross_W_O"}
+    assert trainable == sum(p.numel() for p in ours.parameters() if p.requires_grad) > 0
+    src, mask, tgt = long_batch(xformer.vocab)
+    with torch.no_grad():
+        adapted = ours(src, tgt)
+        with ours.lora_off():
+            base = ours(src, tgt)
+    assert (adapted - base).abs().max() > 1e-2
+    write_adapter(ours, str(tmp_path / "adapter"))
+    config = json.loads((tmp_path / "adapter" / "adapter_config.json").read_text())
+    assert config["task_type"] == "SEQ_2_SEQ_LM"
+    assert set(config["target_modules"]) == {"q_proj", "k_proj", "v_proj", "out_proj", "fc1",
+                                             "fc2"}
+    peft = PeftModel.from_pretrained(theirs(folder), str(tmp_path / "adapter")).eval()
+    with torch.no_grad():
+        want = peft(input_ids=src, attention_mask=mask, decoder_input_ids=tgt).logits
+    assert_close(adapted, want, rel=1e-4)
+    _, again, _ = TransformerFG.from_huggingface(folder)          # PEFT's adapter into ours
+    read_adapter(again, str(tmp_path / "adapter"))
+    with torch.no_grad():
+        assert_close(again(src, tgt), want, rel=1e-4)
+    write_merged(ours, str(tmp_path / "merged"))                  # in Marian's own layout
+    with torch.no_grad():
+        merged = theirs(str(tmp_path / "merged"))(input_ids=src, attention_mask=mask,
+                                                  decoder_input_ids=tgt).logits
+    assert_close(merged, want, rel=1e-4)
+
+
+@pytest.mark.parametrize("how", ["every weight", "LoRA"])
+def test_a_folder_fine_tunes_on_an_archive_and_its_checkpoint_translates_as_it_does(
+        folders, tmp_path, how):
+    from DLStudio import DLStudio
+    from DLStudio.data import BUNDLED_ARCHIVE
+    dls = DLStudio(use_gpu=False, seed=0, batch_size=32, epochs=1, learning_rate=1e-3,
+                   path_saved_model=str(tmp_path / "saved.pt"))
+    xformer, model, _ = TransformerFG.from_huggingface(folders["ends"], dls,
+                                                       data_archive=BUNDLED_ARCHIVE)
+    assert xformer.num_warmup_steps == 0 and len(xformer.training_corpus) > 1000
+    frozen = {n: p.detach().clone() for n, p in model.named_parameters()}
+    if how == "LoRA":
+        model.add_lora(rank=4, alpha=8, targets=("q_proj", "v_proj", "fc1"))
+    trainer = xformer.run_code_for_training(dls, model.encoder, model.decoder,
+                                            checkpoints_dir=str(tmp_path / "ck"), max_steps=12)
+    losses = trainer.train_losses
+    assert sum(losses[-3:]) < sum(losses[:3])                 # it learns the archive's pairs
+    changed = {n for n, p in model.named_parameters() if n in frozen and
+               not torch.equal(p, frozen[n])}
+    assert (changed == set()) == (how == "LoRA")              # LoRA: the base stays as it was
+    restored = TransformerFG.from_checkpoint(trainer.last_checkpoint)
+    assert type(restored.container.vocab).__name__ == "SentencePiecePair"
+    assert restored.container.generation_rules.num_beams == 4     # the folder's, kept
+    texts = ["she is not tired", "we eat the red apple"]
+    assert restored.container.translate(restored.model, texts) == \
+        xformer.translate(model.eval(), texts)
+
+
+def test_the_training_script_fine_tunes_a_folder_with_lora_and_writes_peft_s_adapter(
+        folders, tmp_path, capsys, monkeypatch):
+    from peft import PeftModel
+
+    from DLStudio.cli import test_checkpoint_main, train_main
+    from DLStudio.data import BUNDLED_ARCHIVE
+    monkeypatch.chdir(tmp_path)
+    ck = str(tmp_path / "ck")
+    assert train_main("FG", ["--from-folder", folders["ends"], "--archive", BUNDLED_ARCHIVE,
+                             "--max-steps", "4", "--batch-size", "16", "--lora-rank", "2",
+                             "--lora-targets", "q_proj,v_proj,fc2", "--checkpoints-dir", ck,
+                             "--learning-rate", "1e-3"]) == 0
+    out = capsys.readouterr().out
+    assert "LoRA of rank 2 on q_proj, v_proj, fc2" in out and "held-out BLEU" in out
+    assert "test_checkpointFG.py" in out
+    peft = PeftModel.from_pretrained(theirs(folders["ends"]), str(tmp_path / "ck" / "adapter"))
+    restored = TransformerFG.from_checkpoint(os.path.join(ck, sorted(
+        f for f in os.listdir(ck) if f.startswith("checkpoint_"))[-1]))
+    src, mask, tgt = long_batch(restored.container.vocab)
+    with torch.no_grad():
+        want = peft.eval()(input_ids=src, attention_mask=mask, decoder_input_ids=tgt).logits
+        assert_close(restored.model(src, tgt), want, rel=1e-4)
+    assert test_checkpoint_main("FG", [ck, "last", "--show", "1"]) == 0
+    assert "held-out BLEU" in capsys.readouterr().out
+    assert train_main("PreLN", ["--from-folder", folders["ends"], "--archive",
+                                BUNDLED_ARCHIVE]) == 1
+    assert "use seq2seq_with_transformerFG.py" in capsys.readouterr().err
+
+
+WRITTEN = {"the lecture's (sliced heads, sin/cos pairs, ReLU)": {},
+           "full-width heads, Marian's sinusoid, SiLU, tied": dict(
+               full_width_heads=True, positions="sinusoidal_halves", feed_forward="silu",
+               tie_embeddings=True, num_atten_heads=2)}
+
+
+@pytest.mark.parametrize("case", WRITTEN)
+def test_our_fg_written_as_a_marian_folder_gives_our_logits_and_translations(tmp_path,
+                                                                           case):
+    """A TransformerFG trained a few steps, written as a MarianMTModel folder: transformers
+    reads it with our logits, and its greedy generate gives our greedy ids."""
+    transformers_or_skip()
+    from transformers import MarianMTModel
+
+    from DLStudio import DLStudio
+    from DLStudio.containers.hub_seq2seq import write_marian
+    from DLStudio.data import BUNDLED_ARCHIVE
+    from DLStudio.model.tokens import padding_mask
+    changes = dict(WRITTEN[case])
+    heads = changes.pop("num_atten_heads", 4)
+    dls = DLStudio(use_gpu=False, seed=0, batch_size=32, epochs=1,
+                   path_saved_model=str(tmp_path / "saved.pt"))
+    xformer = TransformerFG(dl_studio=dls, data_archive=BUNDLED_ARCHIVE, embedding_size=32,
+                            num_warmup_steps=20, **changes)
+    enc = xformer.MasterEncoder(dls, xformer, num_basic_encoders=2, num_atten_heads=heads)
+    dec = xformer.MasterDecoderWithMasking(dls, xformer, num_basic_decoders=1,
+                                           num_atten_heads=heads)
+    xformer.run_code_for_training(dls, enc, dec, checkpoints_dir=str(tmp_path / "ck"),
+                                  max_steps=8)
+    model = xformer.model_from(enc, dec)
+    write_marian(xformer, model, str(tmp_path / "marian"))
+    hf = MarianMTModel.from_pretrained(str(tmp_path / "marian")).eval()
+    english = [en for en, _ in xformer.held_out_corpus[:16]]
+    src = xformer.vocab.encode(english, "en")
+    mask = (~padding_mask(src)).long()
+    tgt = xformer.vocab.encode([es for _, es in xformer.held_out_corpus[:16]], "es")[:, :-1]
+    with torch.no_grad():
+        assert_close(model(src, tgt), hf(input_ids=src, attention_mask=mask,
+                                         decoder_input_ids=tgt).logits, rel=1e-4)
+        ours = greedy_decode(model, src, xformer.max_seq_length)
+        theirs = hf.generate(input_ids=src, attention_mask=mask, num_beams=1)
+    assert [upto_end(r, 1) for r in ours.tolist()] == \
+        [upto_end(r[1:], 1) for r in theirs.tolist()]
+    readme = (tmp_path / "marian" / "README.md").read_text()
+    assert "padding_mask" in readme and "give it our ids" in readme
+
+
+def test_a_model_marian_cannot_hold_is_refused_with_every_reason(tmp_path):
+    from DLStudio import DLStudio
+    from DLStudio.containers.hub_seq2seq import write_marian
+    from DLStudio.data import BUNDLED_ARCHIVE
+    dls = DLStudio(use_gpu=False, seed=0)
+    xformer = TransformerPreLN(dl_studio=dls, data_archive=BUNDLED_ARCHIVE, embedding_size=16,
+                               positions="rope", norm="rmsnorm", feed_forward="swiglu")
+    enc = xformer.MasterEncoder(dls, xformer, num_basic_encoders=1, num_atten_heads=2)
+    dec = xformer.MasterDecoderWithMasking(dls, xformer, num_basic_decoders=1,
+                                           num_atten_heads=2)
+    with pytest.raises(FolderError) as e:
+        write_marian(xformer, xformer.model_from(enc, dec), str(tmp_path / "no"))
+    for reason in ("pre-LN", "positions 'rope'", "norm 'rmsnorm'", "feed_forward 'swiglu'"):
+        assert reason in str(e.value)
+    assert not (tmp_path / "no").exists()

@@ -6,9 +6,10 @@ import sys
 
 import torch
 
-from ..containers import hub
+from ..checkpoints import load_checkpoint
+from ..containers import hub, hub_seq2seq
 from ..evaluation.generation import PrefixCache, folder_defaults, not_applied, sampling_ignored
-from ..Transformers import TransformerGPT
+from ..Transformers import TransformerBase, TransformerGPT
 from .common import (
     Parser,
     UserError,
@@ -183,12 +184,14 @@ def _fitted(gpt, messages):
 
 def save_main(argv=None):
     """``save_to_huggingface.py DIR [N] OUT``: a GPT checkpoint as a LlamaForCausalLM folder
-    that transformers' AutoModelForCausalLM and AutoTokenizer read."""
+    that transformers' AutoModelForCausalLM and AutoTokenizer read; a TransformerFG
+    checkpoint as a MarianMTModel folder."""
     def run(argv):
         p = Parser(description="Write a TransformerGPT trained with the Llama switches (--norm "
                                "rmsnorm --positions rope --feed-forward swiglu "
                                "--full-width-heads --no-output-bias) as a Hugging Face "
-                               "LlamaForCausalLM folder.")
+                               "LlamaForCausalLM folder; a TransformerFG (the lecture's "
+                               "model, as trained) as a MarianMTModel folder.")
         p.add_argument("checkpoint", metavar="DIR|FILE")
         p.add_argument("more", nargs="+", metavar="[N] OUT",
                        help="N: an epoch or 'last' (default: last); OUT: a new folder")
@@ -199,6 +202,12 @@ def save_main(argv=None):
         path, rest = checkpoint_and_rest(args, "train_gpt")
         if rest:
             raise UserError(f"unexpected {' '.join(rest)!r}: give DIR [N] OUT")
+        if load_checkpoint(path).get("variant") in ("FG", "PreLN"):     # a translator
+            xformer, model, _ = TransformerBase.from_checkpoint(path, weights=args.weights)
+            hub_seq2seq.write_marian(xformer, model, out, checkpoint=path)
+            print(f"wrote {out} (MarianMTModel): MarianMTModel.from_pretrained({out!r}) reads "
+                  "it; its README.md says how to give it our ids")
+            return 0
         gpt = TransformerGPT.from_checkpoint(path, weights=args.weights)[0]
         hub.write_folder(gpt, out)
         print(f"wrote {out} (LlamaForCausalLM): AutoModelForCausalLM.from_pretrained("

@@ -7,7 +7,6 @@ import sys
 from ..checkpoints import find_checkpoint, load_checkpoint
 from ..containers.pretrained import init_from_gpt
 from ..data import BUNDLED_ARCHIVE
-from ..data.vocabulary import TranslationData
 from ..runtime.distributed import single_process_only
 from ..runtime.studio import DLStudio
 from ..Transformers import TransformerBase, TransformerFG, TransformerPreLN
@@ -39,6 +38,12 @@ from .common import (
     subclass_of,
 )
 from .ensemble import add_ensemble_argument, add_members_argument, train_members, with_ensemble
+from .translation_folder import (
+    add_folder_arguments,
+    finetune_folder,
+    folder_translator,
+    score_folder,
+)
 
 _VARIANTS = {"FG": TransformerFG, "PreLN": TransformerPreLN}
 
@@ -127,6 +132,7 @@ def training_parser(variant):
     p.add_argument("--results-command", metavar="TEXT",
                    help="the command to record beside them (default: this script's)")
     model_class_flag(p, f"train this subclass of Transformer{variant} (homework)")
+    add_folder_arguments(p)
     return p
 
 
@@ -256,6 +262,12 @@ def train_main(variant, argv=None):
         if args.max_words and not args.pairs:
             raise UserError("--max-words goes with --pairs (an archive is curated already)")
         archive = args.pairs or resolve_archive(args.archive)
+        if args.from_folder:               # a real model (OPUS-MT), fine-tuned on the pairs
+            trainer = finetune_folder(variant, args, archive)
+            say_how_to_test(f"test_checkpoint{variant}", trainer, args.model_class)
+            return 0
+        if args.lora_rank:
+            raise UserError("--lora-rank fine-tunes a real model: give --from-folder FOLDER")
         pairs_options = None
         if args.pairs:
             pairs_options = {"max_words": args.max_words or args.max_seq_length - 2}
@@ -367,43 +379,6 @@ def test_checkpoint_main(variant, argv=None):
                   f"{ours['bleu']:.2f}, {args.against} {theirs['bleu']:.2f} (NLTK BLEU)")
         return 0
     return run_job(run, argv)
-
-
-def score_folder(parser, args, folder=None, pairs=None):
-    """``test_checkpointFG.py FOLDER --archive A``: a Hugging Face translation folder
-    scored on an archive's held-out split (the one a run of ours on it holds out: 5%, split
-    seed 0), or on ``pairs``; its output compared as the archive writes Spanish (lower case,
-    no punctuation). Returns the scores (or 0 as the script's status, without ``pairs``)."""
-    folder = folder or args.checkpoint
-    if pairs is None and not args.archive:
-        parser.error(f"{folder} is a model folder, with no pairs of its own: give --archive "
-                     "(the archive, or --pairs file, to score it on: bundled names ours)")
-    if pairs is None:
-        pairs = TranslationData.read(resolve_archive(args.archive))[0].held_out_pairs
-    xformer, model, _ = TransformerFG.from_huggingface(folder)
-    rules = xformer.generation_rules
-    beam = args.beam or rules.num_beams
-    print(f"\n{xformer.folder_architecture} {folder} ({len(pairs)} held-out pairs, beam "
-          f"{beam}{f', length penalty {rules.length_penalty}' if beam > 1 else ''}):\n")
-    result = xformer.run_code_for_evaluating(None, None, beam_width=beam, model=model,
-                                             show=args.show, pairs=pairs,
-                                             precision=args.precision,
-                                             length_penalty=args.length_penalty)
-    return result if args.checkpoint != folder else 0
-
-
-def folder_translator(parser, args):
-    """(xformer, model, sentence) of ``translate_sentence.py FOLDER "sentence"``: a Hugging
-    Face translation folder read into TransformerFG (or ``--model-class``, a subclass of
-    yours), decoding as its generation_config.json says unless --beam says otherwise."""
-    if len(args.more) != 1:
-        parser.error(f"{args.checkpoint} is a model folder: give one sentence after it "
-                     f"(or -), not {' '.join(args.more)}")
-    if getattr(args, "ensemble", None):
-        parser.error("--ensemble averages checkpoints of ours, not a model folder")
-    cls = subclass_of(args.model_class, TransformerBase) if args.model_class else TransformerFG
-    xformer, model, _ = cls.from_huggingface(args.checkpoint)
-    return xformer, model, args.more[0]
 
 
 def translate_main(argv=None):

@@ -14,6 +14,7 @@ from ..checkpoints import (
     corpus_fits,
     corpus_of,
     load_checkpoint,
+    load_into,
     refuse_saved_model_of_theirs,
     save_final,
     saved_model_paths,
@@ -247,4 +248,14 @@ def restored_translation(cls, ours, path, dl_studio, corpus, model_class, archiv
     xformer = cls(dl_studio=dls, data=data, **settings)
     encoder = cls.MasterEncoder(dls, xformer, **payload["encoder_config"])
     decoder = cls.MasterDecoderWithMasking(dls, xformer, **payload["decoder_config"])
-    return Restored(xformer, xformer.model_from(encoder, decoder, payload), payload)
+    if payload.get("lora"):            # LoRA fine-tuning: the LoRAs first, then the weights
+        model = xformer.model_of(encoder, decoder)
+        model.add_lora(**payload["lora"])
+        load_into(model, payload)
+        model = model.to(dls.device).eval()
+    else:
+        model = xformer.model_from(encoder, decoder, payload)
+    if payload.get("folder"):          # fine-tuned from a real model's folder: its rules
+        from .hub_seq2seq import as_read_from
+        as_read_from(xformer, model, payload["folder"])
+    return Restored(xformer, model, payload)

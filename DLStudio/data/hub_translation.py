@@ -26,9 +26,9 @@ import os
 
 import torch
 
+from ..model.tokens import SPECIAL_WORDS
 from .anki import normalize
 from .hub_tokenizer import FolderError, read_json
-from .vocabulary import SPECIALS
 
 __all__ = ["SentencePiecePair", "MAX_SPM_BYTES"]
 
@@ -120,12 +120,17 @@ class SentencePiecePair:
         return {"kind": self.kind, "source": self.protos["en"], "target": self.protos["es"],
                 "vocab": self.tables["en"],
                 "target_vocab": self.tables["es"] if self.separate else None,
-                "specials": self.specials, "max_seq_length": self.max_seq_length}
+                "specials": self.specials, "max_seq_length": self.max_seq_length,
+                "start_id": self.start_id,
+                "sizes": [self.vocab_en_size, self.vocab_es_size]}   # the model's, >= ours
 
     @classmethod
     def from_state(cls, state):
-        return cls(state["source"], state["target"], state["vocab"], state["target_vocab"],
-                   state["specials"], state["max_seq_length"])
+        tokenizer = cls(state["source"], state["target"], state["vocab"],
+                        state["target_vocab"], state["specials"], state["max_seq_length"])
+        tokenizer.start_id = state["start_id"]
+        tokenizer.vocab_en_size, tokenizer.vocab_es_size = state["sizes"]
+        return tokenizer
 
     def ids(self, text, lang="en"):
         """transformers' ids of one text (``lang`` "es": as ``text_target=``), </s> last."""
@@ -170,7 +175,7 @@ class SentencePiecePair:
     def unwrapped(sentence):
         """A text without the archive's "SOS ... EOS" wrapper, where it has one."""
         words = sentence.split()
-        if len(words) >= 2 and (words[0], words[-1]) == SPECIALS:
+        if len(words) >= 2 and (words[0], words[-1]) == SPECIAL_WORDS:
             return " ".join(words[1:-1])
         return sentence
 
@@ -181,9 +186,11 @@ class SentencePiecePair:
 
     def encode(self, sentences, lang):
         """Token ids of texts (or id lists), </s> after each, <pad> after that (to the
-        longest). Shape: list of B texts -> LongTensor (B, T). Raises ValueError for a text
-        too long."""
-        rows = self.token_ids(sentences, lang)
+        longest); Spanish as the decoder reads it, its start id first (as a Vocabulary puts
+        SOS). Shape: list of B texts -> LongTensor (B, T). Raises ValueError for a text too
+        long."""
+        rows = [([self.start_id] if lang == "es" else []) + row
+                for row in self.token_ids(sentences, lang)]
         for text, row in zip(sentences, rows):
             if len(row) > self.max_seq_length:
                 raise ValueError(f"{str(text)[:60]!r}... is {len(row)} pieces; this model "

@@ -24,7 +24,7 @@ import unicodedata
 
 import torch
 
-from ..model.tokens import EOS_INDEX, SOS_INDEX
+from ..model.tokens import EOS_INDEX, SOS_INDEX, SPECIAL_WORDS
 from . import (
     PAIRS_DEFAULTS,
     is_pairs_file,
@@ -38,7 +38,7 @@ __all__ = ["WordTokenizer", "BPETokenizer", "tokenizer_from_state", "Vocabulary"
            "build_vocabulary", "read_corpus", "TranslationData", "DataView", "archive_path",
            "plain_words", "split_sentences", "TextData", "read_text"]
 
-SPECIALS = ("SOS", "EOS")       # ids 0 and 1 in every tokenizer
+SPECIALS = SPECIAL_WORDS         # ids 0 and 1 in every tokenizer
 #: Their names inside a BPE tokenizer: characters that no byte-level piece holds, so that no
 #: merge of a text's bytes spells one (with plain "SOS", the merge "S" + "OS" would be id 0).
 BPE_SPECIALS = ("\u27e8SOS\u27e9", "\u27e8EOS\u27e9")
@@ -209,6 +209,9 @@ class Vocabulary:
     def from_payload(cls, payload):
         """The vocabulary a translation checkpoint was trained with."""
         states = payload.get("tokenizers")
+        if states and states.get("kind") == "sentencepiece":      # a real model's folder's
+            from .hub_translation import SentencePiecePair
+            return SentencePiecePair.from_state(states)
         en, es = ((tokenizer_from_state(states["en"]), tokenizer_from_state(states["es"]))
                   if states else (payload["vocab_en"], payload["vocab_es"]))
         return cls(en, es, payload["container_args"]["max_seq_length"])

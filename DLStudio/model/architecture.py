@@ -54,6 +54,7 @@ import torch.nn.functional as F
 from . import left_padding, since_2017, since_2023, switches
 from .batched_heads import BatchedHeads
 from .kv_cache import NO_CACHE, KeyValueCache, attached_to_decoder
+from .lora import TranslationLoRA  # add_lora: low-rank adaptation (Hu et al. 2021)
 from .overrides import check_forwards, runs_base
 from .recorder import TranslationRecords
 from .relative_positions import ALiBi, RelativePosition, score_bias
@@ -554,7 +555,7 @@ class EncoderDecoderParts(TransformerParts):
                 x = x[keep]                                                # (N, M)
             return self.out(x)                                   # (B, T_tgt, V_es) | (N, V_es)
 
-    class EncoderDecoder(TranslationRecords, nn.Module):
+    class EncoderDecoder(TranslationRecords, TranslationLoRA, nn.Module):
         """The whole model as one module: both embedding generators, the MasterEncoder and
         the MasterDecoderWithMasking (so one optimiser sees every parameter).
 

@@ -37,17 +37,23 @@ import torch
 import torch.nn as nn
 from torch.nn.utils import parametrize
 
-__all__ = ["LoRA", "LoRAAdapting", "HF_TARGETS", "GPT2_TARGETS", "ATTENTION", "FEED_FORWARD",
-           "with_branches"]
+__all__ = ["LoRA", "LoRAAdapting", "TranslationLoRA", "HF_TARGETS", "GPT2_TARGETS",
+           "SEQ2SEQ_TARGETS", "ATTENTION", "CROSS", "FEED_FORWARD", "with_branches"]
 
 ATTENTION = ("WQ", "WK", "WV", "W_O")
 FEED_FORWARD = ("W1", "V", "W2")
 FUSED = ("QKV",)         # W_Q, W_K and W_V as one projection: GPT-2's c_attn
+CROSS = tuple(f"cross_{n}" for n in ATTENTION)    # a translation decoder's cross-attention
 #: Hugging Face's (PEFT's) names of the projections, and ours.
 HF_TARGETS = {"q_proj": "WQ", "k_proj": "WK", "v_proj": "WV", "o_proj": "W_O",
               "gate_proj": "W1", "up_proj": "V", "down_proj": "W2"}
 #: GPT-2's module names (its c_proj is two modules, the attention's and the MLP's).
 GPT2_TARGETS = {"c_attn": ("QKV",), "c_proj": ("W_O", "W2"), "c_fc": ("W1",)}
+#: A translation model's (Marian's, BART's) module names: q_proj is in self- and
+#: cross-attention alike, as PEFT matches it.
+SEQ2SEQ_TARGETS = {"q_proj": ("WQ", "cross_WQ"), "k_proj": ("WK", "cross_WK"),
+                   "v_proj": ("WV", "cross_WV"), "out_proj": ("W_O", "cross_W_O"),
+                   "fc1": ("W1",), "fc2": ("W2",)}
 
 
 class LoRA(nn.Module):
@@ -153,8 +159,11 @@ class _Rows(nn.Module):
 def _places(layer, name):
     """(module, rows) for each weight of a layer's projection ``name`` that its LoRA
     changes: each head's (a group's once), or the one Linear's. "QKV": W_Q's heads, then
-    W_K's, then W_V's, one change of 3 M rows (GPT-2's fused c_attn)."""
+    W_K's, then W_V's, one change of 3 M rows (GPT-2's fused c_attn); "cross_WQ" ...: the
+    cross-attention's."""
     attention, ff = layer.self_attention, layer.feed_forward
+    if name.startswith("cross_"):
+        attention, name = layer.cross_attention, name[len("cross_"):]
     if name == "QKV":
         places, at = [], 0
         for part in ("WQ", "WK", "WV"):
@@ -178,30 +187,41 @@ def _places(layer, name):
 
 
 class LoRAAdapting:
-    """LoRA on a GPT's layers (a container mixin: ``self.master_decoder.basic_decoder_arr``)."""
+    """LoRA on a GPT's layers (a container mixin: ``self.master_decoder.basic_decoder_arr``;
+    `TranslationLoRA`: a translation model's encoder and decoder layers)."""
 
     LoRA = LoRA
+    #: the targets' other names (Hugging Face's, GPT-2's) and the projections they are
+    TARGET_NAMES = {**{k: (v,) for k, v in HF_TARGETS.items()}, **GPT2_TARGETS}
+
+    def lora_layers(self):
+        """The layers LoRA may adapt, in order (`lora_places` counts them so)."""
+        return list(self.master_decoder.basic_decoder_arr)
 
     def add_lora(self, rank=8, alpha=16, targets=ATTENTION, dropout=0.0):
         """A `LoRA` (the class's nested ``LoRA``) on each layer's ``targets`` (ours: WQ,
         WK, WV, W_O, W1, V, W2, or QKV: the three as one; Hugging Face's q_proj, ...,
         down_proj; GPT-2's c_attn, c_proj, c_fc), ``dropout`` on its input while training;
         every other weight frozen. Returns the number of trainable parameters."""
-        names = [n for t in targets for n in GPT2_TARGETS.get(t, (HF_TARGETS.get(t, t),))]
-        unknown = sorted(set(names) - set(ATTENTION + FEED_FORWARD + FUSED))
+        names = list(dict.fromkeys(n for t in targets for n in self.TARGET_NAMES.get(t, (t,))))
+        ours = ATTENTION + FEED_FORWARD + FUSED + (CROSS if self.TARGET_NAMES is
+                                                  SEQ2SEQ_TARGETS else ())
+        unknown = sorted(set(names) - set(ours))
         if unknown or not names:
-            raise ValueError(f"LoRA targets are {', '.join(ATTENTION + FEED_FORWARD + FUSED)} "
-                             f"(or {', '.join(HF_TARGETS)}; GPT-2's "
-                             f"{', '.join(GPT2_TARGETS)}), got {', '.join(unknown) or 'none'}")
+            raise ValueError(f"LoRA targets are {', '.join(ours)} (or "
+                             f"{', '.join(self.TARGET_NAMES)}), got "
+                             f"{', '.join(unknown) or 'none'}")
         if getattr(self, "lora_targets", None):
             raise ValueError("this model has LoRA already: merge_lora() first")
         for p in self.parameters():
             p.requires_grad_(False)
         device = next(self.parameters()).device
         self._lora_hooks = []
-        for layer in self.master_decoder.basic_decoder_arr:
+        for layer in self.lora_layers():
             layer.loras = nn.ModuleDict()
             for name in names:
+                if name.startswith("cross_") and not hasattr(layer, "cross_attention"):
+                    continue                          # an encoder layer has none
                 places = _places(layer, name)
                 in_size = places[0][0].in_features
                 out_size = sum(m.out_features for m, _ in places)
@@ -215,9 +235,19 @@ class LoRAAdapting:
         self.lora_targets, self.lora_merged = tuple(names), False
         return sum(p.numel() for p in self.parameters() if p.requires_grad)
 
+    def lora_settings(self):
+        """What `add_lora` was given (rank, alpha, targets, dropout), for a checkpoint; None
+        without LoRA."""
+        places = list(self.lora_places())
+        if not places:
+            return None
+        lora = places[0][2]         # (the layers', whichever model object holds them)
+        return {"rank": lora.rank, "alpha": lora.alpha, "dropout": lora.dropout.p,
+                "targets": list(dict.fromkeys(name for _, name, _, _ in places))}
+
     def lora_places(self):
         """(layer index, name, LoRA, [(module, rows), ...]) of every LoRA."""
-        for i, layer in enumerate(self.master_decoder.basic_decoder_arr):
+        for i, layer in enumerate(self.lora_layers()):
             for name, lora in getattr(layer, "loras", {}).items():
                 yield i, name, lora, _places(layer, name)
 
@@ -263,7 +293,7 @@ class LoRAAdapting:
         one again (its checkpoint reads as any other); every weight learns again."""
         if getattr(self, "lora_targets", None) and not self.lora_merged:
             self.merge_lora()
-        for layer in self.master_decoder.basic_decoder_arr:
+        for layer in self.lora_layers():
             if hasattr(layer, "loras"):
                 del layer.loras
         for hook in getattr(self, "_lora_hooks", ()):
@@ -272,3 +302,14 @@ class LoRAAdapting:
         self.lora_targets, self.lora_merged = (), False
         for p in self.parameters():
             p.requires_grad_(True)
+
+
+class TranslationLoRA(LoRAAdapting):
+    """LoRA on a translation model's layers (the EncoderDecoder's mixin): the encoder's,
+    then the decoder's, whose cross-attention has projections of its own (``cross_WQ``,
+    ...; Marian's and BART's q_proj, ... name both attentions' at once, as PEFT has it)."""
+
+    TARGET_NAMES = SEQ2SEQ_TARGETS
+
+    def lora_layers(self):
+        return [*self.encoder.basic_encoder_arr, *self.decoder.basic_decoder_arr]

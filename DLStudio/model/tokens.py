@@ -3,6 +3,7 @@
 import torch
 
 SOS_INDEX, EOS_INDEX = 0, 1   # every DLStudio vocabulary starts with "SOS", "EOS"
+SPECIAL_WORDS = ("SOS", "EOS")   # their words, which the archive writes around a sentence
 
 
 def padding_mask(ids, end_id=EOS_INDEX):

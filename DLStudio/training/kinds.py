@@ -14,7 +14,7 @@ from ..data import pairs_fingerprint
 from ..data.images import random_crops_and_flips
 from ..evaluation.decode_and_score import classify, evaluate_bleu
 from ..evaluation.generation import encode_sentences, perplexity
-from ..model.tokens import padding_mask
+from ..model.tokens import EOS_INDEX, padding_mask
 from .trainer import ScoreMissing, Trainer
 
 __all__ = ["TranslationTrainer", "ImageTrainer", "LanguageModelTrainer", "encode_pairs",
@@ -30,8 +30,9 @@ def encode_pairs(vocab, pairs):
     """
     src = vocab.encode([en for en, _ in pairs], "en")
     tgt = vocab.encode([es for _, es in pairs], "es")
-    src_len = (~padding_mask(src)).sum(1)
-    tgt_len = (~padding_mask(tgt)).sum(1)
+    end = getattr(vocab, "end_id", EOS_INDEX)          # a real model's tokenizer's own
+    src_len = (~padding_mask(src, end)).sum(1)
+    tgt_len = (~padding_mask(tgt, end)).sum(1)
     return src, tgt, src_len, tgt_len
 
 
@@ -90,10 +91,21 @@ class TranslationTrainer(Trainer):
         """A hash of the training pairs, in order (another archive or split differs)."""
         return pairs_fingerprint(self.pairs)
 
+    def payload(self, epoch, complete=True):
+        """The trainer's checkpoint; a model with LoRA says how its LoRAs were added, so
+        that the model is rebuilt with them before its weights are read (a real model's
+        LoRA fine-tuning: containers/wiring.restored_translation)."""
+        payload = super().payload(epoch, complete)
+        lora = self.model.lora_settings() if hasattr(self.model, "lora_settings") else None
+        if lora:
+            payload["lora"] = lora
+        return payload
+
     def held_out_score(self):
         if not self.held_out:
             return None
-        return evaluate_bleu(self.model, self.vocab, self.held_out, show=0)["bleu"]
+        return evaluate_bleu(self.model, self.vocab, self.held_out, show=0,
+                             rules=getattr(self.model, "generation_rules", None))["bleu"]
 
 
 class ImageTrainer(Trainer):

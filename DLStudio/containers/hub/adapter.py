@@ -3,9 +3,11 @@
 
     PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(FOLDER), ADAPTER)
 
-gives the logits our adapted model gives. One A (r x in) and one B (out x r) a projection,
-by Hugging Face's module names; the rows of B for W_Q and W_K in the halves layout of a
-rotary folder (weights.halves_from_pairs: our heads turn neighbouring pairs)."""
+gives the logits our adapted model gives; a translation model's (Marian's, read into
+TransformerFG) as a SEQ_2_SEQ_LM adapter, for AutoModelForSeq2SeqLM. One A (r x in) and
+one B (out x r) a projection, by Hugging Face's module names; the rows of B for W_Q and W_K
+in the halves layout of a rotary folder (weights.halves_from_pairs: our heads turn
+neighbouring pairs)."""
 
 import json
 import math
@@ -25,14 +27,33 @@ MODULE = {"WQ": "self_attn", "WK": "self_attn", "WV": "self_attn", "W_O": "self_
           "W1": "mlp", "V": "mlp", "W2": "mlp"}
 #: GPT-2's modules (Conv1D: its weights stored transposed, PEFT's fan_in_fan_out).
 GPT2 = {"QKV": "attn.c_attn", "W_O": "attn.c_proj", "W1": "mlp.c_fc", "W2": "mlp.c_proj"}
+#: A translation model's modules (Marian's), in each encoder and decoder layer.
+SEQ2SEQ = {"W1": "fc1", "W2": "fc2",
+           **{f"{cross}{n}": f"{attn}.{p}" for cross, attn in (("", "self_attn"),
+                                                               ("cross_", "encoder_attn"))
+              for n, p in (("WQ", "q_proj"), ("WK", "k_proj"), ("WV", "v_proj"),
+                           ("W_O", "out_proj"))}}
+SEQ2SEQ_ARCHITECTURES = ("MarianMTModel",)
 
 
 def _gpt2(gpt):
     return getattr(gpt, "folder_architecture", None) == "GPT2LMHeadModel"
 
 
+def _seq2seq(model):
+    return getattr(model, "folder_architecture", None) in SEQ2SEQ_ARCHITECTURES
+
+
 def _module(gpt, i, name):
-    """The folder's name of layer ``i``'s projection ``name`` (FolderError: it has none)."""
+    """The folder's name of layer ``i``'s projection ``name`` (FolderError: it has none);
+    a translation model counts its encoder's layers, then its decoder's."""
+    if _seq2seq(gpt):
+        if name not in SEQ2SEQ:
+            raise FolderError(f"a {gpt.folder_architecture} has no one module for {name}: "
+                              "target q_proj, k_proj, v_proj, out_proj, fc1, fc2")
+        first = len(gpt.encoder.basic_encoder_arr)
+        stack, j = ("encoder", i) if i < first else ("decoder", i - first)
+        return f"model.{stack}.layers.{j}.{SEQ2SEQ[name]}"
     if _gpt2(gpt):
         if name not in GPT2:
             raise FolderError(f"GPT-2 has no {name} of its own (its W_Q, W_K, W_V are one "
@@ -46,7 +67,7 @@ def _module(gpt, i, name):
 
 def _theirs(gpt):
     """(the folder's module name, A, B in the folder's row order, the LoRA) of each LoRA."""
-    rotary = gpt.positions == "rope"
+    rotary = getattr(gpt, "positions", None) == "rope"
     for i, name, lora, places in gpt.lora_places():
         B = lora.B.detach()
         if name in ("WQ", "WK") and rotary:               # rotary rows: back to halves
@@ -140,7 +161,8 @@ def write_adapter(gpt, out):
     from safetensors.torch import save_file
     lora = places[0][2]
     alpha, rslora = peft_alpha(places)
-    config = {"peft_type": "LORA", "task_type": "CAUSAL_LM", "r": lora.rank,
+    config = {"peft_type": "LORA", "r": lora.rank,
+              "task_type": "SEQ_2_SEQ_LM" if _seq2seq(gpt) else "CAUSAL_LM",
               "lora_alpha": alpha, "lora_dropout": lora.dropout.p, "bias": "none",
               "target_modules": sorted({_module(gpt, 0, name).rsplit(".", 1)[1]
                                         for _, name, _, _ in places}),
@@ -205,7 +227,7 @@ def read_adapter(gpt, path):
                 f"{base or 'a base it does not name'}; this model is "
                 f"{getattr(gpt, 'folder', None) or 'not read from a folder'}: read the "
                 "adapter onto its own base. Nothing was loaded")
-        if name in ("WQ", "WK") and gpt.positions == "rope":
+        if name in ("WQ", "WK") and getattr(gpt, "positions", None) == "rope":
             B = pairs_from_halves(B, len(places))
         pairs.append((lora, A, B))
     with torch.no_grad():

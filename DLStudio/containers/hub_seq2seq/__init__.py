@@ -24,8 +24,10 @@ from ...runtime.studio import DLStudio
 from ..hub.defaults import completed
 from ..hub.weights import heads_of, hf_weights, place
 from . import marian
+from .writer import write_marian
 
-__all__ = ["read_folder", "settings_of", "ARCHITECTURES", "FolderError"]
+__all__ = ["read_folder", "write_marian", "settings_of", "as_read_from", "ARCHITECTURES",
+           "FolderError"]
 
 FAMILIES = {arch: family for family in (marian,) for arch in family.ARCHITECTURES}
 ARCHITECTURES = tuple(FAMILIES)
@@ -83,10 +85,12 @@ def no_archive(path):
     return read
 
 
-def read_folder(cls, path, dl_studio=None, dtype=None):
+def read_folder(cls, path, dl_studio=None, dtype=None, data_archive=None, training=None):
     """A `Restored` (container, model, None) of a Hugging Face translation folder: ``cls``
     (TransformerFG or a subclass: its nested classes are used), the model in eval mode, its
-    weights in ``dtype`` (float32 or bfloat16)."""
+    weights in ``dtype`` (float32 or bfloat16); ``data_archive``: an archive or pairs file
+    to fine-tune it on (read with the folder's tokenizer), ``training``: the container's
+    other settings (training's: by default no warm-up, Adam at the DLStudio's rate)."""
     if not os.path.isdir(path):
         raise FolderError(f"{path} is not a folder: give the folder a model was downloaded "
                           "to (docs/real_models.md says how)")
@@ -103,12 +107,18 @@ def read_folder(cls, path, dl_studio=None, dtype=None):
                                                        config["decoder_vocab_size"])
     tokenizer.start_id = config.get("decoder_start_token_id", tokenizer.pad_id)
     dls = dl_studio or DLStudio(seed=None)
+    data, more = TranslationData(vocab=tokenizer, reader=no_archive(path)), {}
+    if data_archive is not None:          # the pairs it fine-tunes on, in its own pieces
+        data, options = TranslationData.read(
+            data_archive, vocab=tokenizer, max_seq_length=tokenizer.max_seq_length,
+            tokenizer=tokenizer.kind)
+        more = {"data_archive": os.path.basename(data_archive), "pairs_options": options,
+                "dataroot": os.path.dirname(os.path.abspath(data_archive))}
+    more = {"num_warmup_steps": 0, "dropout": 0.0, **more, **(training or {})}
     before = torch.get_default_dtype()
     torch.set_default_dtype(dtype or torch.float32)     # built in the dtype asked: one copy
     try:
-        xformer = cls(dl_studio=dls, data=TranslationData(vocab=tokenizer,
-                                                          reader=no_archive(path)),
-                      tokenizer=tokenizer.kind, dropout=0.0, **settings)
+        xformer = cls(dl_studio=dls, data=data, tokenizer=tokenizer.kind, **settings, **more)
         encoder = cls.MasterEncoder(dls, xformer, stacks["num_basic_encoders"],
                                     stacks["encoder_heads"])
         decoder = cls.MasterDecoderWithMasking(dls, xformer, stacks["num_basic_decoders"],
@@ -122,11 +132,23 @@ def read_folder(cls, path, dl_studio=None, dtype=None):
     if left:
         raise FolderError(f"{path}: no place in our classes for {', '.join(left[:4])}"
                           f"{' ...' if len(left) > 4 else ''}. Nothing was loaded")
-    xformer.folder, xformer.folder_architecture = path, config["architectures"][0]
-    xformer.generation_config = read_json(path, "generation_config.json", required=False)
+    generation = read_json(path, "generation_config.json", required=False)
     try:
-        xformer.generation_rules = GenerationRules.of_folder(
-            xformer.generation_config, config, tokenizer.end_id, path)
+        GenerationRules.of_folder(generation, config, tokenizer.end_id, path)
     except ValueError as e:
         raise FolderError(str(e)) from None
+    as_read_from(xformer, model, {"path": path, "architecture": config["architectures"][0],
+                                  "generation_config": {**config, **generation}})
+    model.spec = xformer.spec()              # (what a checkpoint of it records)
     return Restored(xformer, model.to(dls.device).eval(), None)
+
+
+def as_read_from(xformer, model, folder):
+    """Mark a container and its model as read from ``folder`` ({"path", "architecture",
+    "generation_config"}: what a checkpoint of it records, containers/wiring): how it
+    generates (`GenerationRules`) and, on the model, what its LoRA adapters are of."""
+    for kept in (xformer, model):
+        kept.folder, kept.folder_architecture = folder["path"], folder["architecture"]
+    xformer.generation_config = folder["generation_config"]
+    xformer.generation_rules = model.generation_rules = GenerationRules.of_folder(
+        folder["generation_config"], {}, xformer.vocab.end_id)

@@ -1,0 +1,110 @@
+"""The translation scripts on a Hugging Face translation folder (OPUS-MT's MarianMTModel,
+read into TransformerFG: containers/hub_seq2seq): translate_sentence.py FOLDER,
+test_checkpointFG.py FOLDER --archive / DIR N --against FOLDER, and
+seq2seq_with_transformerFG.py --from-folder FOLDER (fine-tuning, every weight or LoRA)."""
+
+import os
+
+from ..containers.hub import write_adapter
+from ..data.vocabulary import TranslationData
+from ..runtime.studio import DLStudio
+from ..Transformers import TransformerBase, TransformerFG
+from .common import UserError, resolve_archive, subclass_of
+
+__all__ = ["folder_translator", "score_folder", "finetune_folder", "add_folder_arguments"]
+
+
+def folder_translator(parser, args):
+    """(xformer, model, sentence) of ``translate_sentence.py FOLDER "sentence"``: a Hugging
+    Face translation folder read into TransformerFG (or ``--model-class``, a subclass of
+    yours), decoding as its generation_config.json says unless --beam says otherwise."""
+    if len(args.more) != 1:
+        parser.error(f"{args.checkpoint} is a model folder: give one sentence after it "
+                     f"(or -), not {' '.join(args.more)}")
+    if getattr(args, "ensemble", None):
+        parser.error("--ensemble averages checkpoints of ours, not a model folder")
+    cls = subclass_of(args.model_class, TransformerBase) if args.model_class else TransformerFG
+    xformer, model, _ = cls.from_huggingface(args.checkpoint)
+    return xformer, model, args.more[0]
+
+
+def score_folder(parser, args, folder=None, pairs=None):
+    """``test_checkpointFG.py FOLDER --archive A``: a Hugging Face translation folder
+    scored on an archive's held-out split (the one a run of ours on it holds out: 5%, split
+    seed 0), or on ``pairs``; its output compared as the archive writes Spanish (lower case,
+    no punctuation). Returns the scores (or 0 as the script's status, without ``pairs``)."""
+    folder = folder or args.checkpoint
+    if pairs is None and not args.archive:
+        parser.error(f"{folder} is a model folder, with no pairs of its own: give --archive "
+                     "(the archive, or --pairs file, to score it on: bundled names ours)")
+    if pairs is None:
+        pairs = TranslationData.read(resolve_archive(args.archive))[0].held_out_pairs
+    xformer, model, _ = TransformerFG.from_huggingface(folder)
+    rules = xformer.generation_rules
+    beam = args.beam or rules.num_beams
+    print(f"\n{xformer.folder_architecture} {folder} ({len(pairs)} held-out pairs, beam "
+          f"{beam}{f', length penalty {rules.length_penalty}' if beam > 1 else ''}):\n")
+    result = xformer.run_code_for_evaluating(None, None, beam_width=beam, model=model,
+                                             show=args.show, pairs=pairs,
+                                             precision=args.precision,
+                                             length_penalty=args.length_penalty)
+    return result if args.checkpoint != folder else 0
+
+
+def add_folder_arguments(parser):
+    """The training script's flags for fine-tuning a real model's folder."""
+    parser.add_argument("--from-folder", metavar="FOLDER",
+                        help="fine-tune a Hugging Face translation model (OPUS-MT's folder) "
+                             "on --archive or --pairs, its sizes and tokenizer its own (the "
+                             "size and tokenizer flags do not apply); Adam at "
+                             "--learning-rate, no warm-up")
+    parser.add_argument("--lora-rank", type=int, default=0, metavar="R",
+                        help="with --from-folder: LoRA of rank R on --lora-targets, every "
+                             "other weight frozen; the adapter is written as PEFT writes one "
+                             "(CHECKPOINTS_DIR/adapter; 0: every weight learns)")
+    parser.add_argument("--lora-targets", default="q_proj,k_proj,v_proj,out_proj",
+                        help="with --lora-rank: the modules, by Marian's names (q_proj, "
+                             "k_proj, v_proj, out_proj in self- and cross-attention; fc1, fc2)")
+
+
+def finetune_folder(variant, args, archive):
+    """``seq2seq_with_transformerFG.py --from-folder FOLDER --archive A``: the folder's model
+    trained on the archive's pairs through the trainer (checkpoints, --resume, budgets,
+    progress), scored on its held-out split; with --lora-rank, its adapter written."""
+    if variant != "FG":
+        raise UserError("--from-folder reads a post-LN MarianMTModel: use "
+                        "seq2seq_with_transformerFG.py")
+    if args.lora_rank < 0:
+        raise UserError(f"--lora-rank is a rank (>= 1), or 0 for every weight; got "
+                        f"{args.lora_rank}")
+    cls = subclass_of(args.model_class, TransformerFG) if args.model_class else TransformerFG
+    dls = DLStudio(path_saved_model=os.path.join(args.checkpoints_dir, "saved_FG.pt"),
+                   learning_rate=args.learning_rate, batch_size=args.batch_size,
+                   epochs=args.epochs, use_gpu=not args.cpu, seed=args.seed)
+    xformer, model, _ = cls.from_huggingface(
+        args.from_folder, dls, data_archive=archive, checkpoint_freq=args.checkpoint_freq,
+        label_smoothing=args.label_smoothing, dropout=args.dropout, schedule=args.schedule)
+    how = "every weight learns"
+    if args.lora_rank:
+        targets = [t for t in args.lora_targets.split(",") if t]
+        learns = model.add_lora(rank=args.lora_rank, alpha=2 * args.lora_rank,
+                                targets=targets)
+        how = f"LoRA of rank {args.lora_rank} on {', '.join(targets)}: {learns:,} weights learn"
+    print(f"{xformer.folder_architecture} {args.from_folder} fine-tuned on {archive}: "
+          f"{len(xformer.training_corpus)} training pairs, {len(xformer.held_out_corpus)} "
+          f"held out; {sum(p.numel() for p in model.parameters()):,} parameters; {how}; "
+          f"device {dls.device}")
+    trainer = xformer.run_code_for_training(
+        dls, model.encoder, model.decoder, display_train_loss=True,
+        checkpoints_dir=args.checkpoints_dir, max_minutes=args.max_minutes,
+        max_steps=args.max_steps, overwrite=args.overwrite, resume=args.resume,
+        track_bleu=args.track_bleu, precision=args.precision)
+    if not dls.world.is_main:
+        return trainer
+    if args.lora_rank:
+        out = write_adapter(model, os.path.join(args.checkpoints_dir, "adapter"))
+        print(f"the adapter, as PEFT writes one: {out} (PeftModel.from_pretrained("
+              f"AutoModelForSeq2SeqLM.from_pretrained({args.from_folder!r}), {out!r}))")
+    if not args.no_eval:
+        xformer.run_code_for_evaluating(None, None, model=model.eval(), show=5)
+    return trainer
