@@ -243,6 +243,7 @@ def test_a_folder_is_scored_on_a_checkpoint_s_held_out_sentences(folders, traine
                                        "--show", "1"]) == 0
     out = capsys.readouterr().out
     assert "MarianMTModel" in out and "held-out BLEU" in out and "beam 4" in out
+    assert "held-out loss " in out and "perplexity" in out
     folder = trained[0]
     assert test_checkpoint_main("FG", [str(folder / "ck"), "last", "--show", "0",
                                        "--against", folders["ends"]]) == 0
@@ -452,3 +453,19 @@ def test_a_model_marian_cannot_hold_is_refused_with_every_reason(tmp_path):
     for reason in ("pre-LN", "positions 'rope'", "norm 'rmsnorm'", "feed_forward 'swiglu'"):
         assert reason in str(e.value)
     assert not (tmp_path / "no").exists()
+
+
+def test_a_folder_s_held_out_loss_is_transformers_on_the_same_pairs(folders):
+    from DLStudio.evaluation.decode_and_score import translation_loss
+    model = theirs(folders["shared vocabulary"])
+    xformer, ours, _ = TransformerFG.from_huggingface(folders["shared vocabulary"])
+    pairs = list(zip(CORPUS[:9], SPANISH[:9])) * 3
+    got = translation_loss(ours, xformer.vocab, pairs, batch_size=4)
+    vocab = xformer.vocab
+    src, tgt = vocab.encode(CORPUS[:9], "en"), vocab.encode(SPANISH[:9], "es")
+    labels = tgt[:, 1:]
+    with torch.no_grad():
+        want = model(input_ids=src, attention_mask=(src != vocab.pad_id).long(),
+                     labels=labels.masked_fill(labels == vocab.pad_id, -100)).loss
+    assert got["tokens"] == 3 * int((labels != vocab.pad_id).sum())
+    assert_close(torch.tensor(got["loss"]), want, rel=1e-5)

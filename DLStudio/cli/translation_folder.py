@@ -7,6 +7,7 @@ import os
 
 from ..containers.hub import write_adapter
 from ..data.vocabulary import TranslationData
+from ..evaluation.decode_and_score import translation_loss
 from ..runtime.studio import DLStudio
 from ..Transformers import TransformerBase, TransformerFG
 from .common import UserError, resolve_archive, subclass_of
@@ -48,6 +49,10 @@ def score_folder(parser, args, folder=None, pairs=None):
                                              show=args.show, pairs=pairs,
                                              precision=args.precision,
                                              length_penalty=args.length_penalty)
+    loss = translation_loss(model, xformer.vocab, pairs)
+    print(f"held-out loss {loss['loss']:.3f} a Spanish piece, perplexity "
+          f"{loss['perplexity']:.2f} (teacher-forced on the {loss['tokens']:,} pieces of "
+          f"the references as the archive writes them)")
     return result if args.checkpoint != folder else 0
 
 

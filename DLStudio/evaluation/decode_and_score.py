@@ -18,6 +18,7 @@ against every Spanish translation of that sentence in the archive:
       papers' cased, detokenised test sets.
 """
 
+import math
 import random
 from collections import OrderedDict
 
@@ -34,7 +35,8 @@ LENGTH_PENALTY = 0.6
 
 __all__ = ["LENGTH_PENALTY", "greedy_decode", "beam_step", "length_normalised", "beam_search",
            "translate_ids", "translate_sentences", "held_out_references", "bleu_scores",
-           "evaluate_bleu", "classify", "confusion_matrix", "format_confusion"]
+           "evaluate_bleu", "translation_loss", "classify", "confusion_matrix",
+           "format_confusion"]
 
 
 class _NextWord:
@@ -255,6 +257,24 @@ def translate_sentences(model, vocab, sentences, beam_width=1, precision="fp32",
                         rules=rules)
     text = getattr(vocab, "text", None)
     return [text(seq) if text else " ".join(vocab.words(seq)) for seq in ids]
+
+
+@torch.no_grad()
+def translation_loss(model, vocab, pairs, batch_size=128):
+    """Teacher forcing on ``pairs``: the model's mean cross-entropy per Spanish token (its
+    end token included) and the perplexity, e to that mean: how surprised it is by the
+    references, as training measures it. Returns {"loss", "perplexity", "tokens"}."""
+    was_training, device = model.training, next(model.parameters()).device
+    model.eval()
+    total, tokens = 0.0, 0
+    for start in range(0, len(pairs), batch_size):
+        part = pairs[start:start + batch_size]
+        src = vocab.encode([en for en, _ in part], "en").to(device)
+        tgt = vocab.encode([es for _, es in part], "es").to(device)
+        summed, n = model.loss(src, tgt)
+        total, tokens = total + float(summed), tokens + n
+    model.train(was_training)
+    return {"loss": total / tokens, "perplexity": math.exp(total / tokens), "tokens": tokens}
 
 
 def held_out_references(pairs):
