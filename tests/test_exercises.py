@@ -74,6 +74,7 @@ OWN = {
     "qk_norm": "del MyHead.forward\n",
     "sliding_window": "del MyAttention.windowed\n",
     "relative_positions": "del MyRelativePosition.__init__\ndel MyRelativePosition.forward\n",
+    "t5_bias": "del MyT5Bias.buckets\ndel MyT5Bias.forward\ndel MyT5Bias.share\n",
     "lora": "del MyLoRA.reset_parameters\ndel MyLoRA.delta\ndel MyLoRA.merged\n",
     "grouped_query": ("from DLStudio.model.architecture import TransformerParts\n"
                       "MyGroupedAttention.weighted = TransformerParts.SelfAttention.weighted\n"),
@@ -308,6 +309,16 @@ MUTANTS = [
      "MyRelativePosition.uv = getattr(MyRelativePosition, 'uv', None) or (nn.Parameter("
      "torch.zeros(qkv_size)), nn.Parameter(torch.zeros(qkv_size))); "
      "self.u, self.v = MyRelativePosition.uv", "in_a_model", "shared between heads"),
+    ("t5_bias", "buckets not bidirectional in the encoder",
+     "        if self.bidirectional:\n", "        if False:\n", "near", "not bidirectional"),
+    ("t5_bias", "the table per layer instead of shared",
+     "        stack.position_bias = cls(len(heads), bidirectional)\n        for layer in layers:\n",
+     "        for layer in layers:\n            stack.position_bias = cls(len(heads), "
+     "bidirectional)\n", "shared", "tables"),
+    ("t5_bias", "the log-spaced buckets off by one", "        far = e + (torch.log(",
+     "        far = e + 1 + (torch.log(", "log_spaced", "off by +1"),
+    ("t5_bias", "queries counted from 0", "i = torch.arange(T_k - T_q, T_k, device=device)",
+     "i = torch.arange(T_q, device=device)", "bias", "last T_q"),
     ("relative_positions", "queries counted from 0 while decoding",
      "i = torch.arange(T_k - T_q, T_k)[:, None]", "i = torch.arange(T_q)[:, None]",
      "decoding", "position T_k - T_q"),

@@ -17,9 +17,11 @@ from DLStudio.model.overrides import OverrideError
 from DLStudio.model.relative_positions import (
     ALiBi,
     RelativePosition,
+    T5Bias,
     alibi_slopes,
     relative_scores,
     sinusoid_of_offsets,
+    t5_buckets,
 )
 
 from .close import assert_close
@@ -81,7 +83,7 @@ def gpt_parts(positions, **more):
     return gpt.eval()
 
 
-@pytest.mark.parametrize("positions", ["relative", "alibi"])
+@pytest.mark.parametrize("positions", ["relative", "alibi", "t5"])
 @pytest.mark.parametrize("more", [{}, {"full_width_heads": True, "kv_heads": 2}])
 def test_a_gpts_cached_decoding_and_every_path_give_the_whole_passs_logits(positions, more):
     gpt = gpt_parts(positions, **more)
@@ -171,7 +173,7 @@ def test_positions_terms_raise_the_score_of_near_keys_as_alibi_says():
     assert bool((last[0, -1] > last[-1, -1]).item())                    # m_1 > m_4
 
 
-@pytest.mark.parametrize("positions", ["relative", "alibi"])
+@pytest.mark.parametrize("positions", ["relative", "alibi", "t5"])
 def test_a_gpt_trains_generates_the_same_with_the_cache_and_reloads(positions, tmp_path):
     dls = DLStudio(use_gpu=False, seed=0, learning_rate=2e-3, batch_size=16)
     gpt = TransformerGPT(dl_studio=dls, sentences=SENTENCES, tokenizer="word",
@@ -193,12 +195,12 @@ def test_a_gpt_trains_generates_the_same_with_the_cache_and_reloads(positions, t
 
 def test_bert_takes_the_switches_in_its_encoder():
     dls = DLStudio(use_gpu=False, seed=0, batch_size=8)
-    for positions in ("relative", "alibi"):
+    for positions in ("relative", "alibi", "t5"):
         bert = TransformerBERT(dl_studio=dls, sentences=SENTENCES, tokenizer="word",
                                embedding_size=16, num_basic_encoders=1, num_atten_heads=2,
                                positions=positions, save_checkpoints=False)
         heads = bert.master_encoder.basic_encoder_arr[0].self_attention.heads
-        assert getattr(heads[0], "relative" if positions == "relative" else "alibi")
+        assert getattr(heads[0], positions)
 
 
 def test_scores_are_scaled_with_the_model_and_alibi_is_added_after_scaling():
@@ -211,3 +213,49 @@ def test_scores_are_scaled_with_the_model_and_alibi_is_added_after_scaling():
     assert_close(head(Q, K, 0.5), 2 * head(Q, K, 0.25))
     assert torch.equal(ALiBi(0.5)(Q, K, 0.5), ALiBi(0.5)(Q, K, 0.25))
     assert math.isclose(head.clip, 32)
+
+
+def test_t5_buckets_are_the_papers_near_words_exact_far_ones_logarithmic():
+    d = torch.tensor([0, 1, -1, 7, -8, -15, -16, -127, -128, -500, 20])
+    # bidirectional, 32 buckets: 16 a side, 8 exact, then log-spaced up to 128
+    assert t5_buckets(d).tolist() == [0, 17, 1, 23, 8, 9, 10, 15, 15, 15, 26]
+    # causal: keys after the query count as distance 0; 16 exact, then log-spaced
+    assert t5_buckets(d, bidirectional=False).tolist() == \
+        [0, 0, 1, 0, 8, 15, 16, 31, 31, 31, 0]
+
+
+def test_t5_buckets_and_bias_are_transformers_t5s():
+    pytest.importorskip("transformers", reason="the parity tests need transformers")
+    from transformers import T5Config
+    from transformers.models.t5.modeling_t5 import T5Attention
+    d = torch.arange(-300, 301)
+    for bidirectional in (True, False):
+        for buckets, far in ((32, 128), (16, 64), (8, 20)):
+            want = T5Attention._relative_position_bucket(d, bidirectional, buckets, far)
+            assert torch.equal(t5_buckets(d, bidirectional, buckets, far), want)
+    config = T5Config(d_model=16, d_kv=4, num_heads=4, relative_attention_num_buckets=32,
+                      relative_attention_max_distance=128)
+    for is_decoder in (False, True):
+        config.is_decoder = is_decoder
+        theirs = T5Attention(config, has_relative_attention_bias=True)
+        ours = T5Bias(4, bidirectional=not is_decoder)
+        ours.table.weight.data.copy_(theirs.relative_attention_bias.weight.data)
+        assert torch.equal(ours(9, 9), theirs.compute_bias(9, 9))
+        assert torch.equal(ours(1, 9), theirs.compute_bias(9, 9)[:, :, -1:])  # cached step
+
+
+def test_t5_positions_one_table_a_stack_both_ways_in_the_encoder_and_none_across():
+    torch.manual_seed(0)
+    parts = EncoderDecoderParts(vocab_en_size=30, vocab_es_size=40, max_seq_length=20,
+                                embedding_size=32, positions="t5")
+    model = parts.encoder_decoder(2, 2, 4)
+    names = [n for n, _ in model.named_parameters() if "position_bias" in n]
+    assert names == ["encoder.position_bias.table.weight", "decoder.position_bias.table.weight"]
+    assert model.encoder.position_bias.bidirectional
+    assert not model.decoder.position_bias.bidirectional
+    for layer in model.decoder.basic_decoder_arr:
+        assert all(h.t5.bias is model.decoder.position_bias for h in layer.self_attention.heads)
+        assert all(h.t5 is None for h in layer.cross_attention.heads)
+    with torch.no_grad():
+        bias = model.encoder.position_bias(5, 5)[0, 0]
+    assert not torch.equal(bias, bias.T)               # before and after differ

@@ -57,7 +57,7 @@ from .kv_cache import NO_CACHE, KeyValueCache, attached_to_decoder
 from .lora import TranslationLoRA  # add_lora: low-rank adaptation (Hu et al. 2021)
 from .overrides import check_forwards, runs_base
 from .recorder import TranslationRecords
-from .relative_positions import ALiBi, RelativePosition, score_bias
+from .relative_positions import ALiBi, RelativePosition, T5Bias, score_bias, share_t5_bias
 from .since_2017 import RMSNorm, RotaryEmbedding, SwiGLU, repeat_kv
 from .summed_loss import summed_cross_entropy  # F.cross_entropy(..., reduction="sum")
 from .switches import FEED_FORWARDS, IN_ATTENTION, POSITIONS, SINUSOIDS
@@ -144,7 +144,7 @@ class TransformerParts:
                    "silu": F.silu}                                         # Marian's swish
     # today's (since_2017.py), switched on by a setting
     RMSNorm, SwiGLU, RotaryEmbedding = RMSNorm, SwiGLU, RotaryEmbedding
-    RelativePosition, ALiBi = RelativePosition, ALiBi           # relative_positions.py
+    RelativePosition, ALiBi, T5Bias = RelativePosition, ALiBi, T5Bias   # relative_positions
 
     def norm_layer(self, size):
         """Every normalisation of the model: LayerNorm (Ba et al. 2016) with the model's
@@ -420,6 +420,7 @@ class TransformerParts:
             self.basic_encoder_arr = nn.ModuleList([
                 xformer.BasicEncoder(dls, xformer, num_atten_heads)
                 for _ in range(num_basic_encoders)])
+            share_t5_bias(self, self.basic_encoder_arr, xformer, bidirectional=True)  # T5's
             M = xformer.embedding_size
             self.final_norm = xformer.norm_layer(M) if xformer.norm_first else nn.Identity()
 
@@ -539,6 +540,7 @@ class EncoderDecoderParts(TransformerParts):
             self.basic_decoder_arr = nn.ModuleList([
                 xformer.BasicDecoderWithMasking(dls, xformer, num_atten_heads, masking)
                 for _ in range(num_basic_decoders)])
+            share_t5_bias(self, self.basic_decoder_arr, xformer, bidirectional=False)
             M = xformer.embedding_size
             self.final_norm = xformer.norm_layer(M) if xformer.norm_first else nn.Identity()
             self.out = nn.Linear(M, xformer.num_tokens("es"),

@@ -87,7 +87,7 @@ class BatchedHeads:
         once, or None. Shape: Q (B, H, T_q, s_qkv), K (B, G, T_k, s_qkv) -> (B | 1, H, T_q, T_k)
         """
         first = self.heads[0]
-        if getattr(first, "relative", None) is None and getattr(first, "alibi", None) is None:
+        if all(getattr(first, kind, None) is None for kind in ("relative", "alibi", "t5")):
             return None
         scale = self.score_scale or Q.size(-1) ** -0.5
         return stacked_bias(list(self.heads), Q, repeat_kv(K, self.group), scale)

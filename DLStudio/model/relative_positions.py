@@ -7,6 +7,9 @@ memory is another sentence) and the vision transformer keeps its own code.
     positions="relative"  RelativePosition  Dai et al. 2019 (Transformer-XL), sec. 3.3;
                                             clipped offsets as Shaw et al. 2018
     positions="alibi"     ALiBi             Press et al. 2022
+    positions="t5"        T5Bias            Raffel et al. 2020 (T5), sec. 2.1: a learned
+                                            number per head and bucket of offsets, one
+                                            table a stack
 
 Read after architecture.py and since_2017.py. Each head holds its own (``head.relative`` or
 ``head.alibi``), handed the attention's scores by AttentionHead.forward as a ``bias``
@@ -33,6 +36,19 @@ with fixed slopes m_h, a geometric sequence per head (`alibi_slopes`). In a caus
 j <= i, so |i - j| = i - j, the paper's form; the encoder sees both sides and each is
 lowered by its distance.
 
+T5 learns the term instead, one number b_h(bucket(j - i)) per head and bucket, added to the
+unscaled score q_i . k_j (T5 scales no score). Offsets are put in ``num_buckets`` buckets
+(32): in the encoder, half for keys before the query and half for keys after it; in the
+decoder, whose keys are never after, all of them for keys before. Of a side's n buckets the
+first n/2 hold the distances 0 .. n/2 - 1 one each; the others are spaced logarithmically
+up to ``max_distance`` (128), and every further distance falls in the last:
+
+    bucket(d) = d                                                   d < n/2
+              = min(n - 1, n/2 + floor(log(d / (n/2)) / log(max_distance / (n/2)) (n - n/2)))
+
+so near words are told apart exactly and far ones by their order of magnitude. One table
+serves every layer of a stack (`share_t5_bias`); cross-attention has none.
+
 Shapes: Q (..., T_q, s_qkv), K (..., T_k, s_qkv); the queries are the last T_q of the T_k
 positions (while decoding with a cache the keys include the words before: offset T_k - T_q).
 """
@@ -42,8 +58,9 @@ import math
 import torch
 import torch.nn as nn
 
-__all__ = ["RelativePosition", "ALiBi", "alibi_slopes", "offsets", "relative_scores",
-           "score_positions", "score_bias", "stacked_bias"]
+__all__ = ["RelativePosition", "ALiBi", "T5Bias", "T5Head", "alibi_slopes", "offsets",
+           "t5_buckets", "relative_scores", "score_positions", "score_bias", "stacked_bias",
+           "share_t5_bias"]
 
 
 def offsets(T_q, T_k, device=None):
@@ -126,6 +143,77 @@ class ALiBi(nn.Module):
         return -self.slope.to(Q.dtype) * distance
 
 
+def t5_buckets(distance, bidirectional=True, num_buckets=32, max_distance=128):
+    """T5's bucket of each offset ``distance`` = j - i (key minus query position), as the
+    module docstring gives it. Shape: (...) long -> (...) long, in 0 .. num_buckets - 1"""
+    bucket = torch.zeros_like(distance)
+    if bidirectional:                     # keys after the query get the upper half
+        num_buckets //= 2
+        bucket = bucket + (distance > 0).long() * num_buckets
+        distance = distance.abs()
+    else:                                 # a causal stack: keys before only
+        distance = (-distance).clamp(min=0)
+    exact = num_buckets // 2
+    far = exact + (torch.log(distance.float().clamp(min=1) / exact)
+                   / math.log(max_distance / exact) * (num_buckets - exact)).long()
+    far = far.clamp(max=num_buckets - 1)
+    return bucket + torch.where(distance < exact, distance, far)
+
+
+class T5Bias(nn.Module):
+    """A stack's T5 position bias: a learned number for each head and bucket of offsets
+    (`buckets`), one table shared by the stack's layers (`share`). ``bidirectional``: an
+    encoder's (keys on both sides), else a causal decoder's.
+
+    Args: num_heads (H), bidirectional; the class's num_buckets, max_distance.
+    Shape: T_q, T_k (the queries the last T_q of the T_k positions) -> (1, H, T_q, T_k)
+    """
+
+    num_buckets, max_distance = 32, 128
+
+    def __init__(self, num_heads, bidirectional=True):
+        super().__init__()
+        self.bidirectional = bidirectional
+        self.table = nn.Embedding(self.num_buckets, num_heads)          # b_h(bucket)
+
+    def buckets(self, distance):
+        """Each offset's bucket (`t5_buckets`). Shape: distance (...) = j - i -> (...)"""
+        return t5_buckets(distance, self.bidirectional, self.num_buckets, self.max_distance)
+
+    def forward(self, T_q, T_k, device=None):
+        buckets = self.buckets(-offsets(T_q, T_k, device))              # (T_q, T_k)
+        return self.table(buckets).permute(2, 0, 1)[None]               # (1, H, T_q, T_k)
+
+    @classmethod
+    def share(cls, stack, layers, bidirectional):
+        """One table for the stack (``stack.position_bias``), each of its layers'
+        self-attention heads reading its column (``head.t5``)."""
+        heads = layers[0].self_attention.heads
+        stack.position_bias = cls(len(heads), bidirectional)
+        for layer in layers:
+            for h, head in enumerate(layer.self_attention.heads):
+                head.t5 = T5Head(stack.position_bias, h)
+
+
+class T5Head(nn.Module):
+    """One head's view of its stack's `T5Bias` (its column; the table registered once, in
+    the stack). Shape: Q (..., T_q, s), K (..., T_k, s), scale -> (1, T_q, T_k)"""
+
+    def __init__(self, bias, h):
+        super().__init__()
+        self.__dict__["bias"], self.h = bias, h
+
+    def forward(self, Q, K, scale):
+        return self.bias(Q.size(-2), K.size(-2), Q.device)[:, self.h]   # T5 scales none
+
+
+def share_t5_bias(stack, layers, xformer, bidirectional):
+    """With ``positions="t5"``: the model's `T5Bias` shared by the stack's layers
+    (`T5Bias.share`)."""
+    if getattr(xformer, "positions", None) == "t5":
+        xformer.T5Bias.share(stack, layers, bidirectional)
+
+
 def score_positions(attention, xformer):
     """Give each head of self-attention its `RelativePosition` or `ALiBi` (``head.relative``
     or ``head.alibi``) with ``positions="relative"`` or ``"alibi"``; None elsewhere (and in
@@ -133,7 +221,7 @@ def score_positions(attention, xformer):
     kind = getattr(xformer, "positions", None)
     H = len(attention.heads)
     for i, head in enumerate(attention.heads):
-        head.relative = head.alibi = None
+        head.relative = head.alibi = head.t5 = None     # (t5: the stack's, share_t5_bias)
         if attention.reads_memory or kind not in ("relative", "alibi"):
             continue
         if kind == "relative":
@@ -141,7 +229,7 @@ def score_positions(attention, xformer):
             head.relative = xformer.RelativePosition(size, attention.qkv_size)
         else:
             head.alibi = xformer.ALiBi(alibi_slopes(H)[i])
-    return kind if kind in ("relative", "alibi") and not attention.reads_memory else None
+    return kind if kind in ("relative", "alibi", "t5") and not attention.reads_memory else None
 
 
 def score_bias(head, Q, K):
@@ -149,7 +237,8 @@ def score_bias(head, Q, K):
     ALiBi's terms, or None (other positions, cross-attention, a head built alone).
     Shape: Q (B, T_q, s), K (B, T_k, s) -> (B | 1, T_q, T_k) or None"""
     scale = head.score_scale if getattr(head, "score_scale", None) else Q.size(-1) ** -0.5
-    for kind in (getattr(head, "relative", None), getattr(head, "alibi", None)):
+    for kind in (getattr(head, "relative", None), getattr(head, "alibi", None),
+                 getattr(head, "t5", None)):
         if kind is not None:
             return kind(Q, K, scale)
     return None
@@ -160,10 +249,12 @@ def stacked_bias(heads, Q, K, scale):
     student's class with a forward of its own is asked head by head (its code runs).
     Shape: Q (B, H, T_q, s), K (B, H, T_k, s) -> (B | 1, H, T_q, T_k)"""
     first = heads[0]
-    own = first.relative or first.alibi
-    if type(own).forward not in (RelativePosition.forward, ALiBi.forward):
+    own = first.relative or first.alibi or first.t5
+    if type(own).forward not in (RelativePosition.forward, ALiBi.forward, T5Head.forward):
         per_head = [score_bias(h, Q[:, i], K[:, i]) for i, h in enumerate(heads)]
         return torch.stack([b.expand(Q.size(0), Q.size(-2), K.size(-2)) for b in per_head], 1)
+    if first.t5 is not None:                          # the stack's table, all heads
+        return first.t5.bias(Q.size(-2), K.size(-2), Q.device).to(Q.dtype)
     if first.relative is not None:
         R = first.relative.R.to(Q.dtype)
         P = torch.stack([h.relative.WR(R) for h in heads])             # (H, 2 clip + 1, s)

@@ -12,8 +12,9 @@ the sizes): another design than the lecture's, what it changes, and where it is 
                       "learned"                        a vector per position
                                                        (learned_positions=True)
                       "rope" | "relative" | "alibi"    in the attention           since_2017.py,
-                                                                                  relative_
-                                                                                  positions.py
+                      | "t5"                           (T5's: a learned bias a    relative_
+                                                       head and bucket, one       positions.py
+                                                       table a stack)
     tie_embeddings    False | True                     output = target words      EncoderDecoder
                                                        (Press and Wolf 2017)
     shared_vocab      False | True                     one matrix for both        EncoderDecoder
@@ -43,9 +44,9 @@ from . import since_2017
 __all__ = ["FEED_FORWARDS", "POSITIONS", "NORMS", "IN_ATTENTION", "SINUSOIDS", "check"]
 
 FEED_FORWARDS = ("relu", "gelu", "gelu_tanh", "silu", "swiglu", "geglu")
-POSITIONS = ("sinusoidal", "sinusoidal_halves", "learned", "rope", "relative", "alibi")
+POSITIONS = ("sinusoidal", "sinusoidal_halves", "learned", "rope", "relative", "alibi", "t5")
 NORMS = ("layernorm", "rmsnorm", "rmsnorm_plus_one")
-IN_ATTENTION = ("rope", "relative", "alibi")   # positions no code adds to the words
+IN_ATTENTION = ("rope", "relative", "alibi", "t5")   # positions no code adds to the words
 SINUSOIDS = ("sinusoidal", "sinusoidal_halves")   # a fixed code added to the words
 
 
