@@ -166,13 +166,13 @@ def parser():
 def main(argv=None):
     p = parser()
     args = p.parse_args(argv)
+    corpus = archive_or_usage(p, args.archive)          # (a bad one is said first)
     try:
         import transformers  # noqa: F401
     except ImportError:
         print("translation_speed.py needs transformers (pip install -e '.[parity]'): it "
               "builds the folder and is compared with it; nothing measured")
         return 0
-    corpus = archive_or_usage(p, args.archive)
     training, held_out = split_pairs(corpus.pairs, 0.05, 0)
     english = list(dict.fromkeys(" ".join(plain_words(en)) for en, _ in held_out))
     english = english[:args.sentences]
