@@ -195,25 +195,27 @@ def beam_search(model, src, max_len, beam_width=4, length_penalty=LENGTH_PENALTY
             lengths = lengths[origin] + (~finished[origin]).float()
             finished = finished[origin] | (word == end)
             steps = t + 1
-            done = finished.view(B_t, K).all(dim=1)                        # (B_t,)
-            if last or not stop_at_eos:
-                done = torch.full_like(done, last)
-            if apart is not None:
+            if apart is not None:                        # transformers' stopping test
                 done = apart.done(scores, sentences, t, last)
+            elif last or not stop_at_eos:
+                done = torch.full((B_t,), last, dtype=torch.bool, device=device)
+            else:
+                done = finished.view(B_t, K).all(dim=1)                    # (B_t,)
             if done.any():
                 if apart is not None:           # the best of each one's finished list
                     out[sentences[done], :steps] = apart.best(sentences[done])[:, :steps]
-                    for row in (sentences[done].tolist() if hypotheses is not None else ()):
-                        hypotheses[row] = apart.found(row)
+                    if hypotheses is not None:
+                        hypotheses.update({row: apart.found(row)
+                                           for row in sentences[done].tolist()})
                 else:
                     ranked = rank(scores[done], lengths.view(B_t, K)[done], length_penalty)
                     best = ranked.argmax(dim=1) + done.nonzero().squeeze(1) * K
                     out[sentences[done], :steps] = ys[best, 1:]
-                for j, row in enumerate(done.nonzero().squeeze(1).tolist()
-                                        if hypotheses is not None and apart is None else ()):
-                    found = [(ys[row * K + k, 1:].tolist(), scores[row, k].item(),
-                              ranked[j, k].item()) for k in range(K)]
-                    hypotheses[int(sentences[row])] = sorted(found, key=lambda h: -h[2])
+                    for j, row in enumerate(done.nonzero().squeeze(1).tolist()
+                                            if hypotheses is not None else ()):
+                        found = [(ys[row * K + k, 1:].tolist(), scores[row, k].item(),
+                                  ranked[j, k].item()) for k in range(K)]
+                        hypotheses[int(sentences[row])] = sorted(found, key=lambda h: -h[2])
                 if done.all():
                     break
                 going = ~done

@@ -1,11 +1,11 @@
 """Real translation models in the lecture's own classes: a Hugging Face folder of a
 ``MarianMTModel`` (Helsinki-NLP's OPUS-MT) read into a TransformerFG built of the
 architecture's nested classes, with its tokenizer (data/hub_translation.py) and the
-generation settings its folder gives (`rules_of`). One short module per family (marian.py)
-over the decoder reader's core (containers/hub/weights.py: the weights read one tensor at a
-time, placed by name). Every config field maps to one of our settings, every weight to one
-of our parameters; what we cannot reproduce exactly is refused by name, every such setting
-at once, before anything is built.
+generation settings its folder gives (evaluation/folder_rules.GenerationRules). One short
+module per family (marian.py) over the decoder reader's core (containers/hub/weights.py: the
+weights read one tensor at a time, placed by name). Every config field maps to one of our
+settings, every weight to one of our parameters; what we cannot reproduce exactly is refused
+by name, every such setting at once, before anything is built.
 
     >>> xformer, model, _ = TransformerFG.from_huggingface("opus-mt-en-es")
     >>> xformer.translate(model, ["The cat sleeps."])
@@ -133,12 +133,11 @@ def read_folder(cls, path, dl_studio=None, dtype=None, data_archive=None, traini
         raise FolderError(f"{path}: no place in our classes for {', '.join(left[:4])}"
                           f"{' ...' if len(left) > 4 else ''}. Nothing was loaded")
     generation = read_json(path, "generation_config.json", required=False)
-    try:
-        GenerationRules.of_folder(generation, config, tokenizer.end_id, path)
+    try:                  # (transformers 5 reads generate's settings from there, over config)
+        as_read_from(xformer, model, {"path": path, "architecture": config["architectures"][0],
+                                      "generation_config": {**config, **generation}})
     except ValueError as e:
         raise FolderError(str(e)) from None
-    as_read_from(xformer, model, {"path": path, "architecture": config["architectures"][0],
-                                  "generation_config": {**config, **generation}})
     model.spec = xformer.spec()              # (what a checkpoint of it records)
     return Restored(xformer, model.to(dls.device).eval(), None)
 
@@ -151,4 +150,4 @@ def as_read_from(xformer, model, folder):
         kept.folder, kept.folder_architecture = folder["path"], folder["architecture"]
     xformer.generation_config = folder["generation_config"]
     xformer.generation_rules = model.generation_rules = GenerationRules.of_folder(
-        folder["generation_config"], {}, xformer.vocab.end_id)
+        folder["generation_config"], {}, xformer.vocab.end_id, folder["path"])
