@@ -175,7 +175,8 @@ def test_positions_terms_raise_the_score_of_near_keys_as_alibi_says():
 
 @pytest.mark.parametrize("positions", ["relative", "alibi", "t5"])
 def test_a_gpt_trains_generates_the_same_with_the_cache_and_reloads(positions, tmp_path):
-    dls = DLStudio(use_gpu=False, seed=0, learning_rate=2e-3, batch_size=16)
+    dls = DLStudio(use_gpu=False, seed=0, learning_rate=2e-3, batch_size=16,
+                   path_saved_model=str(tmp_path / "saved.pt"))   # (not the clone's own)
     gpt = TransformerGPT(dl_studio=dls, sentences=SENTENCES, tokenizer="word",
                          embedding_size=16, num_basic_decoders=2, num_atten_heads=4,
                          positions=positions, checkpoint_freq=1)

@@ -8,6 +8,7 @@ without, perplexity falls as it trains, its weights start a translation decoder.
 import math
 import os
 import shutil
+import tempfile
 
 import pytest
 import torch
@@ -141,7 +142,8 @@ def test_a_training_split_vocabulary_counts_what_it_cannot_translate():
 
 # ---------------------------------------------------------------------------------------
 def make_gpt(cls=TransformerGPT, sentences=None, steps=0, **options):
-    dls = DLStudio(use_gpu=False, seed=0, batch_size=64, epochs=50, learning_rate=1e-3)
+    dls = DLStudio(use_gpu=False, seed=0, batch_size=64, epochs=50, learning_rate=1e-3,
+                   path_saved_model=os.path.join(tempfile.mkdtemp(), "saved.pt"))
     sentences = sentences or [es for _, es in load_archive(BUNDLED_ARCHIVE).pairs[:3000]]
     settings = dict(dl_studio=dls, sentences=sentences, tokenizer="bpe", vocab_size=600,
                     embedding_size=32, num_basic_decoders=2, num_atten_heads=2,
