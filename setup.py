@@ -78,7 +78,9 @@ setup(
         # make test-all: a Hugging Face BERT built by transformers, read into ours, our
         # LoRA adapters read by PEFT, our DPO loss against TRL's (parity); never a runtime
         # need
-        "parity": ["transformers>=4.40", "peft>=0.13", "trl>=1.0"],
+        # (protobuf: transformers' converter of a SentencePiece model, which the T5 tests'
+        # folders are made with)
+        "parity": ["transformers>=4.40", "peft>=0.13", "trl>=1.0", "protobuf>=4"],
         # benchmarks/small_images.py: scikit-learn's bundled digits and its SVM
         "bench": ["scikit-learn>=1.3"],
     },

@@ -37,7 +37,13 @@ from .checkpoints import (
 from .containers import bert as bert_wiring
 from .containers import hub, hub_seq2seq
 from .containers.base import Container, TextModel
-from .containers.settings import BERTSettings, GPTSettings, TranslationSettings, VisionSettings
+from .containers.settings import (
+    FOLDER_SWITCHES,
+    BERTSettings,
+    GPTSettings,
+    TranslationSettings,
+    VisionSettings,
+)
 from .containers.wiring import (
     check_patch_count,
     evaluate_container,
@@ -54,6 +60,7 @@ from .containers.wiring import (
     use_datasets,
 )
 from .data import load_corpus
+from .data.hub_translation import FOLDER_KINDS
 from .data.vocabulary import (
     DataView,
     TranslationData,
@@ -139,7 +146,8 @@ class TransformerBase(Container, EncoderDecoderParts):
             shared_vocab=self.shared_vocab, norm=self.norm, feed_forward=self.feed_forward,
             kv_heads=self.kv_heads, feed_forward_size=self.feed_forward_size,
             scale_embeddings=self.scale_embeddings, norm_eps=self.norm_eps,
-            output_bias=self.output_bias, **self.vocab_special_ids())
+            output_bias=self.output_bias, **self.vocab_special_ids(),
+            **{name: getattr(self, name) for name in FOLDER_SWITCHES})
 
     __init__.__signature__ = TranslationSettings.signature(
         dl_studio=inspect.Parameter.empty, corpus=None, vocab=None, data=None)
@@ -197,7 +205,7 @@ class TransformerBase(Container, EncoderDecoderParts):
         if self.data_archive:
             archive = archive_path(self.dataroot, self.data_archive)
             args["dataroot"], args["data_archive"] = os.path.split(os.path.abspath(archive))
-        if self.vocab.kind in ("bpe", "sentencepiece"):
+        if self.vocab.kind in ("bpe",) + FOLDER_KINDS:
             spec["tokenizers"] = self.vocab.state()
         if getattr(self, "folder", None):      # read from a folder: how it generates
             spec["folder"] = {"path": self.folder, "architecture": self.folder_architecture,

@@ -102,3 +102,79 @@ def marian_folder(path, separate_vocabs=False, std=0.3, generation=None, end_bia
                                  num_beams=4, pad_token_id=pad),
                             **(generation or {}))).save_pretrained(path)
     return path
+
+
+def t5_tokenizer(path, extra_ids=10, hub_style=False):
+    """A T5 tokenizer in ``path``: a SentencePiece unigram model trained here (<pad> 0, </s>
+    1, <unk> 2, as T5's spiece.model), converted by transformers' T5Tokenizer and saved as
+    its tokenizer.json; ``hub_style``: that file's normaliser and pre-tokenizer as the hub's
+    T5 folders have them (written by transformers 4's converter: runs of spaces replaced by
+    one, a Metaspace alone), which transformers 5 rebuilds."""
+    import sentencepiece as spm
+    from transformers import T5Tokenizer
+    out = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(CORPUS + SPANISH), model_writer=out, vocab_size=150,
+        model_type="unigram", character_coverage=1.0, pad_id=0, eos_id=1, unk_id=2,
+        bos_id=-1, hard_vocab_limit=False, minloglevel=2)
+    spiece = os.path.join(path, "spiece.model")
+    with open(spiece, "wb") as f:
+        f.write(out.getvalue())
+    T5Tokenizer.from_pretrained(path, extra_ids=extra_ids).save_pretrained(path)
+    os.remove(spiece)                     # the folder's tokenizer is its tokenizer.json
+    if hub_style:
+        file = os.path.join(path, "tokenizer.json")
+        with open(file) as f:
+            saved = json.load(f)
+        saved["normalizer"] = {"type": "Sequence", "normalizers": [
+            saved["normalizer"], {"type": "Replace", "pattern": {"Regex": " {2,}"},
+                                  "content": " "}]}
+        saved["pre_tokenizer"] = {"type": "Metaspace", "replacement": "\u2581",
+                                  "prepend_scheme": "always", "split": True}
+        with open(file, "w") as f:
+            json.dump(saved, f, ensure_ascii=False)
+
+
+def t5_folder(path, version="1.0", std=0.3, end_bias=0.0, generation=None, **changes):
+    """A T5ForConditionalGeneration folder of small random weights (2 + 2 layers, 32 wide,
+    6 heads of 8: d_kv x heads is not d_model) with its tokenizer (`t5_tokenizer`):
+    ``version`` "1.0" (ReLU, the output tied and scaled), "1.1" (GELU-gated, written by
+    transformers 5: tied, not scaled) or "flan" (GELU-gated, an lm_head of its own, the
+    config as the hub's Flan-T5 has it: tie_word_embeddings false); ``end_bias``: added
+    to </s>'s output row, so that translations end at many lengths."""
+    import torch
+    from safetensors.torch import load_file, save_file
+    from transformers import GenerationConfig, T5Config, T5ForConditionalGeneration
+
+    from tests.hub_folders import _weights_large
+    os.makedirs(path, exist_ok=True)
+    t5_tokenizer(path, hub_style=changes.pop("hub_style", False))
+    settings = dict(vocab_size=168, d_model=32, d_kv=8, d_ff=48, num_layers=2,
+                    num_decoder_layers=2, num_heads=6, decoder_start_token_id=0,
+                    feed_forward_proj="relu" if version == "1.0" else "gated-gelu",
+                    architectures=["T5ForConditionalGeneration"])
+    settings.update(changes)
+    torch.manual_seed(0)
+    model = _weights_large(T5ForConditionalGeneration(T5Config(**settings)), std).eval()
+    with torch.no_grad():
+        model.shared.weight[1] += end_bias
+    if version == "1.1":
+        model.config.scale_decoder_outputs = False
+    model.save_pretrained(path)
+    if version == "flan":                 # as the hub's: the lm_head stored, the config untied
+        weights = load_file(os.path.join(path, "model.safetensors"))
+        torch.manual_seed(1)
+        head = torch.randn_like(weights["shared.weight"]) * std
+        head[1] += end_bias
+        weights["lm_head.weight"] = head
+        save_file(weights, os.path.join(path, "model.safetensors"), metadata={"format": "pt"})
+        with open(os.path.join(path, "config.json")) as f:
+            config = json.load(f)
+        config.pop("scale_decoder_outputs", None)
+        config["tie_word_embeddings"] = False
+        with open(os.path.join(path, "config.json"), "w") as f:
+            json.dump(config, f)
+    if generation:
+        GenerationConfig(**dict(dict(decoder_start_token_id=0, eos_token_id=1,
+                                     pad_token_id=0), **generation)).save_pretrained(path)
+    return path

@@ -25,13 +25,17 @@ import difflib
 import inspect
 from dataclasses import dataclass, field
 
+from ..data.hub_translation import FOLDER_KINDS
 from ..model.architecture import POSITIONS, GPTParts, TransformerParts
 from ..model.bert import BERTParts
 from ..model.vision import VisionParts
 from ..training.schedule import ADAM_DEFAULTS, SCHEDULES
 
 __all__ = ["Settings", "TranslationSettings", "LayoutSettings", "GPTSettings", "VisionSettings",
-           "BERTSettings", "SettingError", "setting"]
+           "BERTSettings", "SettingError", "setting", "FOLDER_SWITCHES"]
+
+#: The switches only a real model's folder sets in a translation model (containers/hub_seq2seq).
+FOLDER_SWITCHES = ("head_size", "gated_size", "score_scale", "output_scale", "own_output")
 
 
 class SettingError(TypeError):
@@ -207,10 +211,15 @@ class TranslationSettings(Settings):
     scale_embeddings: bool = setting(MODEL["scale_embeddings"], shapes=True)
     norm_eps: float = setting(MODEL["norm_eps"])
     output_bias: bool = setting(MODEL["output_bias"], shapes=True)
+    head_size: int = setting(MODEL["head_size"], shapes=True)         # T5's d_kv
+    gated_size: int = setting(MODEL["gated_size"], shapes=True)       # T5 v1.1's d_ff
+    score_scale: float = setting(MODEL["score_scale"])                # T5's 1
+    output_scale: float = setting(MODEL["output_scale"])              # T5 v1.0's M^-1/2
+    own_output: bool = setting(MODEL["own_output"], shapes=True)      # Flan-T5's lm_head
 
     def __post_init__(self):
         super().__post_init__()
-        if self.shared_vocab and self.tokenizer not in ("bpe", "sentencepiece"):
+        if self.shared_vocab and self.tokenizer not in ("bpe",) + FOLDER_KINDS:
             raise ValueError("shared_vocab is one BPE vocabulary learnt from both languages: "
                              "give tokenizer='bpe' with it (--tokenizer bpe --shared-vocab)")
     pairs_options: dict = setting(None)

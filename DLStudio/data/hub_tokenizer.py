@@ -12,6 +12,7 @@ A chat template is rendered as transformers renders it (a sandboxed Jinja2 with
 ``trim_blocks`` and ``lstrip_blocks``), then read without adding special tokens again.
 """
 
+import base64
 import hashlib
 import json
 import os
@@ -47,6 +48,7 @@ SPECIAL_NAMES = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token"
                  "mask_token")
 #: tokenizer_config.json classes whose steps transformers rebuilds around the pieces.
 SENTENCEPIECE_LIKE = ("LlamaTokenizer", "LlamaTokenizerFast")
+T5_LIKE = ("T5Tokenizer", "T5TokenizerFast")
 
 
 def _ids(value):
@@ -101,6 +103,8 @@ class HubTokenizer:
             # often name LlamaTokenizerFast): only SentencePiece's pieces get Llama's steps
             if settings.get("tokenizer_class") in SENTENCEPIECE_LIKE and not byte_level:
                 cls._as_llama_tokenizer(hf, settings)
+            elif settings.get("tokenizer_class") in T5_LIKE:
+                cls._as_t5_tokenizer(hf, json.loads(text))
         elif all(os.path.isfile(os.path.join(path, n)) for n in ("vocab.json", "merges.txt")):
             hf = cls._byte_level(path)
         else:
@@ -142,6 +146,38 @@ class HubTokenizer:
                                                     prepend_scheme=scheme, split=False)
         steps = [decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse()]
         hf.decoder = decoders.Sequence(steps + ([decoders.Strip(" ", 1, 0)] if prefix else []))
+
+    @staticmethod
+    def _as_t5_tokenizer(hf, saved):
+        """What transformers 5's T5Tokenizer makes of a tokenizer.json (``saved``, the file
+        read as JSON): its Unigram pieces with <unk> at id 2 and no byte fallback, the
+        normaliser's precompiled SentencePiece character map and nothing else of it, the text
+        split at white space with "▁" in front of each word, "</s>" appended, and the
+        decoder that turns each "▁" back into a space."""
+        from tokenizers import decoders, models, normalizers, pre_tokenizers, processors
+        pieces = [tuple(p) for p in saved.get("model", {}).get("vocab") or []]
+        if saved.get("model", {}).get("type") != "Unigram" or not pieces:
+            raise FolderError("a T5 tokenizer.json holds Unigram pieces: this one does not")
+        hf.model = models.Unigram(pieces, unk_id=2, byte_fallback=False)
+        steps = saved.get("normalizer") or {}
+        steps = steps.get("normalizers", [steps]) if steps.get("type") == "Sequence" else [steps]
+        charsmap = next((n["precompiled_charsmap"] for n in steps
+                         if n.get("type") == "Precompiled" and n.get("precompiled_charsmap")),
+                        None)
+        hf.normalizer = None if charsmap is None else normalizers.Precompiled(
+            base64.b64decode(charsmap))
+        hf.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(),
+                                                    pre_tokenizers.Metaspace(
+                                                        replacement="\u2581",
+                                                        prepend_scheme="always", split=True)])
+        hf.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="always",
+                                        split=True)
+        end = hf.token_to_id("</s>")
+        if end is None:
+            raise FolderError("a T5 tokenizer.json holds </s>: this one does not")
+        hf.post_processor = processors.TemplateProcessing(
+            single=["$A", "</s>"], pair=["$A", "</s>", "$B", "</s>"],
+            special_tokens=[("</s>", end)])
 
     @staticmethod
     def _byte_level(path):

@@ -30,7 +30,8 @@ from ..model.tokens import SPECIAL_WORDS
 from .anki import normalize
 from .hub_tokenizer import FolderError, read_json
 
-__all__ = ["SentencePiecePair", "MAX_SPM_BYTES"]
+__all__ = ["FolderPair", "SentencePiecePair", "HubPair", "FOLDER_TOKENIZERS", "FOLDER_KINDS",
+           "MAX_SPM_BYTES"]
 
 MAX_SPM_BYTES = 64 << 20           # no SentencePiece model is that large
 SPACE = "\u2581"
@@ -58,7 +59,74 @@ def _read_spm(path, name):
     return proto
 
 
-class SentencePiecePair:
+class FolderPair:
+    """What both kinds of a folder's tokenizer share: the translation containers' use of a
+    Vocabulary (``encode``, ``prepare``, ``words``, sizes and special ids) over a subclass's
+    ``ids(text, lang)`` (transformers' ids of one text, its end token last) and
+    ``decode(ids)`` (its text, special tokens left out)."""
+
+    unit = "pieces"
+
+    @staticmethod
+    def unwrapped(sentence):
+        """A text without the archive's "SOS ... EOS" wrapper, where it has one."""
+        words = sentence.split()
+        if len(words) >= 2 and (words[0], words[-1]) == SPECIAL_WORDS:
+            return " ".join(words[1:-1])
+        return sentence
+
+    def token_ids(self, sentences, lang):
+        """Each text's ids (an id list stays as it is), </s> last."""
+        return [s if isinstance(s, list) else self.ids(self.unwrapped(s), lang)
+                for s in sentences]
+
+    def encode(self, sentences, lang):
+        """Token ids of texts (or id lists), </s> after each, <pad> after that (to the
+        longest); Spanish as the decoder reads it, its start id first (as a Vocabulary puts
+        SOS). Shape: list of B texts -> LongTensor (B, T). Raises ValueError for a text too
+        long."""
+        rows = [([self.start_id] if lang == "es" else []) + row
+                for row in self.token_ids(sentences, lang)]
+        for text, row in zip(sentences, rows):
+            if len(row) > self.max_seq_length:
+                raise ValueError(f"{str(text)[:60]!r}... is {len(row)} pieces; this model "
+                                 f"reads at most {self.max_seq_length}")
+        out = torch.full((len(rows), max(map(len, rows))), self.pad_id, dtype=torch.long)
+        for i, row in enumerate(rows):
+            out[i, :len(row)] = torch.tensor(row)
+        return out
+
+    def prepare(self, sentence):
+        """A text's ids (what `encode` pads); ValueError for an empty or too long one."""
+        if not isinstance(sentence, str):
+            sentence = " ".join(sentence)
+        if not sentence.strip():
+            raise ValueError("nothing to translate: give an English sentence")
+        ids = self.ids(self.unwrapped(sentence), "en")
+        if len(ids) > self.max_seq_length:
+            raise ValueError(f"{sentence[:60]!r}... is {len(ids)} pieces; this model reads "
+                             f"at most {self.max_seq_length}")
+        return ids
+
+    def fits(self, sentence, lang="en"):
+        return len(self.ids(self.unwrapped(sentence), lang)) <= self.max_seq_length
+
+    def text(self, ids):
+        """The Spanish text of one output id sequence, up to its first </s>."""
+        ids = [int(i) for i in ids]
+        return self.decode(ids[:ids.index(self.end_id)] if self.end_id in ids else ids)
+
+    @property
+    def tokenizers(self):
+        """Each side's `readable` (the explorer's tokens), as a Vocabulary's tokenizers."""
+        return {lang: _Readable(self.pieces[lang]) for lang in ("en", "es")}
+
+    def words(self, ids):
+        """The translation's words as the archive writes its Spanish (for BLEU on it)."""
+        return normalize(self.text(ids)).split()
+
+
+class SentencePiecePair(FolderPair):
     """Both sides' tokenizers of a Marian folder, as the translation containers use a
     Vocabulary (``encode``, ``prepare``, ``words``, sizes and special ids).
 
@@ -68,7 +136,6 @@ class SentencePiecePair:
     """
 
     kind = "sentencepiece"
-    unit = "pieces"
 
     def __init__(self, source, target, vocab, target_vocab=None, specials=None,
                  max_seq_length=512):
@@ -171,63 +238,67 @@ class SentencePiecePair:
         return spm.decode_pieces([p for p in pieces if p is not None]) \
             .replace(SPACE, " ").strip()
 
-    @staticmethod
-    def unwrapped(sentence):
-        """A text without the archive's "SOS ... EOS" wrapper, where it has one."""
-        words = sentence.split()
-        if len(words) >= 2 and (words[0], words[-1]) == SPECIAL_WORDS:
-            return " ".join(words[1:-1])
-        return sentence
+class HubPair(FolderPair):
+    """One tokenizer for both sides (T5's, BART's: a folder's tokenizer.json, read by
+    `HubTokenizer` as transformers 5 reads it), as the translation containers use a
+    Vocabulary. Its ids are the post-processor's: T5 appends </s>, BART writes <s> ... </s>.
 
-    def token_ids(self, sentences, lang):
-        """Each text's ids (an id list stays as it is), </s> last."""
-        return [s if isinstance(s, list) else self.ids(self.unwrapped(s), lang)
-                for s in sentences]
+    Args: hub (a HubTokenizer), end_id, pad_id, start_id (the decoder's first id),
+        size (the model's vocabulary: its embedding rows), max_seq_length.
+    """
 
-    def encode(self, sentences, lang):
-        """Token ids of texts (or id lists), </s> after each, <pad> after that (to the
-        longest); Spanish as the decoder reads it, its start id first (as a Vocabulary puts
-        SOS). Shape: list of B texts -> LongTensor (B, T). Raises ValueError for a text too
-        long."""
-        rows = [([self.start_id] if lang == "es" else []) + row
-                for row in self.token_ids(sentences, lang)]
-        for text, row in zip(sentences, rows):
-            if len(row) > self.max_seq_length:
-                raise ValueError(f"{str(text)[:60]!r}... is {len(row)} pieces; this model "
-                                 f"reads at most {self.max_seq_length}")
-        out = torch.full((len(rows), max(map(len, rows))), self.pad_id, dtype=torch.long)
-        for i, row in enumerate(rows):
-            out[i, :len(row)] = torch.tensor(row)
-        return out
+    kind = "hub_pair"
 
-    def prepare(self, sentence):
-        """A text's ids (what `encode` pads); ValueError for an empty or too long one."""
-        if not isinstance(sentence, str):
-            sentence = " ".join(sentence)
-        if not sentence.strip():
-            raise ValueError("nothing to translate: give an English sentence")
-        ids = self.ids(self.unwrapped(sentence), "en")
-        if len(ids) > self.max_seq_length:
-            raise ValueError(f"{sentence[:60]!r}... is {len(ids)} pieces; this model reads "
-                             f"at most {self.max_seq_length}")
-        return ids
+    def __init__(self, hub, end_id, pad_id, start_id, size, max_seq_length=512):
+        self.hub = hub
+        self.end_id, self.pad_id, self.start_id = end_id, pad_id, start_id
+        self.max_seq_length = max_seq_length
+        pieces = [hub.hf.id_to_token(i) for i in range(hub.hf.get_vocab_size(True))]
+        self.pieces = {"en": pieces, "es": pieces}
+        self.vocab_en = self.vocab_es = pieces
+        self.vocab_en_size = self.vocab_es_size = max(size, len(pieces))
+        self.fingerprint = hub.fingerprint
 
-    def fits(self, sentence, lang="en"):
-        return len(self.ids(self.unwrapped(sentence), lang)) <= self.max_seq_length
+    @classmethod
+    def from_folder(cls, path, config, max_seq_length=512):
+        """The tokenizer of a folder with a tokenizer.json; its special ids from the config
+        (``config``: as its transformers class reads it)."""
+        from .hub_tokenizer import HubTokenizer
+        hub = HubTokenizer.from_folder(path, config)
+        ids = {name: config.get(f"{name}_token_id") for name in ("eos", "pad", "decoder_start")}
+        missing = [f"{name}_token_id" for name in ("eos", "pad") if ids[name] is None]
+        if missing:
+            raise FolderError(f"{path}: its config names no {' and no '.join(missing)}")
+        start = ids["pad"] if ids["decoder_start"] is None else ids["decoder_start"]
+        return cls(hub, ids["eos"], ids["pad"], start, config["vocab_size"], max_seq_length)
 
-    def text(self, ids):
-        """The Spanish text of one output id sequence, up to its first </s>."""
-        ids = [int(i) for i in ids]
-        return self.decode(ids[:ids.index(self.end_id)] if self.end_id in ids else ids)
+    def ids(self, text, lang="en"):
+        """transformers' ids of one text (the same on both sides), special tokens added."""
+        return self.hub.encode(text)
+
+    def decode(self, ids, lang="es"):
+        """transformers' ``decode(ids, skip_special_tokens=True)``."""
+        return self.hub.decode([i for i in map(int, ids) if 0 <= i < len(self.vocab_en)])
 
     @property
     def tokenizers(self):
-        """Each side's `readable` (the explorer's tokens), as a Vocabulary's tokenizers."""
-        return {lang: _Readable(self.pieces[lang]) for lang in ("en", "es")}
+        return {"en": self.hub, "es": self.hub}     # (HubTokenizer.readable)
 
-    def words(self, ids):
-        """The translation's words as the archive writes its Spanish (for BLEU on it)."""
-        return normalize(self.text(ids)).split()
+    def state(self):
+        return {"kind": self.kind, "hub": self.hub.state(), "end_id": self.end_id,
+                "pad_id": self.pad_id, "start_id": self.start_id,
+                "size": self.vocab_en_size, "max_seq_length": self.max_seq_length}
+
+    @classmethod
+    def from_state(cls, state):
+        from .hub_tokenizer import HubTokenizer
+        return cls(HubTokenizer.from_state(state["hub"]), state["end_id"], state["pad_id"],
+                   state["start_id"], state["size"], state["max_seq_length"])
+
+
+#: Each kind of a folder's translation tokenizer, by its checkpoint name.
+FOLDER_TOKENIZERS = {"sentencepiece": SentencePiecePair, "hub_pair": HubPair}
+FOLDER_KINDS = tuple(FOLDER_TOKENIZERS)
 
 
 class _Readable:

@@ -209,9 +209,9 @@ class Vocabulary:
     def from_payload(cls, payload):
         """The vocabulary a translation checkpoint was trained with."""
         states = payload.get("tokenizers")
-        if states and states.get("kind") == "sentencepiece":      # a real model's folder's
-            from .hub_translation import SentencePiecePair
-            return SentencePiecePair.from_state(states)
+        from .hub_translation import FOLDER_TOKENIZERS
+        if states and states.get("kind") in FOLDER_TOKENIZERS:      # a real model's folder's
+            return FOLDER_TOKENIZERS[states["kind"]].from_state(states)
         en, es = ((tokenizer_from_state(states["en"]), tokenizer_from_state(states["es"]))
                   if states else (payload["vocab_en"], payload["vocab_es"]))
         return cls(en, es, payload["container_args"]["max_seq_length"])

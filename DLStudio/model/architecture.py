@@ -116,8 +116,9 @@ class TransformerParts:
                  feed_forward_size=None, norm_eps=1e-5, scale_embeddings=True,
                  norm="layernorm", positions="sinusoidal", kv_heads=None, head_size=None,
                  output_bias=True, rope_base=10000.0, rope_scaling=None, gated_size=None,
-                 qk_norm=False, window=None, nope_layers=(), norm_placement=None,
-                 score_scale=None, window_layers=None, window_rope_base=None):
+                 output_scale=None, own_output=False, qk_norm=False, window=None,
+                 nope_layers=(), norm_placement=None, score_scale=None, window_layers=None,
+                 window_rope_base=None):
         if embedding_size % 2:
             raise ValueError(f"embedding_size must be even (sin/cos pairs), got {embedding_size}")
         self.embedding_size, self.max_seq_length = embedding_size, max_seq_length
@@ -137,6 +138,7 @@ class TransformerParts:
         self.feed_forward, self.feed_forward_size = feed_forward, feed_forward_size
         self.norm_eps, self.scale_embeddings, self.norm = norm_eps, scale_embeddings, norm
         self.head_size, self.output_bias, self.gated_size = head_size, output_bias, gated_size
+        self.output_scale, self.own_output = output_scale, own_output     # T5's (switches.py)
         self.rope_base, self.rope_scaling = rope_base, rope_scaling
 
     ACTIVATIONS = {"relu": torch.relu, "gelu": F.gelu,       # of the feed-forward network
@@ -290,14 +292,13 @@ class TransformerParts:
 
         def __init__(self, dls, xformer, num_atten_heads):
             super().__init__()
-            M = xformer.embedding_size
-            if M % num_atten_heads:
+            M, self.full_width = xformer.embedding_size, xformer.full_width_heads
+            own_size = self.full_width and getattr(xformer, "head_size", None)  # (T5's d_kv)
+            if M % num_atten_heads and not own_size:
                 raise ValueError(f"embedding_size {M} is not divisible by "
                                  f"num_atten_heads {num_atten_heads}")
-            self.full_width = xformer.full_width_heads
             self.num_atten_heads = num_atten_heads
-            self.qkv_size = (self.full_width and getattr(xformer, "head_size", None)
-                             or M // num_atten_heads)
+            self.qkv_size = own_size or M // num_atten_heads
             head_class = self.head_class(xformer)
             size = {"input_size": M} if self.full_width else {}   # DLStudio's heads take none
             self.heads = nn.ModuleList([
@@ -545,6 +546,7 @@ class EncoderDecoderParts(TransformerParts):
             self.final_norm = xformer.norm_layer(M) if xformer.norm_first else nn.Identity()
             self.out = nn.Linear(M, xformer.num_tokens("es"),
                                  bias=getattr(xformer, "output_bias", True))
+            self.output_scale = getattr(xformer, "output_scale", None)   # T5 v1.0's M^-1/2
 
         def forward(self, x, memory, cross_mask=None, keep=None):
             # Decoding one word with a KeyValueCache: T = 1, and that word may see all.
@@ -553,6 +555,7 @@ class EncoderDecoderParts(TransformerParts):
             for decoder in self.basic_decoder_arr:
                 x = decoder(x, memory, self_mask, cross_mask)              # (B, T_tgt, M)
             x = self.final_norm(x)
+            x = x if self.output_scale is None else x * self.output_scale
             if keep is not None:
                 x = x[keep]                                                # (N, M)
             return self.out(x)                                   # (B, T_tgt, V_es) | (N, V_es)
@@ -575,8 +578,9 @@ class EncoderDecoderParts(TransformerParts):
             es = self.embeddings_generator_es.embedding
             if xformer.shared_vocab:     # one vocabulary: one matrix for both languages
                 es.weight = self.embeddings_generator_en.embedding.weight
-            if xformer.tie_embeddings or xformer.shared_vocab:   # Press and Wolf 2017
-                master_decoder.out.weight = es.weight      # the output layer reads it too
+            if (xformer.tie_embeddings or xformer.shared_vocab) and not \
+                    getattr(xformer, "own_output", False):     # Press and Wolf 2017: the
+                master_decoder.out.weight = es.weight      # output layer reads it too
 
         def forward(self, src, tgt, keep=None):
             memory, cross_mask = self.encode(src)

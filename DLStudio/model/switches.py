@@ -34,7 +34,12 @@ the sizes): another design than the lecture's, what it changes, and where it is 
     score_scale, window_layers, window_rope_base
     head_size         None (M / H) | s_qkv             full-width heads' width    SelfAttention
     output_bias       True | False                     the output layer's bias    MasterDecoder-
-                                                                                  WithMasking
+    output_scale      None | s                         the last states x s before WithMasking
+                                                       the output (T5 v1.0's
+                                                       M^-1/2)
+    own_output        False | True                     with shared_vocab, an      EncoderDecoder
+                                                       output matrix of its own
+                                                       (Flan-T5's lm_head)
     rope_base, rope_scaling, gated_size                a real model's folder's    since_2017.py
                                                        (containers/hub)
 """

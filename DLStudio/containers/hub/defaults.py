@@ -61,6 +61,13 @@ DEFAULTS = {
                       "scale_embedding": False, "pad_token_id": 58100, "eos_token_id": 0,
                       "forced_eos_token_id": 0, "share_encoder_decoder_embeddings": True,
                       "tie_word_embeddings": True},
+    "T5ForConditionalGeneration": {"vocab_size": 32128, "d_model": 512, "d_kv": 64,
+                                   "d_ff": 2048, "num_layers": 6, "num_decoder_layers": None,
+                                   "num_heads": 8, "relative_attention_num_buckets": 32,
+                                   "relative_attention_max_distance": 128,
+                                   "layer_norm_epsilon": 1e-6, "feed_forward_proj": "relu",
+                                   "pad_token_id": 0, "eos_token_id": 1,
+                                   "decoder_start_token_id": None},
 }
 
 
@@ -72,6 +79,12 @@ def completed(config, arch):
     full = dict(DEFAULTS[arch])
     full.update(config)
     if "n_embd" in full:                                        # GPT-2: nothing derived
+        return full
+    if arch == "T5ForConditionalGeneration":     # as many decoder layers as encoder layers;
+        if full["num_decoder_layers"] is None:   # the output's input scaled unless the
+            full["num_decoder_layers"] = full["num_layers"]     # config unties it (v1.1)
+        if "scale_decoder_outputs" not in full:
+            full["scale_decoder_outputs"] = full.get("tie_word_embeddings") is not False
         return full
     if "d_model" in full:                 # Marian: the decoder's vocabulary, the encoder's
         full["decoder_vocab_size"] = full["decoder_vocab_size"] or full["vocab_size"]

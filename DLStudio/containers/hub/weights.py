@@ -74,6 +74,9 @@ class FolderWeights:
     def left(self):
         return sorted(self.where)
 
+    def __contains__(self, name):
+        return name in self.where
+
 
 #: safetensors' names of the tensor types a model folder holds.
 SAFETENSORS_TYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,

@@ -17,23 +17,21 @@ import torch
 
 from ...checkpoints import Restored
 from ...data.hub_tokenizer import FolderError, read_json
-from ...data.hub_translation import SentencePiecePair
 from ...data.vocabulary import TranslationData
 from ...evaluation.folder_rules import GenerationRules
 from ...runtime.studio import DLStudio
 from ..hub.defaults import completed
 from ..hub.weights import heads_of, hf_weights, place
-from . import marian
+from . import marian, t5
 from .writer import write_marian
 
 __all__ = ["read_folder", "write_marian", "settings_of", "as_read_from", "ARCHITECTURES",
            "FolderError"]
 
-FAMILIES = {arch: family for family in (marian,) for arch in family.ARCHITECTURES}
+FAMILIES = {arch: family for family in (marian, t5) for arch in family.ARCHITECTURES}
 ARCHITECTURES = tuple(FAMILIES)
 #: The hub's best-known other translation models, with what they need that we lack.
-OTHERS = {"T5ForConditionalGeneration": "T5's bucketed relative positions",
-          "BartForConditionalGeneration": "BART's learned positions and embedding norm",
+OTHERS = {"BartForConditionalGeneration": "BART's learned positions and embedding norm",
           "MBartForConditionalGeneration": "mBART's language codes and final norms",
           "FSMTForConditionalGeneration": "FSMT's fairseq layout",
           "M2M100ForConditionalGeneration": "M2M-100's pre-LN layout and language codes"}
@@ -56,16 +54,19 @@ class Core:
             yield f"{ours}W_O.bias", bias
 
 
-def settings_of(config, path="the folder", layout=None):
+def settings_of(config, path="the folder", layout=None, weights=None):
     """The family, our settings and the stacks' sizes for a folder's config.json, or
     FolderError naming every setting we cannot reproduce exactly (``layout``: the container
-    asked for, "FG" or "PreLN", which must be the family's)."""
+    asked for, "FG" or "PreLN", which must be the family's; ``weights``: the folder's, for
+    what a family reads off them, as T5's output matrix of its own)."""
     arch = (config.get("architectures") or ["(none)"])[0]
     if arch not in FAMILIES:
         why = f" ({OTHERS[arch]})" if arch in OTHERS else ""
         raise FolderError(f"{path}: its architecture {arch}{why} is not a translation model "
                           f"we read; we read {', '.join(ARCHITECTURES)}")
     family, config = FAMILIES[arch], completed(config, arch)
+    if hasattr(family, "facts"):
+        config = family.facts(config, weights)
     if layout is not None and layout != family.LAYOUT:
         other = {"FG": "TransformerFG", "PreLN": "TransformerPreLN"}[family.LAYOUT]
         raise FolderError(f"{path}: a {arch} is {'post' if family.LAYOUT == 'FG' else 'pre'}"
@@ -94,18 +95,19 @@ def read_folder(cls, path, dl_studio=None, dtype=None, data_archive=None, traini
     if not os.path.isdir(path):
         raise FolderError(f"{path} is not a folder: give the folder a model was downloaded "
                           "to (docs/real_models.md says how)")
-    config = read_json(path, "config.json")
-    family, config, settings = settings_of(config, path, cls.variant)
+    config, weights = read_json(path, "config.json"), hf_weights(path)
+    family, config, settings = settings_of(config, path, cls.variant, weights)
     stacks = settings.pop("stacks")
-    tokenizer = SentencePiecePair.from_folder(path, config)
-    for lang, size in (("en", config["vocab_size"]), ("es", config["decoder_vocab_size"])):
+    tokenizer = family.tokenizer(path, config)
+    sizes = family.vocab_sizes(config)
+    for lang, size in zip(("en", "es"), sizes):
         if getattr(tokenizer, f"vocab_{lang}_size") > size:
             raise FolderError(f"{path}: its {'target ' if lang == 'es' else ''}vocabulary "
                               f"has {getattr(tokenizer, f'vocab_{lang}_size')} ids, more "
                               f"than the model's {size}")
-    tokenizer.vocab_en_size, tokenizer.vocab_es_size = (config["vocab_size"],
-                                                       config["decoder_vocab_size"])
-    tokenizer.start_id = config.get("decoder_start_token_id", tokenizer.pad_id)
+    tokenizer.vocab_en_size, tokenizer.vocab_es_size = sizes
+    if config.get("decoder_start_token_id") is not None:
+        tokenizer.start_id = config["decoder_start_token_id"]
     dls = dl_studio or DLStudio(seed=None)
     data, more = TranslationData(vocab=tokenizer, reader=no_archive(path)), {}
     if data_archive is not None:          # the pairs it fine-tunes on, in its own pieces
@@ -126,7 +128,6 @@ def read_folder(cls, path, dl_studio=None, dtype=None, data_archive=None, traini
         model = xformer.model_of(encoder, decoder)
     finally:
         torch.set_default_dtype(before)
-    weights = hf_weights(path)
     place(model, family.weights(weights, config, Core), path)
     left = weights.left()
     if left:

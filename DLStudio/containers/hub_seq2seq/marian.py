@@ -13,7 +13,8 @@ switch of our classes:
     </s> = 0, the decoder starts from <pad>  start_id, end_id (from the folder)
 """
 
-__all__ = ["ARCHITECTURES", "LAYOUT", "ACTIVATIONS", "settings", "weights"]
+__all__ = ["ARCHITECTURES", "LAYOUT", "ACTIVATIONS", "settings", "weights", "tokenizer",
+           "vocab_sizes"]
 
 ARCHITECTURES = ("MarianMTModel",)
 LAYOUT = "FG"                 # LayerNorm after each residual sum
@@ -88,3 +89,13 @@ def weights(hf, config, core):
     if head is not None and not config["tie_word_embeddings"]:
         yield "decoder.out.weight", head
     yield "decoder.out.bias", hf.pop("final_logits_bias").reshape(-1)
+
+
+def tokenizer(path, config):
+    """The folder's source.spm, target.spm and vocabularies (data/hub_translation.py)."""
+    from ...data.hub_translation import SentencePiecePair
+    return SentencePiecePair.from_folder(path, config)
+
+
+def vocab_sizes(config):
+    return config["vocab_size"], config["decoder_vocab_size"]

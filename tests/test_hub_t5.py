@@ -1,0 +1,176 @@
+"""T5 in the lecture's classes: T5ForConditionalGeneration folders of the three kinds the hub
+holds (v1.0: ReLU, the output tied and scaled; v1.1 as transformers 5 writes it; Flan-T5's
+layout: GELU-gated, an lm_head of its own), 6 heads of 8 on 32 wide, made by transformers
+itself with random small weights (tests/hub_seq2seq_folders.py), read into TransformerPreLN
+and compared with transformers: the tokenizer's ids and text, the logits, and generate's
+output (greedy and beam search). They need transformers (the parity extra)."""
+
+import json
+import random
+import shutil
+
+import pytest
+import torch
+
+from DLStudio.data.hub_tokenizer import FolderError
+from DLStudio.evaluation.decode_and_score import beam_search, greedy_decode
+from DLStudio.evaluation.folder_rules import GenerationRules
+from DLStudio.Transformers import TransformerFG, TransformerPreLN
+from tests.hub_seq2seq_folders import SPANISH, VARIED_EN, t5_folder
+from tests.test_hub_seq2seq import (
+    GENERATION,
+    assert_bf16_argmax_is_theirs,
+    assert_translations_are_theirs,
+    assert_uncached_beams_are_theirs,
+    long_batch,
+    sentences,
+    theirs,
+    upto_end,
+)
+from tests.test_real_models import transformers_or_skip
+
+from .close import assert_close, differ
+
+pytestmark = pytest.mark.slow
+VERSIONS = ("1.0", "1.1", "flan")
+END = 1                                                       # T5's </s>
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    transformers_or_skip()
+    root = tmp_path_factory.mktemp("t5")
+    made = {v: t5_folder(str(root / v), v) for v in VERSIONS}
+    made["hub tokenizer"] = t5_folder(str(root / "hub"), "flan", hub_style=True)
+    made["bf16"] = t5_folder(str(root / "bf16"), "flan", std=0.1)   # well-conditioned
+    for v in ("1.0", "flan"):
+        made[f"ends {v}"] = t5_folder(str(root / f"ends_{v}"), v, std=0.2, end_bias=1.5,
+                                      generation={"max_length": 24, "num_beams": 4})
+    return made
+
+
+@pytest.mark.parametrize("kind", ["1.0", "hub tokenizer"])
+def test_ids_and_text_are_t5_tokenizer_s(folders, kind):
+    """The file as transformers 5 writes it, and as the hub's folders have it (its steps
+    rebuilt by transformers' T5Tokenizer): the same ids, special tokens typed in the text
+    included, and the same text back."""
+    from transformers import AutoTokenizer
+    tokenizer = AutoTokenizer.from_pretrained(folders[kind])
+    ours = TransformerPreLN.from_huggingface(folders[kind]).container.vocab
+    texts = VARIED_EN + SPANISH[:9] + ["<extra_id_0> x <extra_id_3>", "<pad> y", "a</s>b",
+                                       "a  b   c", " x", "ñandú  ", "<unk><unk>"]
+    assert [ours.ids(t) for t in texts] == [tokenizer(t).input_ids for t in texts]
+    assert [ours.ids(t, "es") for t in SPANISH[:9]] == \
+        [tokenizer(text_target=t).input_ids for t in SPANISH[:9]]
+    rng = random.Random(0)
+    ids = [[rng.randrange(len(ours.vocab_en)) for _ in range(rng.randrange(1, 12))]
+           for _ in range(200)]
+    assert [ours.decode(i) for i in ids] == \
+        [tokenizer.decode(i, skip_special_tokens=True) for i in ids]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_logits_are_transformers_within_1e_4_of_their_scale(folders, version):
+    model = theirs(folders[version])
+    xformer, ours, _ = TransformerPreLN.from_huggingface(folders[version])
+    assert ours.encoder.basic_encoder_arr[0].self_attention.qkv_size * 6 != 32   # 6 x 8
+    assert (ours.decoder.out.weight is ours.embeddings_generator_en.embedding.weight) == \
+        (version != "flan")
+    src, mask, tgt = long_batch(xformer.vocab)
+    assert (tgt[:, 0] == 0).all()
+    with torch.no_grad():
+        want = model(input_ids=src, attention_mask=mask, decoder_input_ids=tgt).logits
+        assert_close(ours(src, tgt), want, rel=1e-4)
+        table = ours.encoder.position_bias.table.weight
+        kept = table.clone()
+        table.zero_()                                  # the encoder's bias is read
+        assert differ(ours(src, tgt), want)
+        table.copy_(kept)
+
+
+def test_in_bf16_the_likeliest_tokens_are_transformers(folders):
+    """On weights of 0.1 (at 0.3 T5's unscaled scores make bf16 chaotic: both sides are
+    then a fifth of the scale away from the exact logits of the same bf16 weights)."""
+    model = theirs(folders["bf16"], torch.bfloat16)
+    xformer, ours, _ = TransformerPreLN.from_huggingface(folders["bf16"], dtype=torch.bfloat16)
+    assert_bf16_argmax_is_theirs(model, ours, xformer.vocab)
+
+
+@pytest.mark.parametrize("version", ["1.0", "flan"])
+@pytest.mark.parametrize("case", ["as the folder says", "no_repeat_ngram_size 3",
+                                  "length_penalty 0.6"])
+def test_greedy_and_beam_search_give_generate_s_output(folders, version, case):
+    changes = GENERATION[case]
+    folder = folders[f"ends {version}"]
+    model = theirs(folder)
+    xformer, ours, _ = TransformerPreLN.from_huggingface(folder)
+    rules = GenerationRules.of_folder(dict(xformer.generation_config, **changes), {}, END)
+    src = xformer.vocab.encode(sentences(), "en")
+    mask = (src != xformer.vocab.pad_id).long()
+    for beams in (1, rules.num_beams):
+        with torch.no_grad():
+            want = model.generate(input_ids=src, attention_mask=mask,
+                                  **dict(changes, num_beams=beams))
+            got = greedy_decode(ours, src, rules.max_length, rules=rules) if beams == 1 else \
+                beam_search(ours, src, rules.max_length, beams, rules.length_penalty,
+                            rules=rules)
+        assert [upto_end(r, END) for r in got.tolist()] == \
+            [upto_end(r[1:], END) for r in want.tolist()]
+        assert sum(len(upto_end(r, END)) < rules.max_length - 1 for r in got.tolist()) >= 50
+
+
+def test_without_the_cache_the_output_is_the_same(folders):
+    assert_uncached_beams_are_theirs(folders["ends flan"], TransformerPreLN)
+
+
+def test_translate_reads_the_folder_s_tokenizer(folders):
+    assert_translations_are_theirs(folders["ends 1.0"], TransformerPreLN)
+
+
+def test_a_folder_s_loss_is_transformers_on_the_same_pairs(folders):
+    model = theirs(folders["flan"])
+    xformer, ours, _ = TransformerPreLN.from_huggingface(folders["flan"])
+    vocab = xformer.vocab
+    src, tgt = vocab.encode(SPANISH[:6], "en"), vocab.encode(VARIED_EN[:6], "es")
+    labels = tgt[:, 1:]
+    with torch.no_grad():
+        total, n = ours.loss(src, tgt)
+        want = model(input_ids=src, attention_mask=(src != vocab.pad_id).long(),
+                     labels=labels.masked_fill(labels == vocab.pad_id, -100)).loss
+    assert n == int((labels != vocab.pad_id).sum())
+    assert_close(total / n, want, rel=1e-5)
+
+
+def test_a_t5_folder_is_refused_by_fg_and_unknown_settings_by_name(folders, tmp_path):
+    with pytest.raises(FolderError, match="pre-LN; read it with TransformerPreLN"):
+        TransformerFG.from_huggingface(folders["1.0"])
+    folder = tmp_path / "odd"
+    shutil.copytree(folders["1.0"], folder)
+    config = json.loads((folder / "config.json").read_text())
+    config.update(feed_forward_proj="gated-relu", relative_attention_num_buckets=16)
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(FolderError) as e:
+        TransformerPreLN.from_huggingface(str(folder))
+    assert "feed_forward_proj 'gated-relu'" in str(e.value)
+    assert "relative_attention_num_buckets 16" in str(e.value)
+
+
+def test_a_folder_left_without_the_fields_at_their_defaults_reads_as_transformers(
+        folders, tmp_path):
+    """The hub writes a config without the fields at the class's defaults: T5's epsilon
+    (1e-6), its 32 buckets, a decoder as deep as the encoder, the output scaled (no
+    tie_word_embeddings field)."""
+    folder = tmp_path / "sparse"
+    shutil.copytree(folders["1.0"], folder)
+    config = json.loads((folder / "config.json").read_text())
+    for field in ("layer_norm_epsilon", "relative_attention_num_buckets",
+                  "relative_attention_max_distance", "num_decoder_layers",
+                  "scale_decoder_outputs", "tie_word_embeddings", "feed_forward_proj"):
+        config.pop(field, None)
+    (folder / "config.json").write_text(json.dumps(config))
+    model = theirs(str(folder))
+    xformer, ours, _ = TransformerPreLN.from_huggingface(str(folder))
+    src, mask, tgt = long_batch(xformer.vocab)
+    with torch.no_grad():
+        assert_close(ours(src, tgt), model(input_ids=src, attention_mask=mask,
+                                           decoder_input_ids=tgt).logits, rel=1e-4)
