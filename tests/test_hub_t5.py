@@ -6,6 +6,7 @@ and compared with transformers: the tokenizer's ids and text, the logits, and ge
 output (greedy and beam search). They need transformers (the parity extra)."""
 
 import json
+import os
 import random
 import shutil
 
@@ -23,6 +24,7 @@ from tests.test_hub_seq2seq import (
     assert_translations_are_theirs,
     assert_uncached_beams_are_theirs,
     long_batch,
+    lora_on,
     sentences,
     theirs,
     upto_end,
@@ -174,3 +176,89 @@ def test_a_folder_left_without_the_fields_at_their_defaults_reads_as_transformer
     with torch.no_grad():
         assert_close(ours(src, tgt), model(input_ids=src, attention_mask=mask,
                                            decoder_input_ids=tgt).logits, rel=1e-4)
+
+
+@pytest.mark.parametrize("version", ["1.0", "flan"])
+def test_lora_on_both_stacks_and_cross_attention_is_peft_s_seq2seq_adapter(folders, version,
+                                                                           tmp_path):
+    """PEFT's T5 names (q, k, v, o in both attentions; wi or wi_0, wi_1; wo): the adapter
+    PEFT reads gives our logits, PEFT's adapter read into ours gives them too, and the
+    merged folder in T5's own layout gives them to transformers."""
+    from peft import PeftModel
+
+    from DLStudio.containers.hub import read_adapter, write_adapter, write_merged
+    folder = folders[version]
+    targets = ("q", "k", "v", "o", "wo") + (("wi",) if version == "1.0" else ("wi_0", "wi_1"))
+    xformer, ours, _ = TransformerPreLN.from_huggingface(folder)
+    lora_on(ours, targets=targets)
+    src, mask, tgt = long_batch(xformer.vocab)
+    with torch.no_grad():
+        adapted = ours(src, tgt)
+        with ours.lora_off():
+            assert differ(ours(src, tgt), adapted)
+    write_adapter(ours, str(tmp_path / "adapter"))
+    config = json.loads((tmp_path / "adapter" / "adapter_config.json").read_text())
+    assert config["task_type"] == "SEQ_2_SEQ_LM" and set(config["target_modules"]) == \
+        set(targets)
+    peft = PeftModel.from_pretrained(theirs(folder), str(tmp_path / "adapter")).eval()
+    assert sum(1 for n, _ in peft.named_modules() if n.endswith(".lora_A")) == \
+        len(list(ours.lora_places()))
+    with torch.no_grad():
+        want = peft(input_ids=src, attention_mask=mask, decoder_input_ids=tgt).logits
+    assert_close(adapted, want, rel=1e-4)
+    _, again, _ = TransformerPreLN.from_huggingface(folder)
+    read_adapter(again, str(tmp_path / "adapter"))
+    with torch.no_grad():
+        assert_close(again(src, tgt), want, rel=1e-4)
+    write_merged(ours, str(tmp_path / "merged"))
+    with torch.no_grad():
+        merged = theirs(str(tmp_path / "merged"))(input_ids=src, attention_mask=mask,
+                                                  decoder_input_ids=tgt).logits
+    assert_close(merged, want, rel=1e-4)
+
+
+def test_the_scripts_take_a_t5_folder(folders, tmp_path, capsys, monkeypatch):
+    """translate_sentence.py FOLDER, test_checkpointPreLN.py FOLDER --archive, the
+    explorer, and seq2seq_with_transformerPreLN.py --from-folder with LoRA (PEFT's T5
+    adapter written; its checkpoint restores and is scored); the FG script refuses it."""
+    from peft import PeftModel
+
+    from DLStudio.cli import test_checkpoint_main, train_main, translate_main
+    from DLStudio.cli.explore import explore_main
+    from DLStudio.data import BUNDLED_ARCHIVE
+    from tests.test_explorer import page_data
+    folder = folders["ends flan"]
+    xformer, ours, _ = TransformerPreLN.from_huggingface(folder)
+    text = "the quick brown fox"
+    assert translate_main([folder, text]) == 0
+    assert capsys.readouterr().out == xformer.translate(ours, [text])[0] + "\n"
+    assert test_checkpoint_main("PreLN", [folder, "--archive", BUNDLED_ARCHIVE,
+                                          "--show", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "T5ForConditionalGeneration" in out and "held-out BLEU" in out
+    page = tmp_path / "page.html"
+    assert explore_main([folder, text, "--out", str(page)]) == 0
+    view = page_data(page.read_text())["views"][0]
+    assert set(view["maps"]) == {"encoder", "decoder_self", "cross"}
+    assert view["output"] == xformer.translate(ours, [text])[0]
+    monkeypatch.chdir(tmp_path)
+    ck = str(tmp_path / "ck")
+    assert train_main("PreLN", ["--from-folder", folder, "--archive", BUNDLED_ARCHIVE,
+                                "--max-steps", "4", "--batch-size", "16", "--lora-rank", "2",
+                                "--checkpoints-dir", ck, "--learning-rate", "1e-3"]) == 0
+    out = capsys.readouterr().out
+    assert "LoRA of rank 2 on q, k, v, o" in out and "held-out BLEU" in out
+    peft = PeftModel.from_pretrained(theirs(folder), os.path.join(ck, "adapter")).eval()
+    restored = TransformerPreLN.from_checkpoint(os.path.join(ck, sorted(
+        f for f in os.listdir(ck) if f.startswith("checkpoint_"))[-1]))
+    assert type(restored.container.vocab).__name__ == "HubPair"
+    assert [restored.container.vocab.ids(t) for t in VARIED_EN] == \
+        [xformer.vocab.ids(t) for t in VARIED_EN]
+    src, mask, tgt = long_batch(restored.container.vocab)
+    with torch.no_grad():
+        want = peft(input_ids=src, attention_mask=mask, decoder_input_ids=tgt).logits
+        assert_close(restored.model(src, tgt), want, rel=1e-4)
+    assert test_checkpoint_main("PreLN", [ck, "last", "--show", "1"]) == 0
+    assert "held-out BLEU" in capsys.readouterr().out
+    assert train_main("FG", ["--from-folder", folder, "--archive", BUNDLED_ARCHIVE]) == 1
+    assert "use seq2seq_with_transformerPreLN.py" in capsys.readouterr().err

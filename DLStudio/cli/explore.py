@@ -145,17 +145,18 @@ def explorer(path, args):
 
 
 def translation_folder_explorer(path, args):
-    """`explorer` for a Hugging Face translation folder (OPUS-MT) in TransformerFG: its
-    translation as its generation_config.json decodes it (or --beam), every head's self- and
-    cross-attention."""
-    from ..Transformers import TransformerFG
-    xformer, model, _ = TransformerFG.from_huggingface(path)
+    """`explorer` for a Hugging Face translation folder (OPUS-MT in TransformerFG, T5 in
+    TransformerPreLN): its translation as its generation_config.json decodes it (or
+    --beam), every head's self- and cross-attention."""
+    from .translation_folder import folder_class
+    cls = folder_class(path)
+    xformer, model, _ = cls.from_huggingface(path)
     rules = xformer.generation_rules
     beam = args.beam or rules.num_beams
     penalty = rules.length_penalty if args.length_penalty is None else args.length_penalty
     enc, dec = model.encoder.basic_encoder_arr, model.decoder.basic_decoder_arr
     facts = {"folder": path,
-             "model": f"TransformerFG read from a {xformer.folder_architecture} folder: "
+             "model": f"{cls.__name__} read from a {xformer.folder_architecture} folder: "
                       f"embedding {xformer.embedding_size}, {len(enc)}+{len(dec)} layers, "
                       f"{enc[0].self_attention.num_atten_heads} heads, "
                       f"{xformer.feed_forward} feed-forward, {xformer.vocab_en_size} tokens",

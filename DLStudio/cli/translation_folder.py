@@ -1,31 +1,47 @@
-"""The translation scripts on a Hugging Face translation folder (OPUS-MT's MarianMTModel,
-read into TransformerFG: containers/hub_seq2seq): translate_sentence.py FOLDER,
-test_checkpointFG.py FOLDER --archive / DIR N --against FOLDER, and
-seq2seq_with_transformerFG.py --from-folder FOLDER (fine-tuning, every weight or LoRA)."""
+"""The translation scripts on a Hugging Face translation folder (OPUS-MT's MarianMTModel
+read into TransformerFG, T5's into TransformerPreLN: containers/hub_seq2seq):
+translate_sentence.py FOLDER, test_checkpointFG.py FOLDER --archive / DIR N --against FOLDER,
+and seq2seq_with_transformerFG.py (PreLN.py) --from-folder FOLDER (fine-tuning, every
+weight or LoRA)."""
 
 import os
 
 from ..containers.hub import write_adapter
+from ..containers.hub_seq2seq import layout_of
 from ..data.vocabulary import TranslationData
 from ..evaluation.decode_and_score import translation_loss
 from ..runtime.studio import DLStudio
-from ..Transformers import TransformerBase, TransformerFG
+from ..Transformers import TransformerFG, TransformerPreLN
 from .common import UserError, resolve_archive, subclass_of
 
-__all__ = ["folder_translator", "score_folder", "finetune_folder", "add_folder_arguments"]
+__all__ = ["folder_translator", "score_folder", "finetune_folder", "add_folder_arguments",
+           "folder_class"]
+
+
+#: Each family's names of its attention's four projections (--lora-targets' default).
+ATTENTION_NAMES = {"MarianMTModel": "q_proj,k_proj,v_proj,out_proj",
+                   "T5ForConditionalGeneration": "q,k,v,o"}
+
+
+def folder_class(path, model_class=None):
+    """The container a folder is read into: TransformerFG (Marian) or TransformerPreLN (T5),
+    or ``model_class`` ("module:Class"), a subclass of yours of that one."""
+    base = {"FG": TransformerFG, "PreLN": TransformerPreLN}[layout_of(path)]
+    return subclass_of(model_class, base) if model_class else base
 
 
 def folder_translator(parser, args):
     """(xformer, model, sentence) of ``translate_sentence.py FOLDER "sentence"``: a Hugging
-    Face translation folder read into TransformerFG (or ``--model-class``, a subclass of
-    yours), decoding as its generation_config.json says unless --beam says otherwise."""
+    Face translation folder read into its container (or ``--model-class``, a subclass of
+    yours: `folder_class`), decoding as its generation_config.json says unless --beam says
+    otherwise."""
     if len(args.more) != 1:
         parser.error(f"{args.checkpoint} is a model folder: give one sentence after it "
                      f"(or -), not {' '.join(args.more)}")
     if getattr(args, "ensemble", None):
         parser.error("--ensemble averages checkpoints of ours, not a model folder")
-    cls = subclass_of(args.model_class, TransformerBase) if args.model_class else TransformerFG
-    xformer, model, _ = cls.from_huggingface(args.checkpoint)
+    xformer, model, _ = folder_class(args.checkpoint, args.model_class).from_huggingface(
+        args.checkpoint)
     return xformer, model, args.more[0]
 
 
@@ -40,7 +56,7 @@ def score_folder(parser, args, folder=None, pairs=None):
                      "(the archive, or --pairs file, to score it on: bundled names ours)")
     if pairs is None:
         pairs = TranslationData.read(resolve_archive(args.archive))[0].held_out_pairs
-    xformer, model, _ = TransformerFG.from_huggingface(folder)
+    xformer, model, _ = folder_class(folder).from_huggingface(folder)
     rules = xformer.generation_rules
     beam = args.beam or rules.num_beams
     print(f"\n{xformer.folder_architecture} {folder} ({len(pairs)} held-out pairs, beam "
@@ -67,23 +83,26 @@ def add_folder_arguments(parser):
                         help="with --from-folder: LoRA of rank R on --lora-targets, every "
                              "other weight frozen; the adapter is written as PEFT writes one "
                              "(CHECKPOINTS_DIR/adapter; 0: every weight learns)")
-    parser.add_argument("--lora-targets", default="q_proj,k_proj,v_proj,out_proj",
-                        help="with --lora-rank: the modules, by Marian's names (q_proj, "
-                             "k_proj, v_proj, out_proj in self- and cross-attention; fc1, fc2)")
+    parser.add_argument("--lora-targets", default=None,
+                        help="with --lora-rank: the modules, by the folder's names (Marian's "
+                             "q_proj, k_proj, v_proj, out_proj in self- and cross-attention, "
+                             "fc1, fc2; T5's q, k, v, o, wi or wi_0 and wi_1, wo; by "
+                             "default the four attention projections)")
 
 
 def finetune_folder(variant, args, archive):
     """``seq2seq_with_transformerFG.py --from-folder FOLDER --archive A``: the folder's model
     trained on the archive's pairs through the trainer (checkpoints, --resume, budgets,
     progress), scored on its held-out split; with --lora-rank, its adapter written."""
-    if variant != "FG":
-        raise UserError("--from-folder reads a post-LN MarianMTModel: use "
-                        "seq2seq_with_transformerFG.py")
+    layout = layout_of(args.from_folder)
+    if variant != layout:
+        raise UserError(f"--from-folder {args.from_folder} is a {layout} model: use "
+                        f"seq2seq_with_transformer{layout}.py")
     if args.lora_rank < 0:
         raise UserError(f"--lora-rank is a rank (>= 1), or 0 for every weight; got "
                         f"{args.lora_rank}")
-    cls = subclass_of(args.model_class, TransformerFG) if args.model_class else TransformerFG
-    dls = DLStudio(path_saved_model=os.path.join(args.checkpoints_dir, "saved_FG.pt"),
+    cls = folder_class(args.from_folder, args.model_class)
+    dls = DLStudio(path_saved_model=os.path.join(args.checkpoints_dir, f"saved_{layout}.pt"),
                    learning_rate=args.learning_rate, batch_size=args.batch_size,
                    epochs=args.epochs, use_gpu=not args.cpu, seed=args.seed)
     xformer, model, _ = cls.from_huggingface(
@@ -91,7 +110,8 @@ def finetune_folder(variant, args, archive):
         label_smoothing=args.label_smoothing, dropout=args.dropout, schedule=args.schedule)
     how = "every weight learns"
     if args.lora_rank:
-        targets = [t for t in args.lora_targets.split(",") if t]
+        targets = [t for t in (args.lora_targets or ATTENTION_NAMES[
+            xformer.folder_architecture]).split(",") if t]
         learns = model.add_lora(rank=args.lora_rank, alpha=2 * args.lora_rank,
                                 targets=targets)
         how = f"LoRA of rank {args.lora_rank} on {', '.join(targets)}: {learns:,} weights learn"

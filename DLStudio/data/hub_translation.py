@@ -257,7 +257,10 @@ class HubPair(FolderPair):
         self.pieces = {"en": pieces, "es": pieces}
         self.vocab_en = self.vocab_es = pieces
         self.vocab_en_size = self.vocab_es_size = max(size, len(pieces))
-        self.fingerprint = hub.fingerprint
+        # (of the pieces, not the whole file: its scores' last digits change when it is read
+        # back from a checkpoint)
+        self.fingerprint = hashlib.sha256(json.dumps(
+            [pieces, end_id, pad_id, start_id]).encode()).hexdigest()[:16]
 
     @classmethod
     def from_folder(cls, path, config, max_seq_length=512):

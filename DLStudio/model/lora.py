@@ -53,7 +53,11 @@ GPT2_TARGETS = {"c_attn": ("QKV",), "c_proj": ("W_O", "W2"), "c_fc": ("W1",)}
 #: cross-attention alike, as PEFT matches it.
 SEQ2SEQ_TARGETS = {"q_proj": ("WQ", "cross_WQ"), "k_proj": ("WK", "cross_WK"),
                    "v_proj": ("WV", "cross_WV"), "out_proj": ("W_O", "cross_W_O"),
-                   "fc1": ("W1",), "fc2": ("W2",)}
+                   "fc1": ("W1",), "fc2": ("W2",),
+                   # T5's: q, k, v, o in both attentions; wi (ReLU) or wi_0, wi_1 (gated); wo
+                   **{n: (f"W{n.upper()}", f"cross_W{n.upper()}") for n in "qkv"},
+                   "o": ("W_O", "cross_W_O"), "wi": ("W1",), "wi_0": ("W1",),
+                   "wi_1": ("V",), "wo": ("W2",)}
 
 
 class LoRA(nn.Module):

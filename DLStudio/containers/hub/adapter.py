@@ -33,7 +33,14 @@ SEQ2SEQ = {"W1": "fc1", "W2": "fc2",
                                                                ("cross_", "encoder_attn"))
               for n, p in (("WQ", "q_proj"), ("WK", "k_proj"), ("WV", "v_proj"),
                            ("W_O", "out_proj"))}}
-SEQ2SEQ_ARCHITECTURES = ("MarianMTModel",)
+#: T5's modules: each layer's sublayers numbered (layer.0 self-attention, then the decoder's
+#: layer.1 cross-attention, then the feed-forward network); wi_0 where it is gated.
+T5 = {**{f"{cross}{n}": (attn, p) for cross, attn in (("", "SelfAttention"),
+                                                      ("cross_", "EncDecAttention"))
+         for n, p in (("WQ", "q"), ("WK", "k"), ("WV", "v"), ("W_O", "o"))},
+      "W1": ("DenseReluDense", "wi"), "V": ("DenseReluDense", "wi_1"),
+      "W2": ("DenseReluDense", "wo")}
+SEQ2SEQ_ARCHITECTURES = ("MarianMTModel", "T5ForConditionalGeneration")
 
 
 def _gpt2(gpt):
@@ -48,11 +55,13 @@ def _module(gpt, i, name):
     """The folder's name of layer ``i``'s projection ``name`` (FolderError: it has none);
     a translation model counts its encoder's layers, then its decoder's."""
     if _seq2seq(gpt):
+        first = len(gpt.encoder.basic_encoder_arr)
+        stack, j = ("encoder", i) if i < first else ("decoder", i - first)
+        if gpt.folder_architecture == "T5ForConditionalGeneration":
+            return _t5_module(gpt, stack, j, name)
         if name not in SEQ2SEQ:
             raise FolderError(f"a {gpt.folder_architecture} has no one module for {name}: "
                               "target q_proj, k_proj, v_proj, out_proj, fc1, fc2")
-        first = len(gpt.encoder.basic_encoder_arr)
-        stack, j = ("encoder", i) if i < first else ("decoder", i - first)
         return f"model.{stack}.layers.{j}.{SEQ2SEQ[name]}"
     if _gpt2(gpt):
         if name not in GPT2:
@@ -63,6 +72,19 @@ def _module(gpt, i, name):
         raise FolderError(f"this folder's model has no one module for {name}: target "
                           f"{', '.join(HF_TARGETS)}")
     return f"model.layers.{i}.{MODULE[name]}.{OURS[name]}"
+
+
+def _t5_module(model, stack, j, name):
+    """T5's name of a layer's projection (its sublayers counted: the decoder's feed-forward
+    network is layer.2); a gated network's W1 is wi_0."""
+    if name not in T5:
+        raise FolderError(f"a T5 has no one module for {name}: target q, k, v, o, wi (or "
+                          "wi_0, wi_1), wo")
+    part, module = T5[name]
+    at = {"SelfAttention": 0, "EncDecAttention": 1}.get(part, 1 if stack == "encoder" else 2)
+    gated = hasattr(model.encoder.basic_encoder_arr[0].feed_forward, "V")
+    module = "wi_0" if module == "wi" and gated else module
+    return f"{stack}.block.{j}.layer.{at}.{part}.{module}"
 
 
 def _theirs(gpt):

@@ -25,8 +25,8 @@ from ..hub.weights import heads_of, hf_weights, place
 from . import marian, t5
 from .writer import write_marian
 
-__all__ = ["read_folder", "write_marian", "settings_of", "as_read_from", "ARCHITECTURES",
-           "FolderError"]
+__all__ = ["read_folder", "write_marian", "settings_of", "as_read_from", "layout_of",
+           "ARCHITECTURES", "FolderError"]
 
 FAMILIES = {arch: family for family in (marian, t5) for arch in family.ARCHITECTURES}
 ARCHITECTURES = tuple(FAMILIES)
@@ -77,6 +77,19 @@ def settings_of(config, path="the folder", layout=None, weights=None):
         raise FolderError(f"{path}: {arch} with settings we cannot reproduce exactly: "
                           f"{'; '.join(refused)}. Nothing was loaded")
     return family, config, settings
+
+
+def layout_of(path):
+    """"FG" or "PreLN": the container a translation folder is read into (FolderError for a
+    folder that is none we read)."""
+    if not os.path.isdir(path):
+        raise FolderError(f"{path} is not a folder: give the folder a model was downloaded "
+                          "to (docs/real_models.md says how)")
+    config = read_json(path, "config.json")
+    arch = (config.get("architectures") or ["(none)"])[0]
+    if arch not in FAMILIES:
+        settings_of(config, path)                      # (its FolderError says why)
+    return FAMILIES[arch].LAYOUT
 
 
 def no_archive(path):
