@@ -178,3 +178,48 @@ def t5_folder(path, version="1.0", std=0.3, end_bias=0.0, generation=None, **cha
         GenerationConfig(**dict(dict(decoder_start_token_id=0, eos_token_id=1,
                                      pad_token_id=0), **generation)).save_pretrained(path)
     return path
+
+
+def bart_folder(path, std=0.3, end_bias=0.0, generation=None, files="tokenizer.json",
+                **changes):
+    """A BartForConditionalGeneration folder of small random weights (2 + 2 layers, 32 wide,
+    4 heads, learned positions, embedding norms, GELU) with a byte-level BPE trained here
+    (<s> 0, <pad> 1, </s> 2, <unk> 3, <mask> last, as BART's), saved by transformers'
+    BartTokenizer (``files`` "vocab.json": its vocab.json and merges.txt alone, as older
+    folders hold it); ``end_bias``: more final_logits_bias for </s>."""
+    import torch
+    from transformers import BartConfig, BartForConditionalGeneration, BartTokenizer
+
+    from tests.hub_folders import _weights_large, byte_level_bpe
+    os.makedirs(path, exist_ok=True)
+    bpe = byte_level_bpe(300, specials=("<s>", "<pad>", "</s>", "<unk>"))
+    vocab = bpe.get_vocab()
+    vocab["<mask>"] = len(vocab)
+    merges = json.loads(bpe.to_str())["model"]["merges"]
+    tokenizer = BartTokenizer(vocab=vocab, merges=[tuple(m) if isinstance(m, list) else
+                                                   tuple(m.split(" ")) for m in merges])
+    tokenizer.save_pretrained(path)
+    if files == "vocab.json":
+        with open(os.path.join(path, "vocab.json"), "w") as f:
+            json.dump(vocab, f, ensure_ascii=False)
+        with open(os.path.join(path, "merges.txt"), "w") as f:
+            f.write("#version: 0.2\n" + "".join(
+                (" ".join(m) if isinstance(m, list) else m) + "\n" for m in merges))
+        os.remove(os.path.join(path, "tokenizer.json"))
+    settings = dict(vocab_size=len(vocab), d_model=32, encoder_layers=2, decoder_layers=2,
+                    encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64,
+                    decoder_ffn_dim=64, max_position_embeddings=128,
+                    architectures=["BartForConditionalGeneration"])
+    settings.update(changes)
+    torch.manual_seed(0)
+    model = _weights_large(BartForConditionalGeneration(BartConfig(**settings)), std).eval()
+    with torch.no_grad():
+        model.final_logits_bias.normal_(0, 1.0)
+        model.final_logits_bias[0, 2] += end_bias
+    model.save_pretrained(path)
+    if generation:
+        from transformers import GenerationConfig
+        GenerationConfig(**dict(dict(decoder_start_token_id=2, eos_token_id=2,
+                                     forced_eos_token_id=2, pad_token_id=1, bos_token_id=0),
+                                **generation)).save_pretrained(path)
+    return path

@@ -200,9 +200,9 @@ def test_a_marian_folder_is_refused_by_pre_ln_and_unknown_settings_by_name(folde
         TransformerFG.from_huggingface(str(folder))
     assert "activation_function 'tanh'" in str(e.value) and "encoder_ffn_dim 48" in str(e.value)
     config = json.loads((folder / "config.json").read_text())
-    config["architectures"] = ["BartForConditionalGeneration"]
+    config["architectures"] = ["MBartForConditionalGeneration"]
     (folder / "config.json").write_text(json.dumps(config))
-    with pytest.raises(FolderError, match="BART's learned positions"):
+    with pytest.raises(FolderError, match="mBART.s language codes"):
         TransformerFG.from_huggingface(str(folder))
 
 

@@ -35,7 +35,8 @@ __all__ = ["Settings", "TranslationSettings", "LayoutSettings", "GPTSettings", "
            "BERTSettings", "SettingError", "setting", "FOLDER_SWITCHES"]
 
 #: The switches only a real model's folder sets in a translation model (containers/hub_seq2seq).
-FOLDER_SWITCHES = ("head_size", "gated_size", "score_scale", "output_scale", "own_output")
+FOLDER_SWITCHES = ("head_size", "gated_size", "score_scale", "output_scale", "own_output",
+                   "norm_embeddings")
 
 
 class SettingError(TypeError):
@@ -216,6 +217,7 @@ class TranslationSettings(Settings):
     score_scale: float = setting(MODEL["score_scale"])                # T5's 1
     output_scale: float = setting(MODEL["output_scale"])              # T5 v1.0's M^-1/2
     own_output: bool = setting(MODEL["own_output"], shapes=True)      # Flan-T5's lm_head
+    norm_embeddings: bool = setting(MODEL["norm_embeddings"], shapes=True)   # BART's
 
     def __post_init__(self):
         super().__post_init__()

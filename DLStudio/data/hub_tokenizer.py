@@ -49,6 +49,7 @@ SPECIAL_NAMES = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token"
 #: tokenizer_config.json classes whose steps transformers rebuilds around the pieces.
 SENTENCEPIECE_LIKE = ("LlamaTokenizer", "LlamaTokenizerFast")
 T5_LIKE = ("T5Tokenizer", "T5TokenizerFast")
+ROBERTA_LIKE = ("BartTokenizer", "BartTokenizerFast", "RobertaTokenizer", "RobertaTokenizerFast")
 
 
 def _ids(value):
@@ -110,6 +111,8 @@ class HubTokenizer:
         else:
             raise FolderError(f"{path} has no tokenizer: neither tokenizer.json nor GPT-2's "
                               "vocab.json and merges.txt")
+        if settings.get("tokenizer_class") in ROBERTA_LIKE:
+            cls._as_roberta_tokenizer(hf, settings)
         generation = read_json(path, "generation_config.json", required=False)
         size = max(config.get("vocab_size") or 0, hf.get_vocab_size(with_added_tokens=True))
 
@@ -180,6 +183,26 @@ class HubTokenizer:
             special_tokens=[("</s>", end)])
 
     @staticmethod
+    def _as_roberta_tokenizer(hf, settings):
+        """What transformers 5's RobertaTokenizer (BART's) makes of a byte-level BPE: no
+        normaliser, bytes as GPT-2 writes them (a space in front of the text only with
+        ``add_prefix_space``), and each text between <s> and </s> (the post-processor's,
+        by the names tokenizer_config.json gives)."""
+        from tokenizers import decoders, pre_tokenizers, processors
+        prefix = bool(settings.get("add_prefix_space", False))
+        ends = [_token_text(settings.get(name)) or default
+                for name, default in (("sep_token", "</s>"), ("cls_token", "<s>"))]
+        ids = [hf.token_to_id(t) for t in ends]
+        if None in ids:
+            raise FolderError(f"a BART tokenizer holds {' and '.join(ends)}: this one does not")
+        hf.normalizer = None
+        hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=prefix)
+        hf.decoder = decoders.ByteLevel()
+        hf.post_processor = processors.RobertaProcessing(
+            (ends[0], ids[0]), (ends[1], ids[1]), bool(settings.get("trim_offsets", True)),
+            prefix)
+
+    @staticmethod
     def _byte_level(path):
         """GPT-2's tokenizer from vocab.json and merges.txt: byte-level BPE, no prefix space,
         nothing added around a text; its added tokens (<|endoftext|>) are special."""
@@ -190,7 +213,7 @@ class HubTokenizer:
         hf.decoder = decoders.ByteLevel()
         hf.post_processor = processors.ByteLevel(trim_offsets=False)
         settings = read_json(path, "tokenizer_config.json", required=False)
-        names = {_token_text(settings.get(n)) for n in ("bos_token", "eos_token", "unk_token")}
+        names = {_token_text(settings.get(n)) for n in SPECIAL_NAMES}   # (BART's <pad>, <mask>)
         names |= {_token_text(t) for t in settings.get("added_tokens_decoder", {}).values()}
         known = [n for n in names if n and hf.token_to_id(n) is not None]
         hf.add_special_tokens([AddedToken(n, special=True) for n in sorted(known)])

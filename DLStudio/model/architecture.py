@@ -116,7 +116,8 @@ class TransformerParts:
                  feed_forward_size=None, norm_eps=1e-5, scale_embeddings=True,
                  norm="layernorm", positions="sinusoidal", kv_heads=None, head_size=None,
                  output_bias=True, rope_base=10000.0, rope_scaling=None, gated_size=None,
-                 output_scale=None, own_output=False, qk_norm=False, window=None,
+                 output_scale=None, own_output=False, norm_embeddings=False, qk_norm=False,
+                 window=None,
                  nope_layers=(), norm_placement=None, score_scale=None, window_layers=None,
                  window_rope_base=None):
         if embedding_size % 2:
@@ -139,6 +140,7 @@ class TransformerParts:
         self.norm_eps, self.scale_embeddings, self.norm = norm_eps, scale_embeddings, norm
         self.head_size, self.output_bias, self.gated_size = head_size, output_bias, gated_size
         self.output_scale, self.own_output = output_scale, own_output     # T5's (switches.py)
+        self.norm_embeddings = norm_embeddings                              # BART's
         self.rope_base, self.rope_scaling = rope_base, rope_scaling
 
     ACTIVATIONS = {"relu": torch.relu, "gelu": F.gelu,       # of the feed-forward network
@@ -194,6 +196,8 @@ class TransformerParts:
             if xformer.learned_positions:
                 self.learned_positions = nn.Parameter(
                     torch.randn(xformer.max_seq_length, embedding_size) * 0.02)
+            self.norm = xformer.norm_layer(embedding_size) if getattr(   # BART's, after
+                xformer, "norm_embeddings", False) else nn.Identity()      # the sum
             self.dropout = nn.Dropout(xformer.dropout)
 
         @staticmethod
@@ -214,14 +218,13 @@ class TransformerParts:
         def forward(self, ids):
             T = ids.size(1)
             x = self.embedding(ids) * self.scale                                  # (B, T, M)
-            if self.rotary:         # RoPE, relative, ALiBi: positions enter the attention
-                return self.dropout(x)
-            positions = (self.positional_encoding if self.learned_positions is None
-                         else self.learned_positions)
-            if self.left_pads is not None:     # prompts of different lengths: left_padding.py
-                at = left_padding.positions(T, 0, self.left_pads, len(positions) - 1)
-                return self.dropout(x + positions[at])                            # (B, T, M)
-            return self.dropout(x + positions[:T])                                # (B, T, M)
+            if not self.rotary:     # (RoPE, relative, ALiBi: positions enter the attention)
+                positions = (self.positional_encoding if self.learned_positions is None
+                             else self.learned_positions)
+                at = slice(T) if self.left_pads is None else left_padding.positions(
+                    T, 0, self.left_pads, len(positions) - 1)   # prompts of other lengths
+                x = x + positions[at]                                             # (B, T, M)
+            return self.dropout(self.norm(x))                                     # (B, T, M)
 
     class AttentionHead(nn.Module):
         """One attention head with its own W_Q, W_K, W_V, applied to each word of its slice.

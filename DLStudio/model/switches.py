@@ -27,7 +27,9 @@ the sizes): another design than the lecture's, what it changes, and where it is 
                       | "rmsnorm_plus_one"             (Gemma's: 1 + g)
     norm_eps          1e-5                             inside the root            norm_layer
     scale_embeddings  True | False                     words x sqrt(M) (3.4)      Embeddings-
-                                                                                  Generator
+    norm_embeddings   False | True                     a norm of each word +      Generator
+                                                       position (BART's
+                                                       layernorm_embedding)
     kv_heads          None | G                         G key/value heads shared   since_2017.py
                                                        by groups of query heads
     qk_norm, window, nope_layers, norm_placement,      since 2023's               since_2023.py

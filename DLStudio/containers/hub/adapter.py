@@ -40,7 +40,8 @@ T5 = {**{f"{cross}{n}": (attn, p) for cross, attn in (("", "SelfAttention"),
          for n, p in (("WQ", "q"), ("WK", "k"), ("WV", "v"), ("W_O", "o"))},
       "W1": ("DenseReluDense", "wi"), "V": ("DenseReluDense", "wi_1"),
       "W2": ("DenseReluDense", "wo")}
-SEQ2SEQ_ARCHITECTURES = ("MarianMTModel", "T5ForConditionalGeneration")
+SEQ2SEQ_ARCHITECTURES = ("MarianMTModel", "BartForConditionalGeneration",
+                         "T5ForConditionalGeneration")
 
 
 def _gpt2(gpt):

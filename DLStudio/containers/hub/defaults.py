@@ -61,6 +61,15 @@ DEFAULTS = {
                       "scale_embedding": False, "pad_token_id": 58100, "eos_token_id": 0,
                       "forced_eos_token_id": 0, "share_encoder_decoder_embeddings": True,
                       "tie_word_embeddings": True},
+    "BartForConditionalGeneration": {"vocab_size": 50265, "max_position_embeddings": 1024,
+                                     "encoder_layers": 12, "encoder_ffn_dim": 4096,
+                                     "encoder_attention_heads": 16, "decoder_layers": 12,
+                                     "decoder_ffn_dim": 4096, "decoder_attention_heads": 16,
+                                     "activation_function": "gelu", "d_model": 1024,
+                                     "scale_embedding": False, "pad_token_id": 1,
+                                     "bos_token_id": 0, "eos_token_id": 2,
+                                     "decoder_start_token_id": 2, "forced_eos_token_id": 2,
+                                     "tie_word_embeddings": True},
     "T5ForConditionalGeneration": {"vocab_size": 32128, "d_model": 512, "d_kv": 64,
                                    "d_ff": 2048, "num_layers": 6, "num_decoder_layers": None,
                                    "num_heads": 8, "relative_attention_num_buckets": 32,
@@ -87,7 +96,7 @@ def completed(config, arch):
             full["scale_decoder_outputs"] = full.get("tie_word_embeddings") is not False
         return full
     if "d_model" in full:                 # Marian: the decoder's vocabulary, the encoder's
-        full["decoder_vocab_size"] = full["decoder_vocab_size"] or full["vocab_size"]
+        full["decoder_vocab_size"] = full.get("decoder_vocab_size") or full["vocab_size"]
         return full
     if full["head_dim"] is None:
         full["head_dim"] = full["hidden_size"] // full["num_attention_heads"]

@@ -58,9 +58,16 @@ def settings(config, refused):
                             decoder_heads=config["decoder_attention_heads"]))
 
 
-def weights(hf, config, core):
+def computed_positions(hf, stack, ours):
+    """Marian's positions: a sinusoid, computed (the folder's copy of it is left)."""
+    hf.pop(f"{stack}.embed_positions.weight", None)
+    return ()
+
+
+def weights(hf, config, core, per_stack=computed_positions):
     """Marian's weights by our names, one at a time (``core``: the shared reader's
-    helpers, hub_seq2seq.heads_of)."""
+    helpers, hub_seq2seq.heads_of; ``per_stack``: a stack's weights beside its layers, by
+    our names: BART's learned positions and embedding norm, bart.py)."""
     hf = hf.renamed("model.")
     shared = config["share_encoder_decoder_embeddings"]
     words = {"en": hf.pop("encoder.embed_tokens.weight", None),
@@ -73,7 +80,8 @@ def weights(hf, config, core):
         yield "embeddings_generator_en.embedding.weight", words["en"]
         yield "embeddings_generator_es.embedding.weight", words["es"]
     for stack in ("encoder", "decoder"):
-        hf.pop(f"{stack}.embed_positions.weight", None)       # a sinusoid: computed
+        yield from per_stack(hf, stack, "embeddings_generator_" +
+                             ("en" if stack == "encoder" else "es"))
         ours = "encoder.basic_encoder_arr" if stack == "encoder" else \
             "decoder.basic_decoder_arr"
         heads = config[f"{stack}_attention_heads"]
