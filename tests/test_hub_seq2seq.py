@@ -135,13 +135,21 @@ GENERATION = {"as the folder says": {}, "no_repeat_ngram_size 3": {"no_repeat_ng
 def test_greedy_and_beam_search_give_generate_s_output(folders, case):
     """200 sentences, many ending early (their end token's bias is raised), batched; greedy
     and beam search under the folder's generation_config.json and other settings."""
-    changes = GENERATION[case]
-    model = theirs(folders["ends"])
-    xformer, ours, _ = TransformerFG.from_huggingface(folders["ends"])
-    rules = GenerationRules.of_folder(dict(xformer.generation_config, **changes), {},
-                                      xformer.vocab.end_id)
+    assert_generation_is_theirs(folders["ends"], TransformerFG, GENERATION[case],
+                                ended=0 if case == "length_penalty 2, never stop early" else 50)
+
+
+def assert_generation_is_theirs(folder, cls, changes, ended=50):
+    """Greedy and beam search (the folder's beams) on 200 sentences: generate's output under
+    the folder's rules and ``changes``, ``ended`` of them at least before max_length.
+    Returns our outputs, greedy's and the beams'."""
+    model = theirs(folder)
+    xformer, ours, _ = cls.from_huggingface(folder)
+    end = xformer.vocab.end_id
+    rules = GenerationRules.of_folder(dict(xformer.generation_config, **changes), {}, end)
     src = xformer.vocab.encode(sentences(), "en")
     mask = (src != xformer.vocab.pad_id).long()
+    outputs = []
     for beams in (1, rules.num_beams):
         with torch.no_grad():
             want = model.generate(input_ids=src, attention_mask=mask,
@@ -149,9 +157,11 @@ def test_greedy_and_beam_search_give_generate_s_output(folders, case):
             got = greedy_decode(ours, src, rules.max_length, rules=rules) if beams == 1 else \
                 beam_search(ours, src, rules.max_length, beams, rules.length_penalty,
                             rules=rules)
-        assert [upto_end(r) for r in got.tolist()] == [upto_end(r[1:]) for r in want.tolist()]
-        ended = sum(len(upto_end(r)) < rules.max_length - 1 for r in got.tolist())
-        assert ended >= 50 or case == "length_penalty 2, never stop early"
+        assert [upto_end(r, end) for r in got.tolist()] == \
+            [upto_end(r[1:], end) for r in want.tolist()]
+        assert sum(len(upto_end(r, end)) < rules.max_length - 1 for r in got.tolist()) >= ended
+        outputs.append(got)
+    return outputs
 
 
 def test_without_the_cache_the_output_is_the_same(folders):

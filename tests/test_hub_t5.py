@@ -14,20 +14,17 @@ import pytest
 import torch
 
 from DLStudio.data.hub_tokenizer import FolderError
-from DLStudio.evaluation.decode_and_score import beam_search, greedy_decode
-from DLStudio.evaluation.folder_rules import GenerationRules
 from DLStudio.Transformers import TransformerFG, TransformerPreLN
 from tests.hub_seq2seq_folders import SPANISH, VARIED_EN, t5_folder
 from tests.test_hub_seq2seq import (
     GENERATION,
     assert_bf16_argmax_is_theirs,
+    assert_generation_is_theirs,
     assert_translations_are_theirs,
     assert_uncached_beams_are_theirs,
     long_batch,
     lora_on,
-    sentences,
     theirs,
-    upto_end,
 )
 from tests.test_real_models import transformers_or_skip
 
@@ -102,23 +99,7 @@ def test_in_bf16_the_likeliest_tokens_are_transformers(folders):
 @pytest.mark.parametrize("case", ["as the folder says", "no_repeat_ngram_size 3",
                                   "length_penalty 0.6"])
 def test_greedy_and_beam_search_give_generate_s_output(folders, version, case):
-    changes = GENERATION[case]
-    folder = folders[f"ends {version}"]
-    model = theirs(folder)
-    xformer, ours, _ = TransformerPreLN.from_huggingface(folder)
-    rules = GenerationRules.of_folder(dict(xformer.generation_config, **changes), {}, END)
-    src = xformer.vocab.encode(sentences(), "en")
-    mask = (src != xformer.vocab.pad_id).long()
-    for beams in (1, rules.num_beams):
-        with torch.no_grad():
-            want = model.generate(input_ids=src, attention_mask=mask,
-                                  **dict(changes, num_beams=beams))
-            got = greedy_decode(ours, src, rules.max_length, rules=rules) if beams == 1 else \
-                beam_search(ours, src, rules.max_length, beams, rules.length_penalty,
-                            rules=rules)
-        assert [upto_end(r, END) for r in got.tolist()] == \
-            [upto_end(r[1:], END) for r in want.tolist()]
-        assert sum(len(upto_end(r, END)) < rules.max_length - 1 for r in got.tolist()) >= 50
+    assert_generation_is_theirs(folders[f"ends {version}"], TransformerPreLN, GENERATION[case])
 
 
 def test_without_the_cache_the_output_is_the_same(folders):
