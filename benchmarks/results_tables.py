@@ -15,7 +15,8 @@ The result files are written by the scripts that measure (``--results FILE``: th
 scripts and ``make recipe RESULTS=...``, compare_fg_preln.py, recipe_sweep.py,
 bench_train.py, bench_generate.py, bert_pretraining.py, bleu_vs_time.py,
 pretraining_experiment.py, finetune_speed.py, decoder_translation.py, small_images.py,
-length_extrapolation.py); figures from before
+length_extrapolation.py, translation_speed.py, translation_finetune_speed.py); figures
+from before
 result files existed were entered once by hand, and their rows say so ("entered").
 """
 
@@ -426,12 +427,26 @@ def translation_speed(rows):
               "greedy" if r["beams"] == 1 else f"beam {r['beams']}",
               f"{r['sentences']} in batches of {r['batch_size']}, max_length {r['max_length']}",
               r["theirs_sentences_per_second"], r["ours_sentences_per_second"],
-              f"{r['ratio']:.2f}x", "yes" if r["same_output"] else "no", _machine(r),
+              f"{r['ratio']:.2f}x", "yes" if r["same_output"] else
+              f"{r['same_sentences']} of {r['sentences']}" if "same_sentences" in r else "no",
+              _machine(r),
               _source(r)] for r in rows]
     return [_table(["Marian folder (random weights)", "dtype", "decoding", "sentences",
                     "transformers generate (sentences/s)", "ours (sentences/s)",
                     "ours over theirs", "same ids", "machine", "date, commit"], lines)] + \
         _footer(rows)
+
+
+def translation_finetune_speed(rows):
+    lines = [[f"{r['sizes']['layers']}+{r['sizes']['layers']} layers, width "
+              f"{r['sizes']['width']}, {r['sizes']['vocab']:,} ids", r["fine_tuning"],
+              f"r={r['rank']} on {r['targets'].replace(',', ', ')}", r["batch_size"],
+              f"{r['learning']:,}", f"{r['seconds_per_step']:.3f}",
+              f"{r['peak_memory_gb']:.2f}", "yes" if r["same_loss"] else "no", _machine(r),
+              _source(r)] for r in rows]
+    return [_table(["Marian folder (random weights)", "fine-tuning", "LoRA", "pairs a batch",
+                    "weights that learn", "seconds a step", "peak memory (GB)",
+                    "same first loss", "machine", "date, commit"], lines)] + _footer(rows)
 
 
 def finetune_speed(rows):
@@ -507,6 +522,8 @@ TABLES = {"vision": ("vision", vision), "length-gpt": ("length", length_gpt),
           "generate-speed": ("generate_speed", generate_speed),
           "finetune-speed": ("finetune_speed", finetune_speed),
           "translation-speed": ("translation_speed", translation_speed),
+          "translation-finetune-speed": ("translation_finetune_speed",
+                                         translation_finetune_speed),
           "decoder-translation": ("decoder_translation", decoder_translation),
           "choose": ("recipes", choose), "recipes-now": ("recipes", recipes_now),
           "fair-ratio": ("train_speed", fair_ratio), "museum": ("museum", museum)}

@@ -282,6 +282,10 @@ def runs(w):
             (["--archive", a, "--width", 32, "--layers", 1, "--heads", 4, "--ffn", 64, "--vocab",
               300, "--pieces", 100, "--sentences", 4, "--max-length", 6, "--repeats", 1,
               "--results", "translation.json"], "rows added to translation.json")],
+        "benchmarks/translation_finetune_speed.py": [
+            (["--archive", a, "--width", 32, "--layers", 1, "--heads", 4, "--ffn", 64,
+              "--vocab", 300, "--pieces", 100, "--batch-size", 4, "--steps", 1, "--warmup", 1,
+              "--results", "translation_ft.json"], "rows added to translation_ft.json")],
         "benchmarks/finetune_speed.py": [
             (["--model", "tiny", "--steps", 1, "--warmup", 1, "--ways",
               "full,lora-attention,peft-attention", "--results", "ft_speed.json"],
@@ -369,7 +373,8 @@ SLOW_SCRIPTS = {"benchmarks/same_arithmetic.py", "benchmarks/bench_train.py",
                 "benchmarks/bench_generate.py", "benchmarks/recipe_sweep.py",
                 "benchmarks/decoder_translation.py", "benchmarks/finetune_speed.py",
                 "benchmarks/small_images.py", "benchmarks/length_extrapolation.py",
-                "benchmarks/translation_speed.py"}   # (it needs transformers, parity's)
+                "benchmarks/translation_speed.py",   # (they need transformers, parity's)
+                "benchmarks/translation_finetune_speed.py"}
 
 
 @pytest.mark.parametrize("script", [pytest.param(s, marks=pytest.mark.slow)

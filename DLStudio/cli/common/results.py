@@ -18,16 +18,25 @@ import torch
 __all__ = ["machine_fields", "record", "read_rows", "as_typed", "scored_decoding"]
 
 
+#: The vector extensions that change a CPU's kernels (one "AMD EPYC" has them, another not).
+VECTOR_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
+
+
 def machine_fields():
-    """The machine a figure comes from: the processor as ``lscpu`` names it, its cores, the
-    GPU (if one was used) and torch's version."""
-    cpu = platform.processor() or platform.machine()
+    """The machine a figure comes from: the processor as ``lscpu`` names it, its vector
+    extensions (`VECTOR_FLAGS` it has), its cores, the GPU (if one was used) and torch's
+    version."""
+    cpu, flags = platform.processor() or platform.machine(), set()
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f
-                       if line.startswith("model name"))
+            lines = f.read().splitlines()
+        cpu = next(line.split(":", 1)[1].strip() for line in lines
+                   if line.startswith("model name"))
+        flags = set(next((line.split(":", 1)[1].split() for line in lines
+                          if line.startswith("flags")), []))
     except (OSError, StopIteration):
         pass
+    cpu += f" ({', '.join(f for f in VECTOR_FLAGS if f in flags)})" if flags else ""
     return {"cpu": cpu, "cores": os.cpu_count(),
             "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
             "torch": torch.__version__.split("+")[0]}
