@@ -169,8 +169,8 @@ class TransformerBase(Container, EncoderDecoderParts):
 
     def vocab_special_ids(self):
         """The ids the decoder starts from and sentences end with: DLStudio's SOS and EOS,
-        or a real model's tokenizer's (data/hub_translation.py)."""
-        return {name: getattr(self.vocab, name) for name in ("start_id", "end_id")
+        or a real model's tokenizer's (data/hub_translation.py), with its pad id."""
+        return {name: getattr(self.vocab, name) for name in ("start_id", "end_id", "pad_id")
                 if hasattr(self.vocab, name)}
 
     def read_data(self, corpus=None, vocab=None):
@@ -290,10 +290,11 @@ class TransformerBase(Container, EncoderDecoderParts):
     def from_huggingface(cls, path, dl_studio=None, dtype=None, data_archive=None,
                          **settings):
         """A `Restored` (container, model, None) of a Hugging Face translation folder
-        (OPUS-MT's MarianMTModel: TransformerFG), built of this class's nested classes,
-        its tokenizer the folder's (containers/hub_seq2seq); ``data_archive``: the archive
-        or pairs file it fine-tunes on (``run_code_for_training``), and ``settings`` of the
-        training (by default Adam at ``dl_studio.learning_rate``, no warm-up)."""
+        (TransformerFG: OPUS-MT's MarianMTModel, BART; TransformerPreLN: T5, Flan-T5,
+        mBART), built of this class's nested classes, its tokenizer the folder's
+        (containers/hub_seq2seq); ``data_archive``: the archive or pairs file it fine-tunes
+        on (``run_code_for_training``), and ``settings`` of the training (by default Adam
+        at ``dl_studio.learning_rate``, no warm-up)."""
         return hub_seq2seq.read_folder(cls, path, dl_studio, dtype, data_archive, settings)
 
     @classmethod

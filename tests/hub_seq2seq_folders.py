@@ -223,3 +223,48 @@ def bart_folder(path, std=0.3, end_bias=0.0, generation=None, files="tokenizer.j
                                      forced_eos_token_id=2, pad_token_id=1, bos_token_id=0),
                                 **generation)).save_pretrained(path)
     return path
+
+
+def mbart_folder(path, std=0.3, end_bias=0.0, generation=None, **changes):
+    """An MBartForConditionalGeneration folder of small random weights (2 + 2 layers, 32
+    wide, 4 heads, pre-LN with final norms, words scaled by sqrt(M) as mbart-large's) with
+    its tokenizer: a SentencePiece BPE trained here, converted by transformers'
+    MBartTokenizer (fairseq's order: <s> 0, <pad> 1, </s> 2, <unk> 3, the pieces, then the
+    25 language codes and <mask>), source en_XX and target es_XX; the decoder starts from
+    es_XX (as mbart-large-en-ro's from ro_RO). ``end_bias``: more final_logits_bias for
+    </s>."""
+    import sentencepiece as spm
+    import torch
+    from transformers import MBartConfig, MBartForConditionalGeneration, MBartTokenizer
+
+    from tests.hub_folders import _weights_large
+    os.makedirs(path, exist_ok=True)
+    out = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(CORPUS + SPANISH), model_writer=out, vocab_size=150,
+        model_type="bpe", character_coverage=1.0, hard_vocab_limit=False, minloglevel=2)
+    spiece = os.path.join(path, "sentencepiece.bpe.model")
+    with open(spiece, "wb") as f:
+        f.write(out.getvalue())
+    tokenizer = MBartTokenizer.from_pretrained(path, src_lang="en_XX", tgt_lang="es_XX")
+    tokenizer.save_pretrained(path)
+    os.remove(spiece)
+    start = tokenizer.convert_tokens_to_ids("es_XX")
+    settings = dict(vocab_size=len(tokenizer), d_model=32, encoder_layers=2, decoder_layers=2,
+                    encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64,
+                    decoder_ffn_dim=64, max_position_embeddings=128, scale_embedding=True,
+                    decoder_start_token_id=start,
+                    architectures=["MBartForConditionalGeneration"])
+    settings.update(changes)
+    torch.manual_seed(0)
+    model = _weights_large(MBartForConditionalGeneration(MBartConfig(**settings)), std).eval()
+    with torch.no_grad():
+        model.final_logits_bias.normal_(0, 1.0)
+        model.final_logits_bias[0, 2] += end_bias
+    model.save_pretrained(path)
+    if generation:
+        from transformers import GenerationConfig
+        GenerationConfig(**dict(dict(decoder_start_token_id=start, eos_token_id=2,
+                                     forced_eos_token_id=2, pad_token_id=1, bos_token_id=0),
+                                **generation)).save_pretrained(path)
+    return path

@@ -17,6 +17,7 @@ from tests.test_hub_seq2seq import (
     GENERATION,
     assert_bf16_argmax_is_theirs,
     assert_generation_is_theirs,
+    assert_logits_are_theirs,
     assert_translations_are_theirs,
     assert_uncached_beams_are_theirs,
     long_batch,
@@ -25,7 +26,7 @@ from tests.test_hub_seq2seq import (
 )
 from tests.test_real_models import transformers_or_skip
 
-from .close import assert_close, differ
+from .close import assert_close
 
 pytestmark = pytest.mark.slow
 END = 2                                                       # BART's </s>
@@ -57,19 +58,9 @@ def test_ids_and_text_are_bart_tokenizer_s(folders, files):
 
 
 def test_logits_are_transformers_within_1e_4_of_their_scale(folders):
-    folder = folders["tokenizer.json"]
-    model = theirs(folder)
-    xformer, ours, _ = TransformerFG.from_huggingface(folder)
-    src, mask, tgt = long_batch(xformer.vocab)
-    with torch.no_grad():
-        want = model(input_ids=src, attention_mask=mask, decoder_input_ids=tgt).logits
-        assert_close(ours(src, tgt), want, rel=1e-4)
-        for part in (ours.embeddings_generator_en.learned_positions,     # both are read
-                     ours.embeddings_generator_es.norm.weight):
-            kept = part.clone()
-            part.zero_()
-            assert differ(ours(src, tgt), want)
-            part.copy_(kept)
+    assert_logits_are_theirs(folders["tokenizer.json"], TransformerFG, lambda ours: (
+        ours.embeddings_generator_en.learned_positions,                 # both are read
+        ours.embeddings_generator_es.norm.weight))
 
 
 def test_in_bf16_the_likeliest_tokens_are_transformers(folders):

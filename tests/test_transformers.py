@@ -338,15 +338,14 @@ def test_incremental_decoding_equals_rerunning_the_prefix(cls):
                for d in dec.basic_decoder_arr for a in (d.self_attention, d.cross_attention))
     cached = greedy_decode(model, src, 10)
     beam = beam_search(model, src, 10, beam_width=3)
-    import DLStudio.model.architecture as architecture
-    from DLStudio.model.kv_cache import attached
-    original = architecture.attached_to_decoder
+    import DLStudio.model.kv_cache as kv_cache
+    original = kv_cache.attached_to_decoder
     try:
-        architecture.attached_to_decoder = lambda *args: attached([])          # no cache
+        kv_cache.attached_to_decoder = lambda *args: kv_cache.attached([])     # no cache
         assert torch.equal(greedy_decode(model, src, 10), cached)
         assert torch.equal(beam_search(model, src, 10, beam_width=3), beam)
     finally:
-        architecture.attached_to_decoder = original
+        kv_cache.attached_to_decoder = original
 
 
 # --- the other designs, as switches ------------------------------------------------------

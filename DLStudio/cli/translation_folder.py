@@ -21,6 +21,7 @@ __all__ = ["folder_translator", "score_folder", "finetune_folder", "add_folder_a
 #: Each family's names of its attention's four projections (--lora-targets' default).
 ATTENTION_NAMES = {"MarianMTModel": "q_proj,k_proj,v_proj,out_proj",
                    "BartForConditionalGeneration": "q_proj,k_proj,v_proj,out_proj",
+                   "MBartForConditionalGeneration": "q_proj,k_proj,v_proj,out_proj",
                    "T5ForConditionalGeneration": "q,k,v,o"}
 
 

@@ -49,6 +49,7 @@ SPECIAL_NAMES = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token"
 #: tokenizer_config.json classes whose steps transformers rebuilds around the pieces.
 SENTENCEPIECE_LIKE = ("LlamaTokenizer", "LlamaTokenizerFast")
 T5_LIKE = ("T5Tokenizer", "T5TokenizerFast")
+MBART_LIKE = ("MBartTokenizer", "MBartTokenizerFast")
 ROBERTA_LIKE = ("BartTokenizer", "BartTokenizerFast", "RobertaTokenizer", "RobertaTokenizerFast")
 
 
@@ -87,8 +88,10 @@ class HubTokenizer:
         self.fingerprint = hashlib.sha256(hf.to_str().encode()).hexdigest()[:16]
 
     @classmethod
-    def from_folder(cls, path, config=None):
-        """The tokenizer of a model folder (``config``: its config.json, already read)."""
+    def from_folder(cls, path, config=None, target=False):
+        """The tokenizer of a model folder (``config``: its config.json, already read;
+        ``target``: a translation tokenizer's as transformers' ``text_target=`` uses it,
+        mBART's ending in the target language's code)."""
         from tokenizers import Tokenizer
         config = config if config is not None else read_json(path, "config.json")
         file = os.path.join(path, "tokenizer.json")
@@ -106,6 +109,8 @@ class HubTokenizer:
                 cls._as_llama_tokenizer(hf, settings)
             elif settings.get("tokenizer_class") in T5_LIKE:
                 cls._as_t5_tokenizer(hf, json.loads(text))
+            elif settings.get("tokenizer_class") in MBART_LIKE:
+                cls._as_mbart_tokenizer(hf, json.loads(text), settings, target)
         elif all(os.path.isfile(os.path.join(path, n)) for n in ("vocab.json", "merges.txt")):
             hf = cls._byte_level(path)
         else:
@@ -151,17 +156,51 @@ class HubTokenizer:
         hf.decoder = decoders.Sequence(steps + ([decoders.Strip(" ", 1, 0)] if prefix else []))
 
     @staticmethod
-    def _as_t5_tokenizer(hf, saved):
-        """What transformers 5's T5Tokenizer makes of a tokenizer.json (``saved``, the file
-        read as JSON): its Unigram pieces with <unk> at id 2 and no byte fallback, the
-        normaliser's precompiled SentencePiece character map and nothing else of it, the text
-        split at white space with "▁" in front of each word, "</s>" appended, and the
-        decoder that turns each "▁" back into a space."""
-        from tokenizers import decoders, models, normalizers, pre_tokenizers, processors
+    def _as_unigram(hf, saved, unk_id, family):
+        """transformers 5's rebuilding of a SentencePiece tokenizer.json (T5's, mBART's): its
+        Unigram pieces with <unk> at ``unk_id`` and no byte fallback, the text split at white
+        space with "▁" in front of each word, and the decoder that turns each "▁" back into
+        a space."""
+        from tokenizers import decoders, models, pre_tokenizers
         pieces = [tuple(p) for p in saved.get("model", {}).get("vocab") or []]
         if saved.get("model", {}).get("type") != "Unigram" or not pieces:
-            raise FolderError("a T5 tokenizer.json holds Unigram pieces: this one does not")
-        hf.model = models.Unigram(pieces, unk_id=2, byte_fallback=False)
+            raise FolderError(f"a {family} tokenizer.json holds Unigram pieces: this one "
+                              "does not")
+        hf.model = models.Unigram(pieces, unk_id=unk_id, byte_fallback=False)
+        hf.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(),
+                                                    pre_tokenizers.Metaspace(
+                                                        replacement="\u2581",
+                                                        prepend_scheme="always", split=True)])
+        hf.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="always",
+                                        split=True)
+
+    @staticmethod
+    def _as_mbart_tokenizer(hf, saved, settings, target):
+        """What transformers 5's MBartTokenizer makes of a tokenizer.json: `_as_unigram`
+        with <unk> at 3, no normaliser, and "</s>" then the language's code appended: the
+        source's (``src_lang``, en_XX unless named) or, for the target side, ``tgt_lang``
+        (the source's where none is named)."""
+        from tokenizers import processors
+        HubTokenizer._as_unigram(hf, saved, 3, "mBART")
+        hf.normalizer = None
+        source = settings.get("src_lang") or "en_XX"
+        lang = (settings.get("tgt_lang") or source) if target else source
+        end = _token_text(settings.get("eos_token")) or "</s>"
+        ids = [hf.token_to_id(t) for t in (end, lang)]
+        if None in ids:
+            raise FolderError(f"an mBART tokenizer holds {end} and its language code {lang}: "
+                              "this one does not")
+        hf.post_processor = processors.TemplateProcessing(
+            single=["$A", end, lang], pair=["$A", "$B", end, lang],
+            special_tokens=list(zip((end, lang), ids)))
+
+    @staticmethod
+    def _as_t5_tokenizer(hf, saved):
+        """What transformers 5's T5Tokenizer makes of a tokenizer.json (``saved``, the file
+        read as JSON): `_as_unigram` with <unk> at 2, the normaliser's precompiled
+        SentencePiece character map and nothing else of it, and "</s>" appended."""
+        from tokenizers import normalizers, processors
+        HubTokenizer._as_unigram(hf, saved, 2, "T5")
         steps = saved.get("normalizer") or {}
         steps = steps.get("normalizers", [steps]) if steps.get("type") == "Sequence" else [steps]
         charsmap = next((n["precompiled_charsmap"] for n in steps
@@ -169,12 +208,6 @@ class HubTokenizer:
                         None)
         hf.normalizer = None if charsmap is None else normalizers.Precompiled(
             base64.b64decode(charsmap))
-        hf.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(),
-                                                    pre_tokenizers.Metaspace(
-                                                        replacement="\u2581",
-                                                        prepend_scheme="always", split=True)])
-        hf.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="always",
-                                        split=True)
         end = hf.token_to_id("</s>")
         if end is None:
             raise FolderError("a T5 tokenizer.json holds </s>: this one does not")

@@ -244,13 +244,15 @@ class HubPair(FolderPair):
     Vocabulary. Its ids are the post-processor's: T5 appends </s>, BART writes <s> ... </s>.
 
     Args: hub (a HubTokenizer), end_id, pad_id, start_id (the decoder's first id),
-        size (the model's vocabulary: its embedding rows), max_seq_length.
+        size (the model's vocabulary: its embedding rows), max_seq_length, target (the
+        target side's HubTokenizer where it adds other tokens: mBART's language code).
     """
 
     kind = "hub_pair"
 
-    def __init__(self, hub, end_id, pad_id, start_id, size, max_seq_length=512):
-        self.hub = hub
+    def __init__(self, hub, end_id, pad_id, start_id, size, max_seq_length=512, target=None):
+        self.hub, self.target = hub, target
+        self.sides = {"en": hub, "es": target or hub}
         self.end_id, self.pad_id, self.start_id = end_id, pad_id, start_id
         self.max_seq_length = max_seq_length
         pieces = [hub.hf.id_to_token(i) for i in range(hub.hf.get_vocab_size(True))]
@@ -266,18 +268,25 @@ class HubPair(FolderPair):
     def from_folder(cls, path, config, max_seq_length=512):
         """The tokenizer of a folder with a tokenizer.json; its special ids from the config
         (``config``: as its transformers class reads it)."""
-        from .hub_tokenizer import HubTokenizer
+        from .hub_tokenizer import MBART_LIKE, HubTokenizer
         hub = HubTokenizer.from_folder(path, config)
-        ids = {name: config.get(f"{name}_token_id") for name in ("eos", "pad", "decoder_start")}
+        settings = read_json(path, "tokenizer_config.json", required=False)
+        target = HubTokenizer.from_folder(path, config, target=True) if \
+            settings.get("tokenizer_class") in MBART_LIKE else None
+        ids = {name: config.get(f"{name}_token_id")
+               for name in ("eos", "pad", "decoder_start", "bos")}
         missing = [f"{name}_token_id" for name in ("eos", "pad") if ids[name] is None]
         if missing:
             raise FolderError(f"{path}: its config names no {' and no '.join(missing)}")
-        start = ids["pad"] if ids["decoder_start"] is None else ids["decoder_start"]
-        return cls(hub, ids["eos"], ids["pad"], start, config["vocab_size"], max_seq_length)
+        # the decoder's first id as transformers' generate takes it: the config's, else <s>
+        start = next(ids[k] for k in ("decoder_start", "bos", "pad") if ids[k] is not None)
+        return cls(hub, ids["eos"], ids["pad"], start, config["vocab_size"], max_seq_length,
+                   target)
 
     def ids(self, text, lang="en"):
-        """transformers' ids of one text (the same on both sides), special tokens added."""
-        return self.hub.encode(text)
+        """transformers' ids of one text (``lang`` "es": as ``text_target=``), special
+        tokens added."""
+        return self.sides[lang].encode(text)
 
     def decode(self, ids, lang="es"):
         """transformers' ``decode(ids, skip_special_tokens=True)``."""
@@ -285,18 +294,21 @@ class HubPair(FolderPair):
 
     @property
     def tokenizers(self):
-        return {"en": self.hub, "es": self.hub}     # (HubTokenizer.readable)
+        return dict(self.sides)                     # (HubTokenizer.readable)
 
     def state(self):
         return {"kind": self.kind, "hub": self.hub.state(), "end_id": self.end_id,
                 "pad_id": self.pad_id, "start_id": self.start_id,
-                "size": self.vocab_en_size, "max_seq_length": self.max_seq_length}
+                "size": self.vocab_en_size, "max_seq_length": self.max_seq_length,
+                "target": self.target.state() if self.target else None}
 
     @classmethod
     def from_state(cls, state):
         from .hub_tokenizer import HubTokenizer
+        target = state.get("target")
         return cls(HubTokenizer.from_state(state["hub"]), state["end_id"], state["pad_id"],
-                   state["start_id"], state["size"], state["max_seq_length"])
+                   state["start_id"], state["size"], state["max_seq_length"],
+                   HubTokenizer.from_state(target) if target else None)
 
 
 #: Each kind of a folder's translation tokenizer, by its checkpoint name.

@@ -53,7 +53,7 @@ import torch.nn.functional as F
 
 from . import left_padding, since_2017, since_2023, switches
 from .batched_heads import BatchedHeads
-from .kv_cache import NO_CACHE, KeyValueCache, attached_to_decoder
+from .kv_cache import NO_CACHE, GPTDecoding, TranslationDecoding
 from .lora import TranslationLoRA  # add_lora: low-rank adaptation (Hu et al. 2021)
 from .overrides import check_forwards, runs_base
 from .recorder import TranslationRecords
@@ -61,7 +61,7 @@ from .relative_positions import ALiBi, RelativePosition, T5Bias, score_bias, sha
 from .since_2017 import RMSNorm, RotaryEmbedding, SwiGLU, repeat_kv
 from .summed_loss import summed_cross_entropy  # F.cross_entropy(..., reduction="sum")
 from .switches import FEED_FORWARDS, IN_ATTENTION, POSITIONS, SINUSOIDS
-from .tokens import EOS_INDEX, SOS_INDEX, causal_mask, padding_mask
+from .tokens import EOS_INDEX, SOS_INDEX, causal_mask, padding_mask, trailing_padding
 
 __all__ = ["TransformerParts", "EncoderDecoderParts", "GPTParts", "scaled_dot_product",
            "residual", "FEED_FORWARDS", "POSITIONS"]
@@ -438,13 +438,14 @@ class EncoderDecoderParts(TransformerParts):
     """The translation model's classes, the encoder side's and the decoder's, built from sizes
     (vocab_en_size, vocab_es_size, those of `TransformerParts`) with both embedding generators;
     `encoder_decoder` builds the whole model. start_id, end_id: the ids the decoder starts
-    from and a sentence ends with (DLStudio's SOS and EOS; a real model's folder says its own).
+    from and a sentence ends with (DLStudio's SOS and EOS; a real model's folder says its own,
+    and its pad_id: None where sentences are EOS-padded).
     """
 
     def __init__(self, *, vocab_en_size, vocab_es_size, start_id=SOS_INDEX, end_id=EOS_INDEX,
-                 **sizes):
+                 pad_id=None, **sizes):
         super().__init__(vocab_sizes={"en": vocab_en_size, "es": vocab_es_size}, **sizes)
-        self.start_id, self.end_id = start_id, end_id
+        self.start_id, self.end_id, self.pad_id = start_id, end_id, pad_id
         check_forwards(self, ["EmbeddingsGenerator", "AttentionHead", "SelfAttention",
                               "CrossAttention", "FeedForward", "BasicEncoder", "MasterEncoder",
                               "BasicDecoderWithMasking", "MasterDecoderWithMasking"],
@@ -563,7 +564,7 @@ class EncoderDecoderParts(TransformerParts):
                 x = x[keep]                                                # (N, M)
             return self.out(x)                                   # (B, T_tgt, V_es) | (N, V_es)
 
-    class EncoderDecoder(TranslationRecords, TranslationLoRA, nn.Module):
+    class EncoderDecoder(TranslationRecords, TranslationLoRA, TranslationDecoding, nn.Module):
         """The whole model as one module: both embedding generators, the MasterEncoder and
         the MasterDecoderWithMasking (so one optimiser sees every parameter).
 
@@ -578,6 +579,7 @@ class EncoderDecoderParts(TransformerParts):
             self.encoder, self.decoder = master_encoder, master_decoder
             self.start_id = getattr(xformer, "start_id", SOS_INDEX)         # a real model's
             self.end_id = getattr(xformer, "end_id", EOS_INDEX)             # own, or DLStudio's
+            self.pad_id = getattr(xformer, "pad_id", None)                  # (None: EOS pads)
             es = self.embeddings_generator_es.embedding
             if xformer.shared_vocab:     # one vocabulary: one matrix for both languages
                 es.weight = self.embeddings_generator_en.embedding.weight
@@ -595,9 +597,9 @@ class EncoderDecoderParts(TransformerParts):
             return memory, cross_mask
 
         def padding(self, ids):
-            """True after each sentence's end: `padding_mask`, with a real model's end id."""
-            return padding_mask(ids) if self.end_id == EOS_INDEX else \
-                padding_mask(ids, self.end_id)                            # (B, T)
+            """Each sentence's padding: after its EOS, or a real model's trailing pad ids."""
+            return padding_mask(ids) if self.pad_id is None else \
+                trailing_padding(ids, self.pad_id)                         # (B, T)
 
         def decode(self, tgt, memory, cross_mask, keep=None):
             return self.decoder(self.embeddings_generator_es(tgt), memory, cross_mask, keep)
@@ -612,19 +614,8 @@ class EncoderDecoderParts(TransformerParts):
             logits = run(src, tgt_in, keep)                               # (N, V_es)
             return summed_cross_entropy(logits, labels[keep], label_smoothing), len(logits)
 
-        def decode_newest(self, ys, memory, cross_mask):
-            """Inside `decoding`: logits for the word after ys (B, t), computing the newest
-            position only (the earlier ones are in the caches). Shape: -> (B, V_es)"""
-            x = self.embeddings_generator_es(ys)[:, -1:]                      # (B, 1, M)
-            return self.decoder(x, memory, cross_mask)[:, -1]                 # (B, V_es)
 
-        def decoding(self, cache_class=KeyValueCache):
-            """``with model.decoding() as caches``: a KeyValueCache (or ``cache_class``) on each
-            attention of the decoder, or none where they would not be read (kv_cache.py)."""
-            return attached_to_decoder(self.decoder, EncoderDecoderParts, "decoder", cache_class)
-
-
-class GPTParts(TransformerParts, nn.Module):
+class GPTParts(GPTDecoding, TransformerParts, nn.Module):
     """A decoder-only language model (GPT: Radford et al. 2018): it predicts each next token
     of a sentence from the tokens before it, and so can continue a prompt. It is built from
     the translation model's own classes; there is no attention code of its own:
@@ -686,10 +677,7 @@ class GPTParts(TransformerParts, nn.Module):
         logits = (self if run is None else run)(inputs, keep)             # (N, V)
         return summed_cross_entropy(logits, labels[keep], label_smoothing), len(logits)
 
-    def decode_newest(self, ys):
-        """Inside `decoding`: logits (B, V) for the token after ys (B, t), the newest only."""
-        return self.master_decoder(self.embeddings_generator(ys)[:, -1:], None)[:, -1]
 
-    def decoding(self):
-        """``with gpt.decoding() as caches``: see EncoderDecoder.decoding."""
-        return attached_to_decoder(self.master_decoder, GPTParts, "GPT")
+# word by word through the caches (kv_cache.py): decode_newest, decoding
+EncoderDecoderParts.EncoderDecoder.reference_parts = EncoderDecoderParts
+GPTParts.reference_parts = GPTParts

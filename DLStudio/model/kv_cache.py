@@ -12,7 +12,8 @@ import torch
 
 from .overrides import own_code, say_once
 
-__all__ = ["KeyValueCache", "NO_CACHE", "attached", "attached_if_valid", "attached_to_decoder"]
+__all__ = ["KeyValueCache", "NO_CACHE", "attached", "attached_if_valid", "attached_to_decoder",
+           "TranslationDecoding", "GPTDecoding"]
 
 
 class KeyValueCache:
@@ -147,3 +148,35 @@ def attached_to_decoder(decoder, parts, what, cache_class=KeyValueCache):
                       for d in layers for name, cls in attentions.items()])
     return attached_if_valid([getattr(d, name) for d in layers for name in attentions], own,
                              decoder.masking, what, cache_class)
+
+
+class TranslationDecoding:
+    """Word by word through the caches: the translation model's (EncoderDecoder's) mixin;
+    ``reference_parts``: the parts class whose code reads them (EncoderDecoderParts)."""
+
+    reference_parts = None
+
+    def decode_newest(self, ys, memory, cross_mask):
+        """Inside `decoding`: logits for the word after ys (B, t), computing the newest
+        position only (the earlier ones are in the caches). Shape: -> (B, V_es)"""
+        x = self.embeddings_generator_es(ys)[:, -1:]                      # (B, 1, M)
+        return self.decoder(x, memory, cross_mask)[:, -1]                 # (B, V_es)
+
+    def decoding(self, cache_class=KeyValueCache):
+        """``with model.decoding() as caches``: a KeyValueCache (or ``cache_class``) on each
+        attention of the decoder, or none where they would not be read."""
+        return attached_to_decoder(self.decoder, self.reference_parts, "decoder", cache_class)
+
+
+class GPTDecoding:
+    """The same for a GPT (GPTParts' mixin)."""
+
+    reference_parts = None
+
+    def decode_newest(self, ys):
+        """Inside `decoding`: logits (B, V) for the token after ys (B, t), the newest only."""
+        return self.master_decoder(self.embeddings_generator(ys)[:, -1:], None)[:, -1]
+
+    def decoding(self):
+        """``with gpt.decoding() as caches``: see TranslationDecoding.decoding."""
+        return attached_to_decoder(self.master_decoder, self.reference_parts, "GPT")

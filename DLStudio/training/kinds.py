@@ -14,7 +14,7 @@ from ..data import pairs_fingerprint
 from ..data.images import random_crops_and_flips
 from ..evaluation.decode_and_score import classify, evaluate_bleu
 from ..evaluation.generation import encode_sentences, perplexity
-from ..model.tokens import EOS_INDEX, padding_mask
+from ..model.tokens import EOS_INDEX, padding_mask, padding_of
 from .trainer import ScoreMissing, Trainer
 
 __all__ = ["TranslationTrainer", "ImageTrainer", "LanguageModelTrainer", "encode_pairs",
@@ -31,8 +31,9 @@ def encode_pairs(vocab, pairs):
     src = vocab.encode([en for en, _ in pairs], "en")
     tgt = vocab.encode([es for _, es in pairs], "es")
     end = getattr(vocab, "end_id", EOS_INDEX)          # a real model's tokenizer's own
-    src_len = (~padding_mask(src, end)).sum(1)
-    tgt_len = (~padding_mask(tgt, end)).sum(1)
+    pad = getattr(vocab, "pad_id", None)
+    src_len = (~padding_of(src, end, pad)).sum(1)
+    tgt_len = (~padding_of(tgt, end, pad)).sum(1)
     return src, tgt, src_len, tgt_len
 
 

@@ -41,7 +41,7 @@ T5 = {**{f"{cross}{n}": (attn, p) for cross, attn in (("", "SelfAttention"),
       "W1": ("DenseReluDense", "wi"), "V": ("DenseReluDense", "wi_1"),
       "W2": ("DenseReluDense", "wo")}
 SEQ2SEQ_ARCHITECTURES = ("MarianMTModel", "BartForConditionalGeneration",
-                         "T5ForConditionalGeneration")
+                         "MBartForConditionalGeneration", "T5ForConditionalGeneration")
 
 
 def _gpt2(gpt):

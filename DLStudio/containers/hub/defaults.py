@@ -32,6 +32,13 @@ GEMMA3 = {k: v for k, v in dict(
     tie_word_embeddings=True, query_pre_attn_scalar=256, sliding_window=4096,
     sliding_window_pattern=6).items() if k not in ("rope_theta", "hidden_act")}
 
+#: BART's (and, but for its decoder's start, mBART's).
+BART = {"vocab_size": 50265, "max_position_embeddings": 1024, "encoder_layers": 12,
+        "encoder_ffn_dim": 4096, "encoder_attention_heads": 16, "decoder_layers": 12,
+        "decoder_ffn_dim": 4096, "decoder_attention_heads": 16, "activation_function": "gelu",
+        "d_model": 1024, "scale_embedding": False, "pad_token_id": 1, "bos_token_id": 0,
+        "eos_token_id": 2, "decoder_start_token_id": 2, "forced_eos_token_id": 2,
+        "tie_word_embeddings": True}
 #: Each architecture's defaults, as its transformers config class has them.
 DEFAULTS = {
     "LlamaForCausalLM": LLAMA,
@@ -61,15 +68,8 @@ DEFAULTS = {
                       "scale_embedding": False, "pad_token_id": 58100, "eos_token_id": 0,
                       "forced_eos_token_id": 0, "share_encoder_decoder_embeddings": True,
                       "tie_word_embeddings": True},
-    "BartForConditionalGeneration": {"vocab_size": 50265, "max_position_embeddings": 1024,
-                                     "encoder_layers": 12, "encoder_ffn_dim": 4096,
-                                     "encoder_attention_heads": 16, "decoder_layers": 12,
-                                     "decoder_ffn_dim": 4096, "decoder_attention_heads": 16,
-                                     "activation_function": "gelu", "d_model": 1024,
-                                     "scale_embedding": False, "pad_token_id": 1,
-                                     "bos_token_id": 0, "eos_token_id": 2,
-                                     "decoder_start_token_id": 2, "forced_eos_token_id": 2,
-                                     "tie_word_embeddings": True},
+    "BartForConditionalGeneration": BART,
+    "MBartForConditionalGeneration": dict(BART, decoder_start_token_id=None),
     "T5ForConditionalGeneration": {"vocab_size": 32128, "d_model": 512, "d_kv": 64,
                                    "d_ff": 2048, "num_layers": 6, "num_decoder_layers": None,
                                    "num_heads": 8, "relative_attention_num_buckets": 32,

@@ -22,17 +22,17 @@ from ...evaluation.folder_rules import GenerationRules
 from ...runtime.studio import DLStudio
 from ..hub.defaults import completed
 from ..hub.weights import heads_of, hf_weights, place
-from . import bart, marian, t5
+from . import bart, marian, mbart, t5
 from .writer import write_marian
 
 __all__ = ["read_folder", "write_marian", "settings_of", "as_read_from", "layout_of",
            "ARCHITECTURES", "FolderError"]
 
-FAMILIES = {arch: family for family in (marian, t5, bart) for arch in family.ARCHITECTURES}
+FAMILIES = {arch: family for family in (marian, t5, bart, mbart)
+            for arch in family.ARCHITECTURES}
 ARCHITECTURES = tuple(FAMILIES)
 #: The hub's best-known other translation models, with what they need that we lack.
-OTHERS = {"MBartForConditionalGeneration": "mBART's language codes and final norms",
-          "FSMTForConditionalGeneration": "FSMT's fairseq layout",
+OTHERS = {"FSMTForConditionalGeneration": "FSMT's fairseq layout",
           "M2M100ForConditionalGeneration": "M2M-100's pre-LN layout and language codes"}
 
 

@@ -17,16 +17,22 @@ a switch of our classes:
 from . import marian
 
 __all__ = ["ARCHITECTURES", "LAYOUT", "OFFSET", "settings", "weights", "tokenizer",
-           "vocab_sizes"]
+           "vocab_sizes", "learned_positions"]
 
 ARCHITECTURES = ("BartForConditionalGeneration",)
 LAYOUT = "FG"
 OFFSET = 2                       # BartLearnedPositionalEmbedding: position t is row t + 2
 
 
+#: fairseq's layout fields old BART and mBART configs still carry; transformers reads none
+#: of them (its BartConfig drops them: the layout is the class's).
+FAIRSEQ_FIELDS = ("normalize_before", "add_final_layer_norm", "normalize_embedding")
+
+
 def _as_marian(config):
     """The fields Marian's reader asks for, as BART has them (one vocabulary, shared)."""
-    return dict(config, decoder_vocab_size=config["vocab_size"],
+    kept = {k: v for k, v in config.items() if k not in FAIRSEQ_FIELDS}
+    return dict(kept, decoder_vocab_size=config["vocab_size"],
                 share_encoder_decoder_embeddings=True)
 
 
