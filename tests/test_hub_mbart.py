@@ -123,3 +123,16 @@ def test_lora_is_peft_s_seq2seq_adapter(folders, tmp_path):
 def test_an_mbart_folder_is_refused_by_fg(folders):
     with pytest.raises(FolderError, match="pre-LN; read it with TransformerPreLN"):
         TransformerFG.from_huggingface(folders["plain"])
+
+
+def test_the_decoder_s_start_is_generation_config_s_where_the_config_names_none(folders,
+                                                                             tmp_path):
+    import json
+    import shutil
+    folder = tmp_path / "sparse"
+    shutil.copytree(folders["ends"], folder)
+    config = json.loads((folder / "config.json").read_text())
+    start = config.pop("decoder_start_token_id")
+    (folder / "config.json").write_text(json.dumps(config))
+    assert TransformerPreLN.from_huggingface(str(folder)).container.vocab.start_id == start
+    assert_translations_are_theirs(str(folder), TransformerPreLN)

@@ -118,8 +118,10 @@ def read_folder(cls, path, dl_studio=None, dtype=None, data_archive=None, traini
                               f"has {getattr(tokenizer, f'vocab_{lang}_size')} ids, more "
                               f"than the model's {size}")
     tokenizer.vocab_en_size, tokenizer.vocab_es_size = sizes
-    if config.get("decoder_start_token_id") is not None:
-        tokenizer.start_id = config["decoder_start_token_id"]
+    generation = read_json(path, "generation_config.json", required=False)
+    start = generation.get("decoder_start_token_id", config.get("decoder_start_token_id"))
+    if start is not None:       # (transformers 5 takes generate's settings from the file)
+        tokenizer.start_id = start
     dls = dl_studio or DLStudio(seed=None)
     data, more = TranslationData(vocab=tokenizer, reader=no_archive(path)), {}
     if data_archive is not None:          # the pairs it fine-tunes on, in its own pieces
@@ -145,7 +147,6 @@ def read_folder(cls, path, dl_studio=None, dtype=None, data_archive=None, traini
     if left:
         raise FolderError(f"{path}: no place in our classes for {', '.join(left[:4])}"
                           f"{' ...' if len(left) > 4 else ''}. Nothing was loaded")
-    generation = read_json(path, "generation_config.json", required=False)
     try:                  # (transformers 5 reads generate's settings from there, over config)
         as_read_from(xformer, model, {"path": path, "architecture": config["architectures"][0],
                                       "generation_config": {**config, **generation}})
