@@ -2,6 +2,7 @@
 chat (``interact_with_prompts.py FOLDER``), and write a trained GPT as a folder
 (``save_to_huggingface.py``)."""
 
+import os
 import sys
 
 import torch
@@ -205,8 +206,10 @@ def save_main(argv=None):
         if load_checkpoint(path).get("variant") in ("FG", "PreLN"):     # a translator
             xformer, model, _ = TransformerBase.from_checkpoint(path, weights=args.weights)
             hub_seq2seq.write_marian(xformer, model, out, checkpoint=path)
+            pieces = os.path.exists(os.path.join(out, "tokenizer.json"))
             print(f"wrote {out} (MarianMTModel): MarianMTModel.from_pretrained({out!r}) reads "
-                  "it; its README.md says how to give it our ids")
+                  "it; " + ("AutoTokenizer reads its tokenizer (README.md)" if pieces
+                            else "its README.md says how to give it our ids"))
             return 0
         gpt = TransformerGPT.from_checkpoint(path, weights=args.weights)[0]
         hub.write_folder(gpt, out)

@@ -11,8 +11,11 @@ Two of the lecture's designs are rewritten, exactly, into Marian's:
       M / 2 + i (the rows of the weights that write into it, the columns of those that read
       it, the norms' gains and biases); a sum, a norm or a dot product does not change when
       its terms are reordered alike.
-The tokenizer is ours (word-level or BPE pieces, one vocabulary a side), which no Marian
-tokenizer expresses: the folder's README.md says how to give it our ids.
+The tokenizer is ours, one vocabulary a side. BPE pieces are written as tokenizer.json files
+that transformers' AutoTokenizer reads with our ids (the English side in the folder, the
+Spanish in target/ unless the two share one); DLStudio's word lists are no tokenizer a
+folder expresses (they refuse every other word): the folder's README.md then says how to
+give it our ids.
 """
 
 import json
@@ -20,6 +23,7 @@ import os
 
 import torch
 
+from ...data.hub_export import translation_tokenizer_files
 from ...data.hub_tokenizer import FolderError
 from ...model.tokens import EOS_INDEX, SOS_INDEX
 
@@ -164,7 +168,11 @@ Written by DLStudio's save_to_huggingface.py from {checkpoint}. transformers rea
     from transformers import MarianMTModel
     model = MarianMTModel.from_pretrained("{name}")
 
-Its tokenizer is DLStudio's ({kind}, one vocabulary a side), which no Marian tokenizer
+{tokenizer}
+(the decoder starts from id {start}, SOS; sentences end with id {end}, EOS).
+"""
+
+WORDS = """Its tokenizer is DLStudio's (a word list a side), which no tokenizer file
 expresses: give it our ids, and the mask of the words before each sentence's end,
 
     from DLStudio import TransformerFG
@@ -174,8 +182,21 @@ expresses: give it our ids, and the mask of the words before each sentence's end
     mask = (~padding_mask(src)).long()                           # up to the first EOS
     ids = model.generate(input_ids=src, attention_mask=mask)
     print(" ".join(xformer.vocab.words(ids[0, 1:])))
+"""
 
-(the decoder starts from id {start}, SOS; sentences end with id {end}, EOS).
+PIECES = """Its tokenizer is DLStudio's byte-level BPE, written as tokenizer.json files that
+transformers reads with our ids: {sides}
+
+    from transformers import AutoTokenizer
+    english = AutoTokenizer.from_pretrained("{name}")
+    spanish = AutoTokenizer.from_pretrained("{target}")
+    batch = english(["she is not tired"], padding=True, return_tensors="pt")
+    ids = model.generate(**batch)
+    print(spanish.batch_decode(ids, skip_special_tokens=True))
+
+The files lower-case the text and collapse its blank space, as the model's training did;
+they do not remove punctuation or expand English contractions ("i'm" to "i am"), which
+DLStudio's archive did: give such text as the archive writes it.
 """
 
 
@@ -201,9 +222,24 @@ def write_marian(xformer, model, out, checkpoint="its checkpoint"):
                   "max_length": xformer.max_seq_length}
     with open(os.path.join(out, "generation_config.json"), "w", encoding="utf-8") as f:
         json.dump(generation, f, indent=2)
+    name = os.path.basename(os.path.abspath(out))
+    sides = translation_tokenizer_files(xformer.vocab)
+    for where, files in (sides or {}).items():
+        os.makedirs(os.path.join(out, where), exist_ok=True)
+        for file, content in files.items():
+            with open(os.path.join(out, where, file), "w", encoding="utf-8") as f:
+                f.write(content if isinstance(content, str)
+                        else json.dumps(content, indent=2, ensure_ascii=False))
+    if sides is None:
+        tokenizer = WORDS.format(checkpoint=checkpoint)
+    else:
+        two = "target" in sides
+        tokenizer = PIECES.format(
+            name=name, target=f"{name}/target" if two else name,
+            sides="the English side here, the Spanish in target/." if two
+            else "one for both languages (they share their pieces).")
     with open(os.path.join(out, "README.md"), "w", encoding="utf-8") as f:
-        f.write(README.format(name=os.path.basename(os.path.abspath(out)),
-                              checkpoint=checkpoint, kind=xformer.vocab.kind,
+        f.write(README.format(name=name, checkpoint=checkpoint, tokenizer=tokenizer,
                               start=config["decoder_start_token_id"],
                               end=config["eos_token_id"]))
     return out
