@@ -288,14 +288,16 @@ class TransformerBase(Container, EncoderDecoderParts):
 
     @classmethod
     def from_huggingface(cls, path, dl_studio=None, dtype=None, data_archive=None,
-                         **settings):
+                         languages=None, **settings):
         """A `Restored` (container, model, None) of a Hugging Face translation folder
         (TransformerFG: OPUS-MT's MarianMTModel, BART; TransformerPreLN: T5, Flan-T5,
         mBART), built of this class's nested classes, its tokenizer the folder's
         (containers/hub_seq2seq); ``data_archive``: the archive or pairs file it fine-tunes
         on (``run_code_for_training``), and ``settings`` of the training (by default Adam
-        at ``dl_studio.learning_rate``, no warm-up)."""
-        return hub_seq2seq.read_folder(cls, path, dl_studio, dtype, data_archive, settings)
+        at ``dl_studio.learning_rate``, no warm-up); ``languages``: mBART's (source,
+        target) codes, ("en_XX", "es_XX"), over the folder's."""
+        return hub_seq2seq.read_folder(cls, path, dl_studio, dtype, data_archive, settings,
+                                       languages)
 
     @classmethod
     def from_checkpoint(cls, path, dl_studio=None, corpus=None, model_class=None,

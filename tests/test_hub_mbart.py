@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from DLStudio.data.hub_tokenizer import FolderError
+from DLStudio.evaluation.decode_and_score import beam_search, greedy_decode
 from DLStudio.Transformers import TransformerFG, TransformerPreLN
 from tests.hub_seq2seq_folders import SPANISH, VARIED_EN, mbart_folder
 from tests.test_hub_seq2seq import (
@@ -22,6 +23,7 @@ from tests.test_hub_seq2seq import (
     long_batch,
     lora_on,
     theirs,
+    upto_end,
 )
 from tests.test_real_models import transformers_or_skip
 
@@ -136,3 +138,72 @@ def test_the_decoder_s_start_is_generation_config_s_where_the_config_names_none(
     (folder / "config.json").write_text(json.dumps(config))
     assert TransformerPreLN.from_huggingface(str(folder)).container.vocab.start_id == start
     assert_translations_are_theirs(str(folder), TransformerPreLN)
+
+
+def test_other_languages_are_mbart_tokenizer_s_src_lang_and_tgt_lang(folders, tmp_path):
+    """languages=("de_DE", "fr_XX"): each side's ids end in its code as MBartTokenizer's
+    with src_lang and tgt_lang, the decoder starts from the target's code, and greedy and
+    beam search give generate's output told to start there; the checkpoint's tokenizer
+    keeps them."""
+    from transformers import MBartTokenizer
+    folder = folders["ends"]
+    tokenizer = MBartTokenizer.from_pretrained(folder, src_lang="de_DE", tgt_lang="fr_XX")
+    xformer, ours, _ = TransformerPreLN.from_huggingface(folder, languages=("de_DE", "fr_XX"))
+    vocab, french = xformer.vocab, tokenizer.convert_tokens_to_ids("fr_XX")
+    texts = VARIED_EN[:8] + SPANISH[:8]
+    assert [vocab.ids(t) for t in texts] == [tokenizer(t).input_ids for t in texts]
+    assert [vocab.ids(t, "es") for t in texts] == \
+        [tokenizer(text_target=t).input_ids for t in texts]
+    assert vocab.start_id == french != TransformerPreLN.from_huggingface(
+        folder).container.vocab.start_id
+    assert vocab.fingerprint != TransformerPreLN.from_huggingface(
+        folder, languages=("en_XX", "fr_XX")).container.vocab.fingerprint
+    src = vocab.encode(VARIED_EN[:12], "en")
+    rules, end = xformer.generation_rules, vocab.end_id
+    with torch.no_grad():
+        for beams in (1, 4):
+            want = theirs(folder).generate(input_ids=src, attention_mask=(
+                src != vocab.pad_id).long(), decoder_start_token_id=french, num_beams=beams)
+            got = greedy_decode(ours, src, rules.max_length, rules=rules) if beams == 1 else \
+                beam_search(ours, src, rules.max_length, beams, rules.length_penalty,
+                            rules=rules)
+            assert [upto_end(r, end) for r in got.tolist()] == \
+                [upto_end(r[1:], end) for r in want.tolist()]
+    from DLStudio.data.hub_translation import HubPair
+    kept = HubPair.from_state(vocab.state())
+    assert kept.start_id == french and kept.ids("hola", "es") == vocab.ids("hola", "es")
+
+
+def test_a_language_the_tokenizer_lacks_is_refused_with_its_codes(folders):
+    with pytest.raises(FolderError, match="'xx_YY' is not a language code.*es_XX, et_EE"):
+        TransformerPreLN.from_huggingface(folders["plain"], languages=("en_XX", "xx_YY"))
+
+
+def test_languages_are_refused_by_a_folder_without_codes(tmp_path):
+    from tests.hub_seq2seq_folders import t5_folder
+    folder = t5_folder(str(tmp_path / "t5"))
+    with pytest.raises(FolderError, match="no language codes to choose"):
+        TransformerPreLN.from_huggingface(folder, languages=("en_XX", "es_XX"))
+
+
+def test_the_scripts_take_the_languages(folders, capsys, tmp_path):
+    """translate_sentence.py FOLDER "..." --source-lang --target-lang: generate's output
+    started from the target's code; a checkpoint of ours refuses them by name."""
+    from transformers import MBartTokenizer
+
+    from DLStudio.cli import translate_main
+    folder, text = folders["ends"], "the quick brown fox"
+    tokenizer = MBartTokenizer.from_pretrained(folder, src_lang="de_DE", tgt_lang="fr_XX")
+    with torch.no_grad():
+        want = tokenizer.decode(theirs(folder).generate(
+            **tokenizer([text], return_tensors="pt"),
+            decoder_start_token_id=tokenizer.convert_tokens_to_ids("fr_XX"))[0],
+            skip_special_tokens=True)
+    assert translate_main([folder, text, "--source-lang", "de_DE", "--target-lang",
+                           "fr_XX"]) == 0
+    assert capsys.readouterr().out == want + "\n"
+    assert translate_main([folder, text, "--target-lang", "xx_YY"]) == 1
+    assert "'xx_YY' is not a language code" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        translate_main([str(tmp_path / "mine.pt"), text, "--target-lang", "fr_XX"])
+    assert "a checkpoint of ours translates the languages" in capsys.readouterr().err

@@ -148,9 +148,9 @@ def translation_folder_explorer(path, args):
     """`explorer` for a Hugging Face translation folder (OPUS-MT in TransformerFG, T5 in
     TransformerPreLN): its translation as its generation_config.json decodes it (or
     --beam), every head's self- and cross-attention."""
-    from .translation_folder import folder_class
+    from .translation_folder import folder_class, languages_of
     cls = folder_class(path)
-    xformer, model, _ = cls.from_huggingface(path)
+    xformer, model, _ = cls.from_huggingface(path, languages=languages_of(args))
     rules = xformer.generation_rules
     beam = args.beam or rules.num_beams
     penalty = rules.length_penalty if args.length_penalty is None else args.length_penalty
@@ -179,6 +179,10 @@ def folder_explorer(path, args):
     if (read_json(path, "config.json").get("architectures") or [None])[0] in \
             hub_seq2seq.ARCHITECTURES:
         return translation_folder_explorer(path, args)
+    from .translation_folder import languages_of
+    if languages_of(args):
+        raise UserError(f"--source-lang and --target-lang choose an mBART folder's "
+                        f"languages; {path} is a language model's folder")
     from ..evaluation.generation import prompt_ids
     from ..Transformers import TransformerGPT
     gpt = TransformerGPT.from_huggingface(path)
@@ -352,11 +356,14 @@ def explore_main(argv=None):
                             "a subclass of your own")
         p.add_argument("--new-tokens", type=positive_int, default=12,
                        help="a Hugging Face folder: the tokens it adds to each prompt")
+        from .translation_folder import add_language_arguments, languages_of
+        add_language_arguments(p)
         args = p.parse_args(argv)
         if hugging_face_folder(args.checkpoint):       # a real model's (docs/real_models.md)
             path, inputs = args.checkpoint, args.more
             header, make_view, defaults = folder_explorer(path, args)
         else:
+            languages_of(args, p, folder=False)
             path, inputs = checkpoint_and_rest(args, "seq2seq_with_transformerFG")
             header, make_view, defaults = explorer(path, args)
         inputs = inputs or defaults

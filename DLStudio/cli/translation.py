@@ -40,8 +40,10 @@ from .common import (
 from .ensemble import add_ensemble_argument, add_members_argument, train_members, with_ensemble
 from .translation_folder import (
     add_folder_arguments,
+    add_language_arguments,
     finetune_folder,
     folder_translator,
+    languages_of,
     score_folder,
 )
 
@@ -341,6 +343,7 @@ def test_checkpoint_main(variant, argv=None):
         add_checkpoint_arguments(p, folder=True)
         p.add_argument("--archive", help="the archive (or --pairs file) it was trained on, "
                                          "if it has moved")
+        add_language_arguments(p)
         add_beam_argument(p)
         add_weights_argument(p)
         p.add_argument("--show", type=int, default=20, help="translations to print")
@@ -355,6 +358,7 @@ def test_checkpoint_main(variant, argv=None):
         args = p.parse_args(argv)
         if hugging_face_folder(args.checkpoint):     # OPUS-MT on an archive's held-out split
             return score_folder(p, args)
+        languages_of(args, p, folder=bool(args.against))
         path = checkpoint_arguments(p, args)
         xformer, first = load_translation(path, args.archive, args.model_class, args=args)
         model = with_ensemble(args, xformer, first)
@@ -388,6 +392,7 @@ def translate_main(argv=None):
         p = Parser(description="Translate English with any checkpoint, or a real "
                                 "translation model's folder.")
         add_checkpoint_arguments(p, sentence=True, folder=True)
+        add_language_arguments(p)
         add_beam_argument(p)
         add_weights_argument(p)
         add_decoding_precision(p)
@@ -398,6 +403,7 @@ def translate_main(argv=None):
         if hugging_face_folder(args.checkpoint):     # a real model's folder (OPUS-MT)
             xformer, model, sentence = folder_translator(p, args)
         else:
+            languages_of(args, p, folder=False)
             path, sentence = checkpoint_arguments(p, args, sentence=True)
             xformer, model = load_translation(path, model_class=args.model_class, args=args)
             model = with_ensemble(args, xformer, model)

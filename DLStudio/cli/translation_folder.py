@@ -15,7 +15,7 @@ from ..Transformers import TransformerFG, TransformerPreLN
 from .common import UserError, resolve_archive, subclass_of
 
 __all__ = ["folder_translator", "score_folder", "finetune_folder", "add_folder_arguments",
-           "folder_class"]
+           "folder_class", "add_language_arguments", "languages_of"]
 
 
 #: Each family's names of its attention's four projections (--lora-targets' default).
@@ -32,6 +32,27 @@ def folder_class(path, model_class=None):
     return subclass_of(model_class, base) if model_class else base
 
 
+def add_language_arguments(parser):
+    """``--source-lang CODE --target-lang CODE``: an mBART folder's languages."""
+    parser.add_argument("--source-lang", metavar="CODE",
+                        help="an mBART folder: the source's language code (en_XX, de_DE ...; "
+                             "by default its tokenizer_config.json's src_lang)")
+    parser.add_argument("--target-lang", metavar="CODE",
+                        help="an mBART folder: the target's language code (es_XX, fr_XX ...; "
+                             "by default its tgt_lang); the decoder starts from it")
+
+
+def languages_of(args, parser=None, folder=True):
+    """(source, target) of --source-lang and --target-lang (None where not given), or None
+    for neither; on a checkpoint of ours (``folder`` false) given either, the parser's
+    error."""
+    pair = (getattr(args, "source_lang", None), getattr(args, "target_lang", None))
+    if any(pair) and not folder:
+        parser.error("--source-lang and --target-lang choose an mBART folder's languages; "
+                     "a checkpoint of ours translates the languages it was trained on")
+    return pair if any(pair) else None
+
+
 def folder_translator(parser, args):
     """(xformer, model, sentence) of ``translate_sentence.py FOLDER "sentence"``: a Hugging
     Face translation folder read into its container (or ``--model-class``, a subclass of
@@ -43,7 +64,7 @@ def folder_translator(parser, args):
     if getattr(args, "ensemble", None):
         parser.error("--ensemble averages checkpoints of ours, not a model folder")
     xformer, model, _ = folder_class(args.checkpoint, args.model_class).from_huggingface(
-        args.checkpoint)
+        args.checkpoint, languages=languages_of(args))
     return xformer, model, args.more[0]
 
 
@@ -58,7 +79,8 @@ def score_folder(parser, args, folder=None, pairs=None):
                      "(the archive, or --pairs file, to score it on: bundled names ours)")
     if pairs is None:
         pairs = TranslationData.read(resolve_archive(args.archive))[0].held_out_pairs
-    xformer, model, _ = folder_class(folder).from_huggingface(folder)
+    xformer, model, _ = folder_class(folder).from_huggingface(folder,
+                                                              languages=languages_of(args))
     rules = xformer.generation_rules
     beam = args.beam or rules.num_beams
     print(f"\n{xformer.folder_architecture} {folder} ({len(pairs)} held-out pairs, beam "
@@ -90,6 +112,7 @@ def add_folder_arguments(parser):
                              "q_proj, k_proj, v_proj, out_proj in self- and cross-attention, "
                              "fc1, fc2; T5's q, k, v, o, wi or wi_0 and wi_1, wo; by "
                              "default the four attention projections)")
+    add_language_arguments(parser)
 
 
 def finetune_folder(variant, args, archive):
@@ -108,7 +131,8 @@ def finetune_folder(variant, args, archive):
                    learning_rate=args.learning_rate, batch_size=args.batch_size,
                    epochs=args.epochs, use_gpu=not args.cpu, seed=args.seed)
     xformer, model, _ = cls.from_huggingface(
-        args.from_folder, dls, data_archive=archive, checkpoint_freq=args.checkpoint_freq,
+        args.from_folder, dls, data_archive=archive, languages=languages_of(args),
+        checkpoint_freq=args.checkpoint_freq,
         label_smoothing=args.label_smoothing, dropout=args.dropout, schedule=args.schedule)
     how = "every weight learns"
     if args.lora_rank:

@@ -88,14 +88,18 @@ class HubTokenizer:
         self.fingerprint = hashlib.sha256(hf.to_str().encode()).hexdigest()[:16]
 
     @classmethod
-    def from_folder(cls, path, config=None, target=False):
+    def from_folder(cls, path, config=None, target=False, languages=None):
         """The tokenizer of a model folder (``config``: its config.json, already read;
         ``target``: a translation tokenizer's as transformers' ``text_target=`` uses it,
-        mBART's ending in the target language's code)."""
+        mBART's ending in the target language's code; ``languages``: mBART's (source,
+        target) codes, as transformers' src_lang and tgt_lang, over the folder's)."""
         from tokenizers import Tokenizer
         config = config if config is not None else read_json(path, "config.json")
         file = os.path.join(path, "tokenizer.json")
         settings = read_json(path, "tokenizer_config.json", required=False)
+        if languages:                       # (None: the folder's)
+            settings = {**settings, **{name: code for name, code in
+                                       zip(("src_lang", "tgt_lang"), languages) if code}}
         if os.path.isfile(file):
             with open(file, encoding="utf-8") as f:
                 text = f.read()
@@ -187,9 +191,13 @@ class HubTokenizer:
         lang = (settings.get("tgt_lang") or source) if target else source
         end = _token_text(settings.get("eos_token")) or "</s>"
         ids = [hf.token_to_id(t) for t in (end, lang)]
-        if None in ids:
-            raise FolderError(f"an mBART tokenizer holds {end} and its language code {lang}: "
-                              "this one does not")
+        if ids[0] is None:
+            raise FolderError(f"an mBART tokenizer holds {end}: this one does not")
+        if ids[1] is None:
+            codes = sorted(t for t in hf.get_vocab(with_added_tokens=True)
+                           if re.fullmatch(r"[a-z]{2,3}_[A-Z]{2}", t))
+            raise FolderError(f"{lang!r} is not a language code of this mBART tokenizer; "
+                              f"its codes are {', '.join(codes) or 'none'}")
         hf.post_processor = processors.TemplateProcessing(
             single=["$A", end, lang], pair=["$A", "$B", end, lang],
             special_tokens=list(zip((end, lang), ids)))

@@ -261,18 +261,28 @@ class HubPair(FolderPair):
         self.vocab_en_size = self.vocab_es_size = max(size, len(pieces))
         # (of the pieces, not the whole file: its scores' last digits change when it is read
         # back from a checkpoint)
+        # (what each side adds to a text, too: mBART's language codes)
         self.fingerprint = hashlib.sha256(json.dumps(
-            [pieces, end_id, pad_id, start_id]).encode()).hexdigest()[:16]
+            [pieces, end_id, pad_id, start_id, *(self.sides[lang].encode("")
+                                                 for lang in ("en", "es"))]
+        ).encode()).hexdigest()[:16]
 
     @classmethod
-    def from_folder(cls, path, config, max_seq_length=512):
+    def from_folder(cls, path, config, max_seq_length=512, languages=None):
         """The tokenizer of a folder with a tokenizer.json; its special ids from the config
-        (``config``: as its transformers class reads it)."""
+        (``config``: as its transformers class reads it). ``languages``: an mBART folder's
+        (source, target) codes over its tokenizer_config.json's (None: the folder's); the
+        decoder then starts from the target's code, as transformers' mBART is trained and
+        told to generate."""
         from .hub_tokenizer import MBART_LIKE, HubTokenizer
-        hub = HubTokenizer.from_folder(path, config)
         settings = read_json(path, "tokenizer_config.json", required=False)
-        target = HubTokenizer.from_folder(path, config, target=True) if \
-            settings.get("tokenizer_class") in MBART_LIKE else None
+        coded = settings.get("tokenizer_class") in MBART_LIKE
+        if languages and not coded:
+            raise FolderError(f"{path}: its tokenizer has no language codes (mBART's have): "
+                              "the source and target languages are the model's own")
+        hub = HubTokenizer.from_folder(path, config, languages=languages)
+        target = HubTokenizer.from_folder(path, config, target=True, languages=languages) \
+            if coded else None
         ids = {name: config.get(f"{name}_token_id")
                for name in ("eos", "pad", "decoder_start", "bos")}
         missing = [f"{name}_token_id" for name in ("eos", "pad") if ids[name] is None]
@@ -280,6 +290,8 @@ class HubPair(FolderPair):
             raise FolderError(f"{path}: its config names no {' and no '.join(missing)}")
         # the decoder's first id as transformers' generate takes it: the config's, else <s>
         start = next(ids[k] for k in ("decoder_start", "bos", "pad") if ids[k] is not None)
+        if languages and languages[1]:
+            start = target.hf.token_to_id(languages[1])
         return cls(hub, ids["eos"], ids["pad"], start, config["vocab_size"], max_seq_length,
                    target)
 

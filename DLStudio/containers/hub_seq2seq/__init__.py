@@ -98,19 +98,28 @@ def no_archive(path):
     return read
 
 
-def read_folder(cls, path, dl_studio=None, dtype=None, data_archive=None, training=None):
+def read_folder(cls, path, dl_studio=None, dtype=None, data_archive=None, training=None,
+                languages=None):
     """A `Restored` (container, model, None) of a Hugging Face translation folder: ``cls``
     (TransformerFG or a subclass: its nested classes are used), the model in eval mode, its
     weights in ``dtype`` (float32 or bfloat16); ``data_archive``: an archive or pairs file
     to fine-tune it on (read with the folder's tokenizer), ``training``: the container's
-    other settings (training's: by default no warm-up, Adam at the DLStudio's rate)."""
+    other settings (training's: by default no warm-up, Adam at the DLStudio's rate);
+    ``languages``: an mBART folder's (source, target) codes, "en_XX", "es_XX", over its
+    own (None: the folder's; the decoder starts from the target's, and a forced first token
+    is it)."""
     if not os.path.isdir(path):
         raise FolderError(f"{path} is not a folder: give the folder a model was downloaded "
                           "to (docs/real_models.md says how)")
     config, weights = read_json(path, "config.json"), hf_weights(path)
     family, config, settings = settings_of(config, path, cls.variant, weights)
     stacks = settings.pop("stacks")
-    tokenizer = family.tokenizer(path, config)
+    languages = tuple(languages) if languages and any(languages) else None
+    if languages and family is not mbart:
+        raise FolderError(f"{path}: a {config['architectures'][0]} has no language codes "
+                          "to choose (mBART's have): its languages are its own")
+    tokenizer = family.tokenizer(path, config, languages) if languages else \
+        family.tokenizer(path, config)
     sizes = family.vocab_sizes(config)
     for lang, size in zip(("en", "es"), sizes):
         if getattr(tokenizer, f"vocab_{lang}_size") > size:
@@ -120,6 +129,11 @@ def read_folder(cls, path, dl_studio=None, dtype=None, data_archive=None, traini
     tokenizer.vocab_en_size, tokenizer.vocab_es_size = sizes
     generation = read_json(path, "generation_config.json", required=False)
     start = generation.get("decoder_start_token_id", config.get("decoder_start_token_id"))
+    if languages and languages[1]:          # the target's code first, whatever the folder's
+        start = tokenizer.start_id
+        generation = {**generation, "decoder_start_token_id": start}
+        if {**config, **generation}.get("forced_bos_token_id") is not None:
+            generation["forced_bos_token_id"] = start
     if start is not None:       # (transformers 5 takes generate's settings from the file)
         tokenizer.start_id = start
     dls = dl_studio or DLStudio(seed=None)

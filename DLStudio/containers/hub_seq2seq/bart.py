@@ -56,11 +56,11 @@ def weights(hf, config, core):
     yield from marian.weights(hf, _as_marian(config), core, per_stack=learned_positions)
 
 
-def tokenizer(path, config):
+def tokenizer(path, config, languages=None):
     """The folder's byte-level BPE (tokenizer.json, or vocab.json and merges.txt) as
-    transformers 5's BartTokenizer reads it, for both sides."""
+    transformers 5's BartTokenizer reads it, for both sides (``languages``: mBART's)."""
     from ...data.hub_translation import HubPair
-    return HubPair.from_folder(path, config, config["max_position_embeddings"])
+    return HubPair.from_folder(path, config, config["max_position_embeddings"], languages)
 
 
 def vocab_sizes(config):

@@ -39,15 +39,16 @@ def weights(hf, config, core):
                                    per_stack=positions_and_final_norm)
 
 
-def tokenizer(path, config):
+def tokenizer(path, config, languages=None):
     """The folder's tokenizer.json as transformers 5's MBartTokenizer reads it, a side each
-    (mBART-50's tokenizer, its code in front, is refused by name)."""
+    (mBART-50's tokenizer, its code in front, is refused by name); ``languages``: the
+    (source, target) codes over the folder's src_lang and tgt_lang."""
     from ...data.hub_tokenizer import MBART_LIKE, FolderError, read_json
     named = read_json(path, "tokenizer_config.json", required=False).get("tokenizer_class")
     if named not in MBART_LIKE:
         raise FolderError(f"{path}: an mBART folder's tokenizer we read is MBartTokenizer "
                           f"(the code after </s>), not {named}")
-    return bart.tokenizer(path, config)
+    return bart.tokenizer(path, config, languages)
 
 
 vocab_sizes = bart.vocab_sizes
