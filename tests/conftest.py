@@ -38,6 +38,17 @@ def files_of_one_test_forgotten_after_it(tmp_path_factory):
             del sys.modules[name]
 
 
+@pytest.fixture(autouse=True)
+def the_final_model_of_a_test_in_its_own_folder(tmp_path_factory, monkeypatch):
+    """DLStudio's default path_saved_model is ./saved_model, one file in the clone for every
+    test that leaves it out: two workers training at once would each find the other's file
+    there (not written by this process: refused), and the clone would keep it. Each test
+    gets a folder of its own for it; a test that names a path keeps its own."""
+    from DLStudio.runtime.studio import DLStudio
+    monkeypatch.setitem(DLStudio._DEFAULTS, "path_saved_model",
+                        str(tmp_path_factory.mktemp("saved") / "saved_model"))
+
+
 def pytest_collection_modifyitems(items):
     for item in items:
         if item.get_closest_marker("slow") and item.path.name in ALONE:
