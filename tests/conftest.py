@@ -1,5 +1,8 @@
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 
 import pytest
 
@@ -38,12 +41,19 @@ def files_of_one_test_forgotten_after_it(tmp_path_factory):
             del sys.modules[name]
 
 
+def pytest_configure(config):
+    """DLStudio's default path_saved_model is ./saved_model, one file in the clone for every
+    test and fixture that leaves it out: two workers training at once would each find the
+    other's file there (not written by this process: refused), and the clone would keep
+    it. Each process's default is a folder of its own (and each test's, below)."""
+    from DLStudio.runtime.studio import DLStudio
+    folder = tempfile.mkdtemp(prefix="dlstudio-saved-")
+    atexit.register(shutil.rmtree, folder, True)
+    DLStudio._DEFAULTS["path_saved_model"] = os.path.join(folder, "saved_model")
+
+
 @pytest.fixture(autouse=True)
 def the_final_model_of_a_test_in_its_own_folder(tmp_path_factory, monkeypatch):
-    """DLStudio's default path_saved_model is ./saved_model, one file in the clone for every
-    test that leaves it out: two workers training at once would each find the other's file
-    there (not written by this process: refused), and the clone would keep it. Each test
-    gets a folder of its own for it; a test that names a path keeps its own."""
     from DLStudio.runtime.studio import DLStudio
     monkeypatch.setitem(DLStudio._DEFAULTS, "path_saved_model",
                         str(tmp_path_factory.mktemp("saved") / "saved_model"))
