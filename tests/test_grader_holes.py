@@ -79,6 +79,45 @@ def test_a_padded_copy_is_still_similar_and_strings_do_not_count():
     assert flags == {"a.py": ["similar:b.py"], "b.py": ["similar:a.py"]} and left == 0
 
 
+def _swapped(source):
+    """The solution with its function and its head class in the other order."""
+    i, j = source.index("def scaled_dot_product"), source.index("class MyHead")
+    k = source.index("class MyTransformer")
+    return source[:i] + source[j:k] + "\n" + source[i:j] + source[k:]
+
+
+@pytest.mark.parametrize("copy", ["functions swapped", "a line of dead code",
+                                  "5,000 tokens of code after it"])
+def test_a_copy_reordered_or_with_code_added_is_still_similar(copy):
+    """Fingerprints do not count the order of their runs, nor what the copy adds."""
+    changed = {"functions swapped": _swapped,
+               "a line of dead code": lambda s: s.replace(
+                   "    weights = torch.softmax",
+                   "    unused = scores.sum() * 0\n    weights = torch.softmax"),
+               "5,000 tokens of code after it": lambda s: s + "\n_pad = [" + ", ".join(
+                   str(i) for i in range(2500)) + "]\n"}[copy](ATTENTION)
+    flags, left = similar_flags({"a.py": ATTENTION, "b.py": changed}, "")
+    assert flags == {"a.py": ["similar:b.py"], "b.py": ["similar:a.py"]} and left == 0
+
+
+def test_files_padded_with_tokens_of_no_common_neighbours_are_compared_in_linear_time():
+    """Two files each padded with 5,000 tokens found in no other file: difflib's ratio took
+    minutes a pair on them; fingerprints take the time of reading them (the budget, far
+    beyond it, is not reached)."""
+    padded = {f"{who}.py": ATTENTION + "\n_pad = [" + ", ".join(
+        str(i * 7 + n) for i in range(2500)) + "]\n"
+        for n, who in enumerate(("ana", "ben", "cleo"))}
+    flags, left = similar_flags(padded, "", budget=60.0)
+    assert left == 0    # (each pads the solution its own way: neither holds most of another)
+
+
+def test_an_honest_other_hand_is_not_similar():
+    from .test_grading import KEPT_DEFAULT, OTHER_HAND
+    flags, left = similar_flags({"a.py": ATTENTION, "b.py": OTHER_HAND, "c.py": KEPT_DEFAULT},
+                                "")
+    assert flags == {} and left == 0
+
+
 @pytest.mark.parametrize("code, flag", [
     ("import importlib\n_a = importlib.import_module('DLStudio.model.architecture')\n",
      "obfuscation:importlib"),
@@ -357,3 +396,18 @@ def test_decoding_without_the_cache_fails_uses_the_cache_whatever_it_reports(tmp
     assert not grades["forges.py"]["uses_the_cache"].passed
     assert "re-reading the prefix" in grades["forges.py"]["uses_the_cache"].message
     assert all(r.passed for r in grades["honest.py"].values())
+
+
+def test_nothing_the_grader_prints_reaches_the_terminal_as_a_control(capsys):
+    """A failure message that quotes a file's text (an exception it raised) with escape
+    sequences (redraw the FAIL line as ok, set the title, write the clipboard), a carriage
+    return and a bidirectional override: printed escaped, its lines kept."""
+    from DLStudio.cli.exercises import print_results
+    from DLStudio.exercises.checking import Result
+    ex = exercise("attention")
+    hostile = ("\x1b[2K\r  ok    near\x1b]0;graded\x07\x1b]52;c;cm0gLXJmIH4=\x07"
+               "\u202eyrev\nsecond line\x9b1A")
+    print_results(ex, [Result(ex.checks[0].name, False, hostile)])
+    out = capsys.readouterr().out
+    assert not any(c in out for c in "\x1b\r\x07\u202e\x9b")
+    assert "\\x1b[2K\\r  ok    near" in out and "\nsecond line" in out

@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import unicodedata
 import zipfile
 
 from ..exercises import NAMES, exercise, skeleton_path
@@ -219,10 +220,11 @@ def train_or_say(ex, path, train):
     try:
         train_beside(ex, path, **train)
     except StudentError as e:
-        print(f"--train: {e}")
+        print(f"--train: {printable(str(e))}")
         return 1
     except Exception as e:                      # their code, called by the training run
-        print(f"--train: training your {ex.container} failed: {student_line(e, path)}\n"
+        print(f"--train: training your {ex.container} failed: "
+              f"{printable(student_line(e, path))}\n"
               "(the checks passed: the failing part is one they do not reach)")
         return 1
     return 0
@@ -441,8 +443,13 @@ def shown(text):
 
 
 def printable(text):
-    """``text`` as any UTF-8 printer takes it: its lines kept, a lone surrogate escaped."""
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    """``text`` (a message that may quote a student's file) as any UTF-8 printer takes it
+    and no terminal acts on: its lines kept, every other control or format character (an
+    escape sequence's ESC, a carriage return that redraws a line, a bidirectional
+    override) and a lone surrogate written as its escape."""
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return "".join(c if c == "\n" or unicodedata.category(c) not in ("Cc", "Cf")
+                   else ascii(c)[1:-1] for c in text)
 
 
 def spreadsheet_cell(text):

@@ -15,9 +15,15 @@ loads) would run; the flag shows the instructor where to look.
 ``similar:OTHER``: two files whose own code (the skeleton's lines removed, comments,
 strings and blank lines too, the names it chose made one) is near-identical, when both
 have enough of it to mean something (a few lines of a short exercise are alike in most
-correct files). Padding a copy with strings or comments changes nothing; the comparison
-reads at most MAX_TOKENS of each file and stops after a time budget (the pairs it left
-are counted, for the instructor to hear).
+correct files). Each file's own code is read as fingerprints, as Moss and Dolos read code
+(Schleimer, Wilkerson and Aiken 2003, "winnowing"): a hash of every run of K_GRAM tokens,
+of which each window of WINDOW consecutive hashes keeps its smallest, so that any run of
+K_GRAM + WINDOW - 1 tokens two files share gives both the same fingerprint. Two files are
+similar when most of the smaller one's fingerprints are the other's (containment): their
+order does not count (functions swapped), nor what one file adds (dead code, padding).
+It takes time linear in the files' tokens, of which it reads at most MAX_TOKENS a file,
+and stops after a time budget (the pairs it left are counted, for the instructor to
+hear).
 
 ``obfuscation:NAME``: the file runs code it builds or fetches by name (``exec``, ``eval``,
 ``compile``, ``__import__``, ``importlib``, ``vars()``, ``globals()``, ``__dict__``,
@@ -27,21 +33,24 @@ name, needs. An honest solution of these exercises needs none of them.
 """
 
 import ast
-import difflib
 import io
 import keyword
 import re
 import time
 import tokenize
 import types
+import zlib
 
 __all__ = ["reference_flags", "similar_flags", "obfuscation_flags", "MIN_TOKENS", "SIMILAR",
            "MAX_TOKENS", "SIMILAR_BUDGET"]
 
 #: Own code shorter than this many tokens is never flagged as similar.
 MIN_TOKENS = 60
-#: The similarity (difflib's ratio of the renamed tokens) from which two files are flagged.
-SIMILAR = 0.9
+#: The share of the smaller file's fingerprints found in the other's from which two files
+#: are flagged.
+SIMILAR = 0.8
+#: Tokens a fingerprint hashes, and the window of hashes each keeps its smallest of.
+K_GRAM, WINDOW = 8, 4
 #: Of each file's own code, the tokens compared (a solution is a few hundred).
 MAX_TOKENS = 5000
 #: Seconds the similar: comparison of a whole folder may take.
@@ -170,22 +179,47 @@ def own_tokens(source, skeleton, limit=MAX_TOKENS):
     return tokens
 
 
+def fingerprints(tokens, k=K_GRAM, window=WINDOW):
+    """The winnowed fingerprints of a token list: a CRC-32 of each run of ``k`` tokens, the
+    smallest of each ``window`` consecutive ones kept (the rightmost of equals, as
+    Schleimer et al. do). A list shorter than ``k`` tokens is one run."""
+    grams = [zlib.crc32("\x00".join(tokens[i:i + k]).encode())
+             for i in range(max(1, len(tokens) - k + 1))]
+    kept = set()
+    for i in range(max(1, len(grams) - window + 1)):
+        part = grams[i:i + window]
+        low = min(part)
+        kept.add((low, i + len(part) - 1 - part[::-1].index(low)))
+    return {h for h, _ in kept}
+
+
+def containment(a, b):
+    """The share of the smaller fingerprint set found in the other."""
+    return len(a & b) / min(len(a), len(b)) if a and b else 0.0
+
+
 def similar_flags(sources, skeleton, min_tokens=MIN_TOKENS, threshold=SIMILAR,
                   budget=SIMILAR_BUDGET):
     """({file: ["similar:OTHER", ...]}, pairs left uncompared) for the pairs of ``sources``
-    ({file: source}) whose own code is near-identical, compared for ``budget`` seconds at
-    most; files with no such pair are left out."""
-    own = {name: own_tokens(text, skeleton) for name, text in sources.items()}
-    own = {name: tokens for name, tokens in own.items() if len(tokens) >= min_tokens}
+    ({file: source}) whose own code is near-identical (`containment` of their
+    `fingerprints` at least ``threshold``), compared for ``budget`` seconds at most; files
+    with no such pair are left out."""
+    end, own, read = time.monotonic() + budget, {}, 0
+    for name, text in sources.items():
+        if time.monotonic() >= end:
+            break
+        read += 1
+        tokens = own_tokens(text, skeleton)
+        if len(tokens) >= min_tokens:
+            own[name] = fingerprints(tokens)
     names, flags = sorted(own), {}
     pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
-    end = time.monotonic() + budget
+    n = len(sources)                    # (the pairs of a file the budget left unread)
+    left = n * (n - 1) // 2 - read * (read - 1) // 2
     for done, (a, b) in enumerate(pairs):
-        if time.monotonic() > end:
-            return flags, len(pairs) - done
-        match = difflib.SequenceMatcher(None, own[a], own[b], autojunk=False)
-        if match.real_quick_ratio() >= threshold and match.quick_ratio() >= threshold \
-                and match.ratio() >= threshold:
+        if time.monotonic() >= end:
+            return flags, left + len(pairs) - done
+        if containment(own[a], own[b]) >= threshold:
             flags.setdefault(a, []).append(f"similar:{b}")
             flags.setdefault(b, []).append(f"similar:{a}")
-    return flags, 0
+    return flags, left
