@@ -387,6 +387,56 @@ def test_only_one_check_exits_by_its_verdict_for_classroom(tmp_path, command):
     assert status == 1 and "ended before it answered" in out
 
 
+@needs_sandbox
+@pytest.mark.parametrize("how", ["--seed", "under a submissions folder", "--sandbox"])
+def test_check_runs_a_student_s_file_in_the_sandbox_unless_trusted(tmp_path, capsys, how):
+    """The command results.json names (check NAME FILE --seed S), a file under a folder of
+    submissions, or --sandbox: the file runs in the sandbox (what it writes outside stays
+    out); --trust runs it in this process, as the one who runs it."""
+    from DLStudio.cli import main
+    escaped = tmp_path / "escaped.txt"
+    folder = tmp_path / ("submissions" if how == "under a submissions folder" else "mine")
+    folder.mkdir()
+    path = folder / "attention.py"
+    path.write_text(before(f"try:\n    open({str(escaped)!r}, 'w').write('x')\n"
+                           "except OSError:\n    pass"))
+    flags = {"--seed": ["--seed", "7"], "--sandbox": ["--sandbox"]}.get(how, [])
+    assert main(["check", "attention", str(path), *flags]) == 0
+    out = capsys.readouterr().out
+    assert "in the sandbox" in out and "7 of 7 checks pass" in out
+    assert not escaped.exists()
+    assert main(["check", "attention", str(path), *flags, "--trust"]) == 0
+    assert escaped.exists() and "in the sandbox" not in capsys.readouterr().out
+    assert main(["check", "attention", str(path), *flags, "--train"]) == 1
+    assert "give --trust" in capsys.readouterr().err
+
+
+def test_where_no_sandbox_exists_check_says_so_and_asks_for_trust(tmp_path, capsys,
+                                                                  monkeypatch):
+    from DLStudio.cli import main
+    monkeypatch.setattr(Sandbox, "find", classmethod(lambda cls, *a, **k: cls(
+        "none", "no sandbox (bubblewrap (bwrap) is not installed): the students' code runs "
+                "with the grader's rights")))
+    path = tmp_path / "attention.py"
+    path.write_text(ATTENTION)
+    assert main(["check", "attention", str(path), "--seed", "7"]) == 1
+    err = capsys.readouterr().err
+    assert "this machine has none" in err and "give --trust" in err
+    assert main(["check", "attention", str(path), "--seed", "7", "--trust"]) == 0
+
+
+@needs_sandbox
+def test_results_json_says_its_command_runs_in_the_sandbox(tmp_path):
+    from DLStudio.cli import main
+    path = tmp_path / "attention.py"
+    path.write_text(ATTENTION)
+    assert main(["check", "attention", str(path), "--gradescope", str(tmp_path / "r.json"),
+                 "--seed", "3"]) == 0
+    said = json.loads((tmp_path / "r.json").read_text())["output"]
+    assert "--seed 3 gives the same checks, in the sandbox" in said and "--trust" in said
+
+
+@needs_sandbox
 def test_a_grading_row_is_reproduced_by_check_with_its_seed(tmp_path, capsys):
     from DLStudio.cli import main
     path = tmp_path / "attention.py"

@@ -103,6 +103,13 @@ def grading_arguments(p, folder=True):
                         "grader's rights (bubblewrap, or as root a user of its own per file, "
                         "are accepted)")
     g.add_argument("--no-sandbox", action="store_true", help=argparse.SUPPRESS)
+    if folder:
+        g.add_argument("--sandbox", action="store_true",
+                       help="check FILE in the sandbox, as grading does (the default for a "
+                            "file under a submissions folder, or given --seed)")
+        g.add_argument("--trust", action="store_true",
+                       help="check FILE in this process, as you, even where it would be "
+                            "sandboxed: only for a file you wrote or trust")
     return g
 
 
@@ -142,6 +149,9 @@ def check_main(argv):
                             "writes the skeleton)")
         if args.only:
             return only(ex, args.file, args.only, args)
+        why = sandboxed_because(args)
+        if why:
+            return sandboxed_check(ex, args.file, why, args)
         status = check_file(ex, args.file,
                             args.train and dict(steps=args.steps, out=args.out), args.seed)
         if args.inside and status == 0:
@@ -150,6 +160,51 @@ def check_main(argv):
             print("--inside runs a part that passes every check: fix the failing ones first")
         return status
     return run_job(run, argv)
+
+
+def sandboxed_because(args):
+    """Why ``check NAME FILE`` runs the file in the sandbox, not in this process as the one
+    who runs it ('' where it does not): --sandbox, a grading row's --seed, or a file under
+    a folder named for submissions; --trust runs it here all the same."""
+    if args.trust:
+        return ""
+    if args.sandbox:
+        return "--sandbox"
+    if args.seed is not None:
+        return "--seed (a grading row's inputs: a student's file)"
+    folders = os.path.dirname(os.path.abspath(args.file)).split(os.sep)
+    if any("submission" in folder.lower() for folder in folders):
+        return "it is under a submissions folder (a student's file)"
+    return ""
+
+
+def sandboxed_check(ex, path, why, args):
+    """Every check of ``path`` in the sandbox, as grading runs it, printed as `check_file`
+    prints them: 0 when all pass. Where this machine has no sandbox, the message says so
+    and what --trust does."""
+    from ..exercises.grading import grade_file
+    from ..exercises.sandbox import Sandbox
+    if args.train or args.inside:
+        raise UserError(f"--train and --inside run the file in this process, as you, and "
+                        f"this file is checked in the sandbox ({why}): give --trust to run "
+                        "it as you (only a file you wrote or trust)")
+    sandbox = Sandbox.find()
+    if sandbox.kind == "none":
+        raise UserError(f"this file is checked in a sandbox ({why}), and this machine has "
+                        f"none: {sandbox.says.split(': ')[0]}. On Linux: apt-get install "
+                        "bubblewrap. To run it in this process, as you, give --trust (only "
+                        "a file you wrote or trust)")
+    print(f"checking in {sandbox.says}; {sandbox.memory_says()}", flush=True)
+    start = time.monotonic()
+    g = grade_file(ex, path, args.seed, timeout=args.timeout, memory_mb=args.memory_mb,
+                   sandbox=sandbox)
+    print(f"exercise {ex.name}: {len(ex.checks)} checks of {shown(path)} in the sandbox "
+          f"({why}; inputs of seed {g.seed})")
+    print_results(ex, g.results)
+    passed = sum(r.passed for r in g.results)
+    print(f"{passed} of {len(ex.checks)} checks pass ({shown(g.status)}, "
+          f"{time.monotonic() - start:.1f} s).")
+    return 0 if g.results and passed == len(ex.checks) else 1
 
 
 #: The parts of an exercise that a real model's folder is built of (docs/real_models.md).
@@ -501,7 +556,8 @@ def gradescope(ex, where, out, points, visibility, args):
     _write_gradescope(out, {                      # results.json first, then what is printed
         "score": score, "tests": tests,
         "output": f"{ex.name}: {os.path.basename(path)} {g.status} (inputs of seed {g.seed}; "
-                  f"dlstudio check {ex.name} FILE --seed {g.seed} gives the same checks)",
+                  f"dlstudio check {ex.name} FILE --seed {g.seed} gives the same checks, "
+                  "in the sandbox: --trust runs the file as you)",
         "extra_data": {"seed": g.seed, "status": g.status}})
     print_results(ex, g.results)
     print(f"{score:g} of {sum(points.values()):g} points ({shown(g.status)}, seed {g.seed}): "
