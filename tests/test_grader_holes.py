@@ -150,8 +150,10 @@ class FakeChild(Child):
 
 def test_a_message_bomb_is_refused_and_a_message_is_cut():
     bomb = {"failed": ["x" * 4000] * 50_000}                # 200 MB as one string
-    with pytest.raises(Answered, match="a failure that is no text"):
+    with pytest.raises(ValueError, match="characters in all"):    # (read: no answer)
         FakeChild(bomb)(len, (), {})
+    with pytest.raises(Answered, match="a failure that is no text"):
+        FakeChild({"failed": ["x" * 4000] * 2})(len, (), {})
     with pytest.raises(Answered) as long_:
         FakeChild({"failed": "y" * 4000})(len, (), {})
     assert len(str(long_.value)) <= 1010
@@ -411,3 +413,20 @@ def test_nothing_the_grader_prints_reaches_the_terminal_as_a_control(capsys):
     out = capsys.readouterr().out
     assert not any(c in out for c in "\x1b\r\x07\u202e\x9b")
     assert "\\x1b[2K\\r  ok    near" in out and "\nsecond line" in out
+
+
+@pytest.mark.parametrize("answer, what", [
+    ([("a" * 4000, "b" * 4000)] * 33_000, "characters"),      # learn_bpe's merges, 264 MB
+    ([torch.zeros(4 << 20)] * 40, "bytes"),                   # 16 MB listed 40 times
+])
+def test_an_answer_is_budgeted_by_what_its_copy_would_hold(answer, what):
+    """Each reference counts again: small on the wire, gigabytes as the grader's copy."""
+    with pytest.raises(ValueError, match=f"more than .* {what} in all"):   # (no answer)
+        inspected({"value": answer})
+
+
+def test_a_failure_message_that_quotes_an_answer_is_cut():
+    from DLStudio.exercises.checking import MESSAGE_LIMIT, Mistake, failure
+    message, _ = failure(Mistake("the merges are " + str([("x" * 50, "y")] * 10_000)), None)
+    assert len(message) < MESSAGE_LIMIT + 40 and message.endswith("characters more)")
+    assert failure(Mistake("short"), None)[0] == "short"

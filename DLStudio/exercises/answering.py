@@ -61,22 +61,37 @@ def write_message(fd, message, deadline=None):
 #: tensors of these dtypes only.
 NODE_BUDGET = 200_000
 STRING_LIMIT = 4_000
+#: What the copy of an answer may hold in all, each reference counted (a list of one string
+#: or tensor listed 40,000 times is small on the wire and 40,000 copies in the grader):
+#: characters of its strings, bytes of its tensors.
+CHARACTER_BUDGET = 1_000_000
+TENSOR_BYTES_BUDGET = 256 << 20
 DTYPES = {torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
           torch.float16, torch.bfloat16, torch.float32, torch.float64}
 
 
-def inspected(value, budget=NODE_BUDGET, string_limit=STRING_LIMIT):
+def inspected(value, budget=NODE_BUDGET, string_limit=STRING_LIMIT,
+              characters=CHARACTER_BUDGET, tensor_bytes=TENSOR_BYTES_BUDGET):
     """A copy of the answer ``value`` as the grader may compute with it, read node by node
-    within ``budget``: strings cut to ``string_limit``; each tensor dense, of a real or bool
-    dtype, and no larger than its storage (a stride-0 view of 10^15 elements held in a few
-    bytes is refused before any arithmetic), then copied into a fresh plain torch.Tensor
-    (whatever attributes the student's tensor carried, a ``double`` that would shadow the
-    method the grader calls, stay behind). ValueError says what was refused."""
-    left = [budget]
+    within ``budget``: strings cut to ``string_limit``, ``characters`` of them in all; each
+    tensor dense, of a real or bool dtype, and no larger than its storage (a stride-0 view
+    of 10^15 elements held in a few bytes is refused before any arithmetic), ``tensor_bytes``
+    of them in all, then copied into a fresh plain torch.Tensor (whatever attributes the
+    student's tensor carried, a ``double`` that would shadow the method the grader calls,
+    stay behind). The budgets count what the copy holds, every reference to one object
+    again. ValueError says what was refused."""
+    limits = {"values": budget, "characters": characters, "bytes": tensor_bytes}
+    left = dict(limits)
+
+    def spend(what, n):
+        left[what] -= n
+        if left[what] < 0:
+            raise ValueError(f"an answer of more than {limits[what]:,} {what} in all "
+                             "(each reference counted)")
 
     def walk(v, depth):
-        left[0] -= 1
-        if left[0] < 0 or depth > 60:
+        left["values"] -= 1
+        if left["values"] < 0 or depth > 60:
             raise ValueError(f"an answer of more than {budget:,} values, or nested more than "
                              "60 deep")
         if isinstance(v, torch.Tensor):
@@ -87,10 +102,13 @@ def inspected(value, budget=NODE_BUDGET, string_limit=STRING_LIMIT):
                 raise ValueError(f"a tensor of {v.numel():,} numbers held in "
                                  f"{v.untyped_storage().nbytes():,} bytes (a view that repeats "
                                  "its storage): answers are tensors of their own")
+            spend("bytes", v.numel() * v.element_size())          # (before it is copied)
             fresh = v.detach().clone().as_subclass(torch.Tensor)   # no attribute of its own
             return fresh                  # (a method the student's object shadowed, say)
         if isinstance(v, str):
-            return v if len(v) <= string_limit else v[:string_limit] + "..."
+            kept = v if len(v) <= string_limit else v[:string_limit] + "..."
+            spend("characters", len(kept))
+            return kept
         if v is None or isinstance(v, (bool, int, float)):
             return v
         if isinstance(v, (list, tuple)):

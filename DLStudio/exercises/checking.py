@@ -397,8 +397,24 @@ def _run_one(check, path):
     return Result(check.name, True)
 
 
+#: The longest failure message a check keeps (one that quotes an answer is cut there).
+MESSAGE_LIMIT = 2_000
+
+
+def brief(message, limit=MESSAGE_LIMIT):
+    """``message`` cut to ``limit`` characters, saying how much was left out."""
+    return message if len(message) <= limit else \
+        f"{message[:limit]}... ({len(message) - limit:,} characters more)"
+
+
 def failure(error, path):
-    """(message, exhibit) of a check's failure: a Mistake's own, or the student's line."""
+    """(message, exhibit) of a check's failure: a Mistake's own, or the student's line;
+    the message `brief`."""
+    message, exhibit = _failure(error, path)
+    return brief(message), exhibit
+
+
+def _failure(error, path):
     if isinstance(error, Mistake):
         return str(error), error.exhibit
     if isinstance(error, (UsedReference, Answered)):

@@ -6,6 +6,7 @@ every time.
 """
 
 import math
+import reprlib
 
 import torch
 
@@ -58,7 +59,8 @@ def rates(steps, **sizes):
         try:
             found[step] = float(lr)
         except (TypeError, ValueError):
-            raise Mistake(f"lr_at({step}) returned {lr!r}: it should be a number") from None
+            raise Mistake(f"lr_at({step}) returned {reprlib.repr(lr)}: it should be a "
+                          "number") from None
     return found
 
 
@@ -128,7 +130,7 @@ def drives_the_optimizer():
     if not isinstance(lr, (int, float)) or not math.isclose(lr, want, rel_tol=1e-9):
         raise Mistake(f"after {k} steps the optimiser's rate is {lr:.6g}, expected "
                       f"{want:.6g}" if isinstance(lr, (int, float)) else
-                      f"after {k} steps the optimiser's rate is {lr!r}, not a number")
+                      f"after {k} steps the optimiser's rate is {reprlib.repr(lr)}, not a number")
 
 
 EXERCISE = Exercise(
