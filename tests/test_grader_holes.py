@@ -430,3 +430,32 @@ def test_a_failure_message_that_quotes_an_answer_is_cut():
     message, _ = failure(Mistake("the merges are " + str([("x" * 50, "y")] * 10_000)), None)
     assert len(message) < MESSAGE_LIMIT + 40 and message.endswith("characters more)")
     assert failure(Mistake("short"), None)[0] == "short"
+
+
+LOSS_BY_KERNEL = solution("loss").replace(
+    solution("loss")[solution("loss").index("def sequence_loss"):
+                     solution("loss").index("class MyModel")],
+    "def sequence_loss(logits, tgt, label_smoothing=0.0):\n"
+    "    labels = tgt[:, 1:]\n"
+    "    is_eos = (labels == EOS_INDEX).long()\n"
+    "    real = (is_eos.cumsum(dim=1) - is_eos) == 0\n"
+    "    per = torch._C._nn.cross_entropy_loss(logits[real], labels[real], None, 0, -100,\n"
+    "                                          label_smoothing)\n"
+    "    return per.sum(), int(real.sum())\n\n\n")
+ATTENTION_BY_KERNEL = ATTENTION.replace(
+    ATTENTION[ATTENTION.index("def scaled_dot_product"):ATTENTION.index("class MyHead")],
+    "def scaled_dot_product(Q, K, V, mask=None):\n"
+    "    m = None if mask is None else ~mask\n"
+    "    return torch.ops.aten._scaled_dot_product_attention_math(Q, K, V, m)\n\n")
+
+
+@pytest.mark.parametrize("name, source, flag", [
+    ("attention", ATTENTION_BY_KERNEL, "obfuscation:torch.ops"),
+    ("loss", LOSS_BY_KERNEL, "obfuscation:torch._C")])
+def test_pytorch_s_kernels_by_their_internal_names_earn_nothing_and_are_flagged(
+        tmp_path, name, source, flag):
+    from .test_exercises import checked
+    results = checked(tmp_path, name, source)
+    assert not any(r.passed for r in results.values())
+    assert all("by another name" in r.message for r in results.values())
+    assert flag in obfuscation_flags(source)

@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from ..model import architecture
 from ..Transformers import TransformerFG
 from .checking import (
+    SDPA_KERNELS,
     Exercise,
     Mistake,
     ask,
@@ -15,6 +16,7 @@ from .checking import (
     close,
     differs,
     fresh,
+    internal_kernels,
     question,
     same,
     student_code,
@@ -157,5 +159,6 @@ EXERCISE = Exercise(
     summary="scaled dot-product attention with a mask: softmax(Q K^T / sqrt(s_qkv)) V",
     defines=("scaled_dot_product", "MyTransformer"),
     forbids=lambda: [(architecture, "scaled_dot_product", "the model's scaled_dot_product"),
-                     (F, "scaled_dot_product_attention", "F.scaled_dot_product_attention")],
+                     (F, "scaled_dot_product_attention", "F.scaled_dot_product_attention"),
+                     *internal_kernels("scaled_dot_product_attention", SDPA_KERNELS)],
     checks=CHECKS, container="MyTransformer", base=TransformerFG)

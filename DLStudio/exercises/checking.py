@@ -37,7 +37,8 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["Mistake", "UsedReference", "Answered", "Check", "Result", "Exercise", "check",
+__all__ = ["internal_kernels", "SDPA_KERNELS", "LOSS_KERNELS",
+           "Mistake", "UsedReference", "Answered", "Check", "Result", "Exercise", "check",
            "question", "ask", "fresh", "drawn", "grading", "plain", "load_student", "run_checks",
            "forbidden", "close", "same", "differs", "near", "finite", "student_code"]
 
@@ -170,6 +171,32 @@ def forbidden(items, module=None):
             setattr(owner, attribute, original)
         for name, value in names:
             setattr(module, name, value)
+
+
+#: PyTorch's own kernels of attention and of the loss under their internal names (torch.ops'
+#: aten namespace, torch._C._nn), which reach the same code as F's functions by another name.
+SDPA_KERNELS = ("scaled_dot_product_attention", "_scaled_dot_product_attention_math",
+                "_scaled_dot_product_flash_attention_for_cpu",
+                "_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
+                "_scaled_dot_product_cudnn_attention",
+                "_scaled_dot_product_fused_attention_overrideable",
+                "_scaled_dot_product_attention_math_for_mps")
+LOSS_KERNELS = ("cross_entropy_loss", "nll_loss", "nll_loss_nd", "nll_loss2d",
+                "nll_loss_forward", "nll_loss2d_forward")
+
+
+def internal_kernels(what, names):
+    """(owner, attribute, what) of each of ``names`` in torch.ops.aten and torch._C._nn
+    (those this PyTorch has), for an exercise's ``forbids``."""
+    found = []
+    for owner, prefix in ((torch.ops.aten, "torch.ops.aten"), (torch._C._nn, "torch._C._nn")):
+        for name in names:
+            try:
+                getattr(owner, name)
+            except (AttributeError, RuntimeError):
+                continue
+            found.append((owner, name, f"{prefix}.{name} (PyTorch's {what} by another name)"))
+    return found
 
 
 def _stub(what):

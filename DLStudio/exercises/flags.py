@@ -29,7 +29,9 @@ hear).
 ``compile``, ``__import__``, ``importlib``, ``vars()``, ``globals()``, ``__dict__``,
 ``__builtins__``) or decodes hidden text (``base64``, ``codecs``, ``zlib``, ``marshal``):
 what a copied solution hidden in a string, or the package's own part fetched by a built
-name, needs. An honest solution of these exercises needs none of them.
+name, needs; or names PyTorch's internal kernels (``torch.ops``, ``torch._C``), where a
+part's kernel has other names than the one the exercise switches off. An honest solution
+of these exercises needs none of them.
 """
 
 import ast
@@ -58,6 +60,9 @@ SIMILAR_BUDGET = 120.0
 #: What obfuscation: names: calls, names read, attributes, modules imported.
 HIDING_CALLS = {"exec", "eval", "compile", "__import__", "vars", "globals"}
 HIDING_NAMES = {"__builtins__", "__dict__", "__import__", "__loader__", "__spec__"}
+#: PyTorch's internal kernel namespaces (torch.ops.aten, torch._C._nn), where a part's kernel
+#: is reached by another name than the one the exercise switches off.
+INTERNAL = {"ops": "torch.ops", "_C": "torch._C"}
 HIDING_MODULES = {"importlib", "base64", "binascii", "codecs", "zlib", "marshal", "pickle",
                   "lzma", "bz2", "gzip"}
 
@@ -78,10 +83,17 @@ def obfuscation_flags(source):
             found.add(node.id)
         elif isinstance(node, ast.Attribute) and node.attr in HIDING_NAMES:
             found.add(node.attr)
+        elif isinstance(node, ast.Attribute) and node.attr in INTERNAL and \
+                isinstance(node.value, ast.Name):                  # torch.ops, t._C
+            found.add(INTERNAL[node.attr])
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) \
                 else [node.module or ""]
             found |= {n.split(".")[0] for n in names if n.split(".")[0] in HIDING_MODULES}
+            if isinstance(node, ast.ImportFrom) and node.module == "torch":
+                names = [f"torch.{a.name}" for a in node.names]
+            found |= {INTERNAL[n.split(".")[1]] for n in names if n.startswith("torch.")
+                      and n.split(".")[1] in INTERNAL}
     return sorted(f"obfuscation:{name}" for name in found)
 
 

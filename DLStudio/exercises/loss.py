@@ -6,11 +6,13 @@ import torch.nn.functional as F
 from ..model.tokens import SOS_INDEX, padding_mask
 from ..Transformers import TransformerFG
 from .checking import (
+    LOSS_KERNELS,
     Exercise,
     Mistake,
     ask,
     check,
     fresh,
+    internal_kernels,
     near,
     question,
     student_code,
@@ -164,5 +166,6 @@ EXERCISE = Exercise(
     name="loss",
     summary="label-smoothed cross-entropy over the real target positions, targets shifted",
     defines=("sequence_loss", "MyTransformer"),
-    forbids=lambda: [(F, "cross_entropy", "F.cross_entropy"), (F, "nll_loss", "F.nll_loss")],
+    forbids=lambda: [(F, "cross_entropy", "F.cross_entropy"), (F, "nll_loss", "F.nll_loss"),
+                     *internal_kernels("cross_entropy", LOSS_KERNELS)],
     checks=CHECKS, container="MyTransformer", base=TransformerFG)
