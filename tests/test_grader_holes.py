@@ -459,3 +459,20 @@ def test_pytorch_s_kernels_by_their_internal_names_earn_nothing_and_are_flagged(
     assert not any(r.passed for r in results.values())
     assert all("by another name" in r.message for r in results.values())
     assert flag in obfuscation_flags(source)
+
+
+MIXES_NOTHING = ATTENTION.replace(
+    ATTENTION[ATTENTION.index("def scaled_dot_product"):ATTENTION.index("class MyHead")],
+    "def scaled_dot_product(Q, K, V, mask=None):\n"
+    "    weights = torch.zeros(*Q.shape[:-1], K.shape[-2])\n"
+    "    weights[..., 0] = 1.0\n"
+    "    return Q.clone(), weights\n\n")
+
+
+def test_attention_that_mixes_nothing_fails_in_a_model(tmp_path):
+    """The queries given back, all weight on the first key: no later word sees an earlier
+    one, which the model check now asks for beside the future hidden."""
+    from .test_exercises import checked
+    results = checked(tmp_path, "attention", MIXES_NOTHING)
+    assert not results["in_a_model"].passed
+    assert "mixes nothing" in results["in_a_model"].message

@@ -58,20 +58,29 @@ def decoder_outputs(module, container, src, targets, **sizes):
 
 def sees_future(outputs=None, what="the decoder", container="MyTransformer", **sizes):
     """Raise a Mistake if changing target word 5 changes the model's output at an earlier
-    position (the causal mask missing, inverted or not passed on). ``outputs(src, targets)``
-    asks for the model's outputs (default: a model of the student's ``container``)."""
+    position (the causal mask missing, inverted or not passed on), or if changing word 2
+    changes no later one (attention that mixes nothing: each position its own word alone,
+    or an output that reads no word). ``outputs(src, targets)`` asks for the model's
+    outputs (default: a model of the student's ``container``)."""
     src = words(2, 6, V_EN, seed=fresh(1), eos_at=[5, 4])
     tgt = torch.cat([torch.full((2, 1), SOS_INDEX), words(2, 7, V_ES, seed=fresh(2))], dim=1)
-    changed = tgt.clone()
+    changed, earlier = tgt.clone(), tgt.clone()
     changed[:, 5] = EOS_INDEX + 1 + (tgt[:, 5] - EOS_INDEX) % (V_ES - EOS_INDEX - 1)
+    earlier[:, 2] = EOS_INDEX + 1 + (tgt[:, 2] - EOS_INDEX) % (V_ES - EOS_INDEX - 1)
     if outputs is None:
-        before, after = ask(decoder_outputs, container, src, [tgt, changed], **sizes)
+        before, after, mixed = ask(decoder_outputs, container, src, [tgt, changed, earlier],
+                                   **sizes)
     else:
-        before, after = outputs(src, [tgt, changed])               # (B, T_tgt, V_es)
-    before, after = (finite(tensor(out, "the model's output", (2, 8, V_ES)), "the model's "
-                            "output", NOT_A_NUMBER) for out in (before, after))
+        before, after, mixed = outputs(src, [tgt, changed, earlier])   # (B, T_tgt, V_es)
+    before, after, mixed = (finite(tensor(out, "the model's output", (2, 8, V_ES)),
+                                   "the model's output", NOT_A_NUMBER)
+                            for out in (before, after, mixed))
     moved = differs(before[:, :5], after[:, :5]).nonzero()
     if len(moved):
         raise Mistake(f"changing target word 5 changed the output at position "
                       f"{int(moved[0, 1])}: {what} sees the future (the causal mask is "
                       "missing, inverted or not passed on)", exhibit="no_causal_mask")
+    if not differs(before[:, 3:], mixed[:, 3:]).any():
+        raise Mistake(f"changing target word 2 changed no output after it: {what} mixes "
+                      "nothing of the earlier words into a later one (each position reads "
+                      "its own word alone, or none)")
