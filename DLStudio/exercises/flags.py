@@ -193,16 +193,11 @@ def own_tokens(source, skeleton, limit=MAX_TOKENS):
 
 def fingerprints(tokens, k=K_GRAM, window=WINDOW):
     """The winnowed fingerprints of a token list: a CRC-32 of each run of ``k`` tokens, the
-    smallest of each ``window`` consecutive ones kept (the rightmost of equals, as
-    Schleimer et al. do). A list shorter than ``k`` tokens is one run."""
+    smallest of each ``window`` consecutive ones kept. A list shorter than ``k`` tokens is
+    one run."""
     grams = [zlib.crc32("\x00".join(tokens[i:i + k]).encode())
              for i in range(max(1, len(tokens) - k + 1))]
-    kept = set()
-    for i in range(max(1, len(grams) - window + 1)):
-        part = grams[i:i + window]
-        low = min(part)
-        kept.add((low, i + len(part) - 1 - part[::-1].index(low)))
-    return {h for h, _ in kept}
+    return {min(grams[i:i + window]) for i in range(max(1, len(grams) - window + 1))}
 
 
 def containment(a, b):
