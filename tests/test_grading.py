@@ -290,13 +290,15 @@ def test_a_child_that_stops_reading_is_stopped_at_its_time(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_view_larger_than_its_storage_is_refused_before_any_arithmetic(tmp_path):
+def test_a_view_larger_than_its_storage_costs_only_its_own_process(tmp_path):
+    """A stride-0 view of 10^15 numbers held in 8 bytes: on the wire a tensor is its numbers,
+    so the file's own process runs out making them; the grader computes nothing with it."""
     import time
     huge = "torch.zeros(1, dtype=torch.float64).expand(2, 2, 4, 10 ** 14)"
     start = time.monotonic()
     g = graded_one(tmp_path, before(SENDS.format(value=f"({huge}, {huge})")))
     assert time.monotonic() - start < 60 and earned(g) == 0
-    assert "a view that repeats its storage" in g.results[0].message
+    assert "your file's process ended" in g.results[0].message
 
 
 @pytest.mark.slow
@@ -305,8 +307,9 @@ def test_nested_answers_that_share_references_are_read_within_a_budget(tmp_path)
     nested = "(lambda x: [x.__setitem__(0, [x[0], x[0]]) for _ in range(23)] and x[0])([[]])"
     start = time.monotonic()
     g = graded_one(tmp_path, before(SENDS.format(value=nested)))
-    assert time.monotonic() - start < 60 and earned(g) == 0
-    assert "more than 200,000 values" in g.results[0].message
+    assert time.monotonic() - start < 60 and earned(g) == 0     # (its process pays for the
+    message = g.results[0].message                              # tree, or the grader refuses)
+    assert "more than 200,000 values" in message or message == "no answer within the time limit"
 
 
 @pytest.mark.slow
@@ -324,11 +327,11 @@ def test_a_files_time_does_not_run_while_it_waits_for_its_turn(tmp_path):
 
     from DLStudio.exercises import checking
     checking._TURNS.acquire()
-    released = threading.Timer(8, checking._TURNS.release)
-    released.start()
+    released = threading.Timer(20, checking._TURNS.release)   # (its own work: ~5 s on a
+    released.start()                                          # slow 2-core machine, busy)
     start = time.monotonic()
-    g = in_a_thread(lambda: graded_one(tmp_path, ATTENTION, name="honest.py", timeout=6))
-    assert time.monotonic() - start >= 8
+    g = in_a_thread(lambda: graded_one(tmp_path, ATTENTION, name="honest.py", timeout=15))
+    assert time.monotonic() - start >= 20
     assert g.status == "checked" and earned(g) == 7
 
 

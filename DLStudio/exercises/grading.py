@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .answering import inspected, read_message, write_message
+from .answering import answer_budgets, read_message, write_message
 from .checking import Answered, Mistake, Result, from_plain, run_checks
 from .flags import SIMILAR_BUDGET, obfuscation_flags, reference_flags, similar_flags
 from .limits import FileGroup
@@ -227,7 +227,7 @@ class Child:
         deadline = start + self.left
         try:
             write_message(self.requests, message, deadline)
-            return inspected(read_message(self.answers, deadline))
+            return read_message(self.answers, deadline, budgets=answer_budgets())
         except TimeoutError:
             self.timed_out = True
             self.ended = "no answer within the time limit"
