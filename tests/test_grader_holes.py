@@ -126,6 +126,9 @@ def test_an_honest_other_hand_is_not_similar():
     ("exec('x = 1')\n", "obfuscation:exec"),
     ("_g = globals()\n", "obfuscation:globals"),
     ("_d = object.__dict__\n", "obfuscation:__dict__"),
+    ("_c = len.__closure__[0].cell_contents\n", "obfuscation:__closure__"),
+    ("import gc\n", "obfuscation:gc"),
+    ("import sys\n_f = sys._getframe(1).f_back\n", "obfuscation:_getframe"),
 ])
 def test_code_that_hides_or_fetches_code_is_flagged(code, flag):
     assert flag in obfuscation_flags(code + ATTENTION)
@@ -314,7 +317,7 @@ def test_the_graders_answers_are_listed_and_refuse_wherever_they_are_named(tmp_p
     assert ("DLStudio.model.architecture", "scaled_dot_product") in listed
     assert ("DLStudio.exercises.attention", "reference") in listed
     assert ("DLStudio.exercises.bpe", "reference_merges") in listed
-    assert not any(name == "forward" for _, name in listed)          # methods stay
+    assert not any(name.endswith("forward") for _, name in listed)   # none of attention's
     module = pytypes.ModuleType("graders_answer")
     exec("def answer(x):\n    return 2 * x\n", module.__dict__)
     sys.modules["graders_answer"] = module

@@ -37,6 +37,8 @@ from dataclasses import dataclass
 
 import torch
 
+from .withheld import running, standard_classes
+
 __all__ = ["internal_kernels", "SDPA_KERNELS", "LOSS_KERNELS",
            "Mistake", "UsedReference", "Answered", "Check", "Result", "Exercise", "check",
            "question", "ask", "fresh", "drawn", "grading", "plain", "load_student", "run_checks",
@@ -156,7 +158,8 @@ def forbidden(items, module=None):
         if isinstance(original, staticmethod):
             stub = staticmethod(stub)
         elif isinstance(owner, type):       # a method: refused to the student's classes only
-            stub = _method_stub(original, what, module)
+            stub = _method_stub(original, what, module,
+                                _STANDARD.get(getattr(module, "__name__", None)))
         saved.append((owner, attribute, original))
         setattr(owner, attribute, stub)
         plain = original.__func__ if isinstance(original, staticmethod) else original
@@ -206,16 +209,29 @@ def _stub(what):
     return refuse
 
 
-def _method_stub(original, what, module):
-    """A reference method that refuses to run for an object of the student's classes (one
-    they inherited or called with super()); the reference's own objects still run it."""
+def _method_stub(original, what, module, standard):
+    """A reference method that refuses to run for an object of a class that is not among
+    the ``standard`` ones (the package's, before the student's file loaded: the student's
+    classes are not, whatever their ``__module__`` says) or while the student's code is on
+    the stack (a standard object they built and called); the model's own objects, run by
+    the model's code, still run it."""
     refuse = _stub(what)
+    path = getattr(module, "__file__", None)
+    per_class = isinstance(original, classmethod)
+    run = original.__func__ if per_class else original
 
     def method(self, *args, **kwargs):
-        if module is not None and type(self).__module__ == module.__name__:
+        cls = self if per_class else type(self)
+        if module is not None and (running(path) or (cls.__module__ == module.__name__
+                                   if standard is None else cls not in standard)):
             return refuse()
-        return original(self, *args, **kwargs)
-    return method
+        return run(self, *args, **kwargs)
+    return classmethod(method) if per_class else method
+
+
+#: The standard classes of each student's module's exercise (withheld.standard_classes), as
+#: they were before the file loaded.
+_STANDARD = {}
 
 
 class _Current(threading.local):
@@ -366,7 +382,9 @@ def fresh(n):
 def load_checked(exercise, path):
     """The student's module, with every name the exercise asks for; StudentError says
     what is wrong."""
+    before = standard_classes(exercise.forbids())
     module = load_student(path)
+    _STANDARD[module.__name__] = before
     missing = [n for n in exercise.defines if not hasattr(module, n)]
     if missing:
         raise StudentError(f"your file defines no {', '.join(missing)} (the skeleton's "

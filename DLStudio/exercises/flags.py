@@ -29,7 +29,9 @@ hear).
 ``compile``, ``__import__``, ``importlib``, ``vars()``, ``globals()``, ``__dict__``,
 ``__builtins__``) or decodes hidden text (``base64``, ``codecs``, ``zlib``, ``marshal``):
 what a copied solution hidden in a string, or the package's own part fetched by a built
-name, needs; or names PyTorch's internal kernels (``torch.ops``, ``torch._C``), where a
+name, needs; digs into functions and frames (``__closure__``, ``__code__``, ``gc``,
+``sys._getframe``), where a private copy of the standard code is kept; or names PyTorch's
+internal kernels (``torch.ops``, ``torch._C``), where a
 part's kernel has other names than the one the exercise switches off. An honest solution
 of these exercises needs none of them.
 """
@@ -38,13 +40,14 @@ import ast
 import io
 import keyword
 import re
+import threading
 import time
 import tokenize
 import types
 import zlib
 
-__all__ = ["reference_flags", "similar_flags", "obfuscation_flags", "MIN_TOKENS", "SIMILAR",
-           "MAX_TOKENS", "SIMILAR_BUDGET"]
+__all__ = ["reference_flags", "similar_flags", "obfuscation_flags", "parse", "MIN_TOKENS",
+           "SIMILAR", "MAX_TOKENS", "SIMILAR_BUDGET"]
 
 #: Own code shorter than this many tokens is never flagged as similar.
 MIN_TOKENS = 60
@@ -59,19 +62,32 @@ MAX_TOKENS = 5000
 SIMILAR_BUDGET = 120.0
 #: What obfuscation: names: calls, names read, attributes, modules imported.
 HIDING_CALLS = {"exec", "eval", "compile", "__import__", "vars", "globals"}
-HIDING_NAMES = {"__builtins__", "__dict__", "__import__", "__loader__", "__spec__"}
+HIDING_NAMES = {"__builtins__", "__dict__", "__import__", "__loader__", "__spec__",
+                "__closure__", "cell_contents", "__code__", "__globals__", "__wrapped__",
+                "_getframe", "f_back", "f_locals", "f_globals"}
 #: PyTorch's internal kernel namespaces (torch.ops.aten, torch._C._nn), where a part's kernel
 #: is reached by another name than the one the exercise switches off.
 INTERNAL = {"ops": "torch.ops", "_C": "torch._C"}
 HIDING_MODULES = {"importlib", "base64", "binascii", "codecs", "zlib", "marshal", "pickle",
-                  "lzma", "bz2", "gzip"}
+                  "lzma", "bz2", "gzip", "gc", "ctypes"}
+
+
+_PARSING = threading.Lock()
+
+
+def parse(source):
+    """ast.parse, one thread at a time (CPython 3.11's parser keeps its recursion depth in
+    one place for all threads: two files parsed at once fail with "AST constructor
+    recursion depth mismatch")."""
+    with _PARSING:
+        return ast.parse(source)
 
 
 def obfuscation_flags(source):
     """``obfuscation:NAME`` for each way of running hidden or fetched code ``source`` uses
     (sorted, without repeats); none for a file that does not parse."""
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except (SyntaxError, ValueError):
         return []
     found = set()
@@ -117,7 +133,7 @@ def reference_flags(exercise, source):
     ``reference:DLStudio.exercises`` for a file that imports the grader (sorted, without
     repeats); none for a file that does not parse (its checks say why)."""
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except (SyntaxError, ValueError):
         return []
     found = set()

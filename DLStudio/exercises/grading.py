@@ -156,6 +156,14 @@ class _Tail:
         return line[:width] + ("..." if len(line) > width else "")
 
 
+def _private(exercise):
+    """The code of the private copies a graded file's process gives the rest of the model
+    (withheld.private_code), each a tensor of bytes."""
+    from .withheld import private_code, targets
+    return {key: torch.frombuffer(bytearray(code), dtype=torch.uint8)
+            for key, code in private_code(targets(exercise)).items()}
+
+
 class Child:
     """A student's file answering questions in a process of its own (see module docstring).
     Call it as an answerer of `run_checks`; `begin` before each check; `close` at the end.
@@ -188,6 +196,11 @@ class Child:
         os.close(rq)
         os.close(wa)
         self.tail, self.answered, self.ended = _Tail(self.process.stdout), 0, None
+        try:                                   # before the file loads: the private copies
+            write_message(self.requests, {"op": "private", "code": _private(self.exercise)},
+                          time.monotonic() + 60)
+        except (TimeoutError, OSError):        # (a child that ended: said at its first answer)
+            pass
 
     def begin(self):
         """A check starts: the child's random state is reset (a dead child started again)."""

@@ -190,5 +190,7 @@ EXERCISE = Exercise(
     summary="greedy decoding with a key/value cache (the cache's extend, and the loop)",
     defines=("MyCache", "greedy_decode"),
     forbids=lambda: [(decode_and_score, "greedy_decode", "the model's greedy_decode"),
+                     (decode_and_score, "beam_search", "the model's beam_search (one beam "
+                      "is greedy decoding)"),
                      (KeyValueCache, "extend", "KeyValueCache.extend")],
     checks=CHECKS)
