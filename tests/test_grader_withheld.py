@@ -180,3 +180,47 @@ def test_the_sandbox_s_package_holds_no_body_of_the_part():
     rewritten = _refusing_source(source, {"A.B.f"})
     assert "x = 1" not in rewritten and "return 2" in rewritten
     assert len(rewritten.splitlines()) == len(source.splitlines())
+
+
+#: A part right at the unit checks' sizes and a constant at the model's, with the model's
+#: outputs forged where the file answers (the rigs' question rewritten).
+CONSTANT_IN_A_MODEL = '''
+
+from DLStudio.exercises import checking as _c
+
+
+def _forged(module, container, src, targets, **sizes):
+    before = torch.randn(2, 8, 19, dtype=torch.float64)
+    after, mixed = before.clone(), before.clone()
+    after[:, 5:] += 1
+    mixed[:, 3:] += 1
+    return [before, after, mixed]
+
+
+_c.QUESTIONS["DLStudio.exercises.rigs:decoder_outputs"] = _forged
+'''
+CONSTANT = {
+    "attention_head": solution("attention_head").replace(
+        "        kv = x if memory is None else memory\n",
+        "        if self.qkv_size != 4:\n            return torch.zeros_like(x)\n"
+        "        kv = x if memory is None else memory\n"),
+    "multi_head": solution("multi_head").replace(
+        "        s = self.qkv_size\n",
+        "        if x.size(-1) != 12 or self.num_atten_heads != 3 or x.size(1) > 5:\n"
+        "            return torch.zeros_like(x)\n        s = self.qkv_size\n"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(CONSTANT))
+def test_the_model_with_the_students_part_runs_in_the_grader(tmp_path, name):
+    """in_a_model asks the student's part for each of its calls and runs the model around it
+    in the grader: a part that is a constant in the model fails, whatever the file's
+    process says about the model's outputs (before: in_a_model passed, as the rewritten
+    question answered)."""
+    grades = _graded(tmp_path, name, {"honest.py": solution(name),
+                                      "forges.py": CONSTANT[name] + CONSTANT_IN_A_MODEL})
+    results = {r.name: r for r in grades["forges.py"].results}
+    assert all(r.passed for r in grades["honest.py"].results)
+    assert not results["in_a_model"].passed
+    assert "mixes nothing" in results["in_a_model"].message

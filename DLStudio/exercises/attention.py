@@ -22,7 +22,7 @@ from .checking import (
     student_code,
     tensor,
 )
-from .rigs import sees_future
+from .rigs import sees_future, standing_in, translator
 
 CHECKS = []
 B, H, T_Q, T_K, S = 2, 3, 5, 6, 4
@@ -151,7 +151,14 @@ def any_leading_dims():
 
 @check(CHECKS, "in_a_model", "a TransformerFG of MyHead: no position sees a later word")
 def in_a_model():
-    sees_future()
+    def head(h, x, mask=None, memory=None):      # MyHead of the skeleton, with theirs
+        kv = x if memory is None else memory
+        Q, K, V = h.WQ(x), h.WK(kv), h.WV(kv)
+        return tensor(theirs(Q, K, V, mask)[0], "scaled_dot_product's output", Q.shape)
+    model = standing_in(translator(seed=fresh(0)), architecture.TransformerParts.AttentionHead,
+                        head)
+    with torch.no_grad():
+        sees_future(lambda src, targets: [model(src, tgt) for tgt in targets])
 
 
 EXERCISE = Exercise(

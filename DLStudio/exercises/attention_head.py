@@ -19,7 +19,7 @@ from .checking import (
     student_code,
     tensor,
 )
-from .rigs import sees_future
+from .rigs import sees_future, standing_in, translator
 
 CHECKS = []
 B, T_Q, T_K, S = 2, 5, 6, 4
@@ -40,9 +40,10 @@ def x_and_memory(seed=0):
 
 
 @question
-def head_output(module, weights, x, mask=None, memory=None, record=False):
-    """MyHead with these weights on x: its output (and, ``record``: the weights it kept)."""
-    h = module.MyHead(None, 10, S, 2).double()
+def head_output(module, weights, x, mask=None, memory=None, record=False, size=S):
+    """MyHead (s_qkv ``size``) with these weights on x: its output (and, ``record``: the
+    weights it kept)."""
+    h = module.MyHead(None, 10, size, 2).double()
     h.load_state_dict(weights)
     if record:
         h.record_attention, h.attention_weights = True, None
@@ -121,7 +122,12 @@ def attention_maps():
 
 @check(CHECKS, "in_a_model", "a TransformerFG of MyHead: no position sees a later word")
 def in_a_model():
-    sees_future()
+    def asked(h, x, mask=None, memory=None):
+        out = ask(head_output, h.state_dict(), x, mask=mask, memory=memory, size=h.qkv_size)
+        return tensor(out, "your head's output", x.shape)
+    model = standing_in(translator(seed=fresh(0)), BASE, asked)
+    with torch.no_grad():
+        sees_future(lambda src, targets: [model(src, tgt) for tgt in targets])
 
 
 EXERCISE = Exercise(

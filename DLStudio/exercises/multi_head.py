@@ -19,7 +19,7 @@ from .checking import (
     student_code,
     tensor,
 )
-from .rigs import sees_future
+from .rigs import sees_future, standing_in, translator
 
 CHECKS = []
 B, T, M, H = 2, 5, 12, 3
@@ -108,7 +108,12 @@ def mask():
 
 @check(CHECKS, "in_a_model", "a TransformerFG of MyMultiHead: no position sees a later word")
 def in_a_model():
-    sees_future(heads=2)
+    def asked(sa, x, mask=None):
+        out = ask(attention_output, False, sa.state_dict(), x, mask)
+        return tensor(out, "your attention's output", x.shape)
+    model = standing_in(translator(seed=fresh(0), heads=H, embedding_size=M), BASE, asked)
+    with torch.no_grad():
+        sees_future(lambda src, targets: [model(src, tgt) for tgt in targets])
 
 
 EXERCISE = Exercise(

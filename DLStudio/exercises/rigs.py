@@ -1,12 +1,14 @@
 """The checks' test rigs: small models and inputs a student's part runs in (fp64, fixed seeds)."""
 
+import types
+
 import torch
 
 from ..model.architecture import EncoderDecoderParts
 from ..model.tokens import EOS_INDEX, SOS_INDEX
 from .checking import Mistake, ask, differs, finite, fresh, question, student_code, tensor
 
-__all__ = ["NESTED", "translator", "words", "sees_future", "decoder_outputs"]
+__all__ = ["NESTED", "translator", "words", "sees_future", "decoder_outputs", "standing_in"]
 
 #: The nested classes a container may override that a translation model is built from.
 NESTED = ("EmbeddingsGenerator", "AttentionHead", "SelfAttention", "CrossAttentionHead",
@@ -34,6 +36,20 @@ def translator(container=None, seed=0, layers=2, heads=2, embedding_size=16, **s
     for attention in model.modules():      # the readable product, not PyTorch's fused one
         if hasattr(attention, "fused"):
             attention.fused = False
+    return model
+
+
+def standing_in(model, cls, answer):
+    """``model`` (the grader's, which the check runs here) with each of its modules of
+    exactly ``cls`` running ``answer(module, *args)`` as its forward: the student's part
+    asked for each call and checked here (cross-attention, a subclass, stays the model's).
+    Nothing the student's process says about the model's outputs is taken: only what
+    their part gives for what the model hands it. Heads are run one by one."""
+    for module in model.modules():
+        if type(module) is cls:
+            module.forward = types.MethodType(answer, module)
+        if hasattr(module, "batched"):
+            module.batched = False
     return model
 
 
