@@ -151,11 +151,15 @@ def _and(items):
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
+#: The archive as docs/data.md has the student download it: the recipes' commands name it.
+ARCHIVE = "ARCHIVE=data/en_es_xformer_8_90000.tar.gz"
 #: (recipe, models) -> how the README names it; models > 1: ``--members``, their ensemble
-HEADLINE = {("modern30", 1): "`make recipe` (modern30: today's parts, the PreLN script)",
-            ("modern30", 2): "`make recipe MEMBERS=2` (two modern30 models trained at once, "
-                             "decoded as an ensemble)",
-            ("fast30", 1): "`make recipe RECIPE=fast30` (the 2017 model, the FG script)"}
+HEADLINE = {("modern30", 1): f"`make recipe {ARCHIVE}` (modern30: today's parts, the PreLN "
+                             "script)",
+            ("modern30", 2): f"`make recipe {ARCHIVE} MEMBERS=2` (two modern30 models trained "
+                             "at once, decoded as an ensemble)",
+            ("fast30", 1): f"`make recipe {ARCHIVE} RECIPE=fast30` (the 2017 model, the FG "
+                           "script)"}
 
 
 #: A run of the recipe as it stands: these flags choose where it reads and writes, its seed and
@@ -299,8 +303,20 @@ def side_by_side(rows):
                 f"beam 4): {'; '.join(said)}."]
 
 
+def as_typed(change):
+    """A sweep row's change as a student types it: the variant is the script
+    (``--variant PreLN``: seq2seq_with_transformerPreLN.py), a switch is its bare flag."""
+    change = re.sub(r"--([\w-]+) True\b", r"--\1", change)
+    variant = re.search(r"--variant (\w+)\s*", change)
+    if variant:
+        change = change.replace(variant.group(0), "").strip()
+        change = f"{change} (the {variant.group(1)} script)" if change else \
+            f"the {variant.group(1)} script"
+    return change
+
+
 def sweep(rows):
-    lines = [[r["row"], r["change"], f"{r['minutes']:g}", f"{r['steps']:,}",
+    lines = [[r["row"], as_typed(r["change"]), f"{r['minutes']:g}", f"{r['steps']:,}",
               _bleu(r["dev_greedy_raw"]), f"{_bleu(r['dev_best'])} ({r['dev_choice']})",
               _bleu(r["held_out_greedy_raw"]),
               f"**{_bleu(r['held_out_chosen'])}** ({_bleu(r['held_out_chosen_sacrebleu'])})",
