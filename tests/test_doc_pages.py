@@ -156,7 +156,8 @@ def test_an_ensembles_runs_are_a_headline_line_of_their_own():
             "variant": "PreLN", "machine": {"cpu": "EPYC", "cores": 2, "torch": "2.14.1"}}
     single, ensemble = _tables().headline([_run(0, "EPYC", 50.1), _run(1, "EPYC", 50.2), pair])
     assert "**50.10 and 50.20**" in single and "51.05" not in single, single
-    assert ensemble.startswith("- `make recipe ARCHIVE=data/en_es_xformer_8_90000.tar.gz MEMBERS=2`"), ensemble
+    assert ensemble.startswith(
+        "- `make recipe ARCHIVE=data/en_es_xformer_8_90000.tar.gz MEMBERS=2`"), ensemble
     assert "**51.05**" in ensemble and "3,000 + 3,100 steps" in ensemble, ensemble
     table = "\n".join(_tables().recipes([pair]))
     assert "2 members (their ensemble) | 0 (0, 1) |" in table and "| 3,000 + 3,100 |" in table
@@ -224,8 +225,9 @@ def test_a_sweep_rows_change_is_written_as_the_scripts_take_it():
     True``); the page writes them as a student types them: the script, a bare switch, which
     the scripts' own flags read."""
     import argparse
-    from DLStudio.cli.common.flags import add_since_2017_arguments
+
     from benchmarks.results_tables import as_typed
+    from DLStudio.cli.common.flags import add_since_2017_arguments
     typed = as_typed("--variant PreLN --norm rmsnorm --full-width-heads True --kv-heads 1")
     assert typed == "--norm rmsnorm --full-width-heads --kv-heads 1 (the PreLN script)"
     assert as_typed("--seed 1") == "--seed 1" and as_typed("--variant FG") == "the FG script"
