@@ -41,6 +41,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 from DLStudio.cli.experiments import machine  # noqa: E402
+from DLStudio.quick import shrink  # noqa: E402
 
 
 def config_of(args):
@@ -204,7 +205,7 @@ def main(argv=None):
     p.add_argument("--results", metavar="FILE.json", default="",
                    help="add the rows to a result file (docs/results/generate_speed.json)")
     p.add_argument("--row", help=argparse.SUPPRESS)      # WHICH:DTYPE:FOLDER, in a child
-    args = p.parse_args(argv)
+    args = shrink(p.parse_args(argv))   # DLSTUDIO_QUICK=1: tiny sizes
     for name in SIZES + ("prompt", "new", "repeats", "batch"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1")

@@ -34,6 +34,7 @@ from DLStudio.cli.common import (  # noqa: E402
     positive_int,
 )
 from DLStudio.cli.experiments import machine  # noqa: E402
+from DLStudio.quick import shrink  # noqa: E402
 
 TEMPLATE = "English: {}\nSpanish:"
 ARMS = {"i": "pre-trained, every weight fine-tuned",
@@ -124,7 +125,7 @@ def main(argv=None):
     from DLStudio.runtime.studio import DLStudio
     from DLStudio.Transformers import TransformerGPT
     p = parser()
-    args = p.parse_args(argv)
+    args = shrink(p.parse_args(argv))   # DLSTUDIO_QUICK=1: tiny sizes
     arms = args.arms.split(",")
     if not set(arms) <= set(ARMS) or not args.pretrain_minutes < args.minutes:
         p.error("--arms takes i, ii, iii, iv; --pretrain-minutes is less than --minutes")

@@ -33,6 +33,7 @@ from bench_generate import peak_mb  # noqa: E402
 from laptop_models import MODELS, build  # noqa: E402
 
 from DLStudio.cli.experiments import machine  # noqa: E402
+from DLStudio.quick import shrink  # noqa: E402
 
 #: The ways of fine-tuning compared: (name, LoRA targets or None for every weight).
 WAYS = {"full": None,
@@ -120,7 +121,7 @@ def main(argv=None):
     p.add_argument("--results", metavar="FILE.json", default="",
                    help="add the rows to a result file")
     p.add_argument("--row", help=argparse.SUPPRESS)          # WAY, in a child
-    args = p.parse_args(argv)
+    args = shrink(p.parse_args(argv))   # DLSTUDIO_QUICK=1: tiny sizes
     ways = args.ways.split(",")
     if not set(ways) <= set(WAYS):
         p.error(f"--ways takes {', '.join(WAYS)}")

@@ -27,6 +27,7 @@ sys.path.insert(0, HERE)
 from bench_generate import peak_mb  # noqa: E402
 
 from DLStudio.cli.experiments import machine  # noqa: E402
+from DLStudio.quick import quick, shrink  # noqa: E402
 
 LLAMA3_SCALING = {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
                   "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
@@ -120,7 +121,9 @@ def main(argv=None):
     p.add_argument("--new", type=int, default=64, help="new tokens (greedy)")
     p.add_argument("--repeats", type=int, default=2, help="timed runs after a warm-up")
     p.add_argument("--row", help=argparse.SUPPRESS)        # NAME:DTYPE, in a child
-    args = p.parse_args(argv)
+    args = shrink(p.parse_args(argv))   # DLSTUDIO_QUICK=1: tiny sizes, the tiny model
+    if quick():
+        args.models = "tiny"
     names, dtypes = args.models.split(","), args.dtypes.split(",")
     unknown = sorted(set(names) - set(MODELS))
     if unknown:

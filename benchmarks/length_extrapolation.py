@@ -35,6 +35,7 @@ from DLStudio.data import BUNDLED_ARCHIVE, split_pairs  # noqa: E402
 from DLStudio.data.vocabulary import TranslationData  # noqa: E402
 from DLStudio.evaluation.decode_and_score import evaluate_bleu  # noqa: E402
 from DLStudio.evaluation.generation import perplexity  # noqa: E402
+from DLStudio.quick import shrink  # noqa: E402
 
 POSITIONS = ("learned", "sinusoidal", "rope", "relative", "alibi")
 
@@ -144,7 +145,7 @@ def main(argv=None):
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--results", metavar="FILE.json", default="",
                    help="add the rows to a result file (docs/results/length.json)")
-    args = p.parse_args(argv)
+    args = shrink(p.parse_args(argv))   # DLSTUDIO_QUICK=1: tiny sizes
     args.positions = args.positions.split(",")
     bad = sorted(set(args.positions) - set(POSITIONS))
     sizes = ("words", "short", "long", "texts", "embedding_size", "num_layers",

@@ -40,6 +40,7 @@ from DLStudio.cli.experiments import machine  # noqa: E402
 from DLStudio.data import BUNDLED_ARCHIVE  # noqa: E402
 from DLStudio.data.archive import split_pairs  # noqa: E402
 from DLStudio.data.vocabulary import plain_words  # noqa: E402
+from DLStudio.quick import shrink  # noqa: E402
 
 SIDES = {"ours": "ours (TransformerFG), LoRA", "peft": "PEFT on transformers, LoRA"}
 
@@ -140,7 +141,7 @@ def parser():
 
 def main(argv=None):
     p = parser()
-    args = p.parse_args(argv)
+    args = shrink(p.parse_args(argv))   # DLSTUDIO_QUICK=1: tiny sizes
     if args.side:
         print(json.dumps(run_side(args, args.side)))
         return 0

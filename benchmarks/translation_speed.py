@@ -41,6 +41,7 @@ from DLStudio.cli.experiments import machine  # noqa: E402
 from DLStudio.data import BUNDLED_ARCHIVE  # noqa: E402
 from DLStudio.data.archive import split_pairs  # noqa: E402
 from DLStudio.data.vocabulary import plain_words  # noqa: E402
+from DLStudio.quick import shrink  # noqa: E402
 
 
 def spm_model(sentences, size):
@@ -169,7 +170,7 @@ def parser():
 
 def main(argv=None):
     p = parser()
-    args = p.parse_args(argv)
+    args = shrink(p.parse_args(argv))   # DLSTUDIO_QUICK=1: tiny sizes
     corpus = archive_or_usage(p, args.archive)          # (a bad one is said first)
     try:
         import transformers  # noqa: F401

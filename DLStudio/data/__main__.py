@@ -14,6 +14,7 @@ import os
 import random
 import sys
 
+from ..quick import shrink
 from . import (
     ArchiveError,
     curate_pairs,
@@ -125,7 +126,7 @@ def main(argv=None):
                    help="tense, negation, question on a synthetic archive of your own: the "
                         "--seed its synth command was given (the bundled corpus's: 0)")
     p.set_defaults(run=_tasks)
-    args = parser.parse_args(argv)
+    args = shrink(parser.parse_args(argv))       # DLSTUDIO_QUICK=1: fewer pairs
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
         args.run(args)

@@ -15,6 +15,7 @@ count of loss terms, and rank 0 alone writes checkpoints and logs.
 """
 
 import copy
+import itertools
 import json
 import logging
 import math
@@ -42,6 +43,7 @@ from ..checkpoints import (
     weights_of,
     with_weights,
 )
+from ..quick import BATCHES_PER_EPOCH, quick
 from ..runtime.distributed import ONE_PROCESS
 from ..runtime.precision import Precision
 from .process import ProgressLines, StopSignals, rng_states, set_rng_states, terminal
@@ -399,6 +401,8 @@ class Trainer:
         self.model.train()
         start = self.clock()
         n_batches = self.batches_per_epoch()
+        if quick():                       # DLSTUDIO_QUICK=1: a few batches an epoch
+            n_batches = min(n_batches, BATCHES_PER_EPOCH)
         stop = None
         self.run_start = start
         budgeted = isinstance(self.optimizer, BudgetedOptim)
@@ -411,7 +415,10 @@ class Trainer:
         with StopSignals(repeat_kills=not self.world.distributed) as signals:
             for epoch in range(self.epoch, self.dls.epochs):
                 self.epoch = epoch
-                bar = tqdm(self.batches(epoch, skip=self.batches_done), total=n_batches,
+                batches = self.batches(epoch, skip=self.batches_done)
+                if quick():
+                    batches = itertools.islice(batches, max(0, n_batches - self.batches_done))
+                bar = tqdm(batches, total=n_batches,
                            initial=self.batches_done, leave=False, mininterval=1.0,
                            desc=f"epoch {epoch + 1}/{self.dls.epochs}",
                            disable=not self.world.is_main or None)

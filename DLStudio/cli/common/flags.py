@@ -8,6 +8,7 @@ import os
 from ...checkpoints import WEIGHTS
 from ...containers.settings import TranslationSettings
 from ...model.switches import FEED_FORWARDS, NORMS, POSITIONS
+from ...quick import shrink
 from ...runtime.precision import PRECISIONS
 from ...runtime.studio import DLStudio
 from ...training.schedule import SCHEDULES
@@ -70,6 +71,11 @@ class Parser(argparse.ArgumentParser):
 
     def __init__(self, *args, allow_abbrev=False, **kwargs):
         super().__init__(*args, allow_abbrev=allow_abbrev, **kwargs)
+
+    def parse_known_args(self, args=None, namespace=None):
+        """The flags as given, shrunk in a quick run (``DLSTUDIO_QUICK=1``: DLStudio/quick.py)."""
+        parsed, rest = super().parse_known_args(args, namespace)
+        return shrink(parsed), rest
 
     def format_help(self):
         for action in self._actions:
