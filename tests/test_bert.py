@@ -433,6 +433,12 @@ def test_the_scripts_read_a_hugging_face_folder(tmp_path, capsys):
     assert "held-out accuracy" in out
     # the BERT paper's fine-tuning (A.3): 3e-5, a tenth of the steps warming up, then decay
     assert "a Hugging Face BERT: fine-tuned at 3e-05, warming up over 1 step (a tenth)" in out
+    # with no budget given, the decay ends with the epochs (2 epochs of 8 rows in batches of 4)
+    assert finetune_main(["--pretrained", str(tmp_path / "safe"), "--train", str(rows),
+                          "--epochs", "2", "--batch-size", "4", "--checkpoints-dir",
+                          str(tmp_path / "by_epochs")]) == 0
+    assert torch.load(tmp_path / "by_epochs" / "checkpoint_1.pt",
+                      weights_only=False)["step"] == 4
 
 
 @pytest.mark.slow

@@ -310,6 +310,8 @@ def finetune_main(argv=None):
         if hugging_face:               # a real BERT: the paper's fine-tuning (Devlin et al.
             rate = args.learning_rate or PAPER_RATE     # 2019, A.3), warm-up and decay
             how.update(schedule="budget", num_warmup_steps=warmup_tenth(args, len(train)))
+            if not (args.max_steps or args.max_minutes):     # the budget: the epochs' steps
+                args.max_steps = args.epochs * -(-len(train) // args.batch_size)
             warm = how["num_warmup_steps"]
             print(f"a Hugging Face BERT: fine-tuned at {rate:g}, warming up over {warm} "
                   f"step{'s' * (warm != 1)} (a tenth), then down to zero at the end")
