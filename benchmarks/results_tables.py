@@ -33,6 +33,7 @@ RESULTS = os.path.join(ROOT, "docs", "results")
 PAGES = [os.path.join(ROOT, "README.md"), os.path.join(ROOT, "docs", "results.md"),
          os.path.join(ROOT, "docs", "performance.md"), os.path.join(ROOT, "docs", "museum.md"),
          os.path.join(ROOT, "docs", "vision.md"), os.path.join(ROOT, "docs", "since_2017.md"),
+         os.path.join(ROOT, "docs", "gpu.md"), os.path.join(ROOT, "docs", "real_translation.md"),
          os.path.join(ROOT, "docs", "developers", "measurements.md")]
 BLOCK = re.compile(r"(<!-- table (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- end of table -->)",
                    re.S)
@@ -54,8 +55,14 @@ def _table(header, lines):
 
 
 def _machine(row):
+    """The machine as a table names it: the CPU with the vector extensions that change its
+    kernels (a row measured before they were recorded says so: two rows of one model name
+    may be two CPUs: it is named by its date too), its cores, the GPU."""
     m = row["machine"]
-    return f"{m['cpu']}, {m['cores']} cores" + (f", {m['gpu']}" if m.get("gpu") else "")
+    recorded = re.search(r"\(([a-z0-9_]+(, )?)*\)$", m["cpu"])   # "(avx2, avx512f)"
+    day = f" of {row['date']}" if row.get("date") else ""
+    cpu = m["cpu"] if recorded else f"{m['cpu']}{day} (extensions not recorded)"
+    return f"{cpu}, {m['cores']} cores" + (f", {m['gpu']}" if m.get("gpu") else "")
 
 
 def _source(row):
@@ -243,6 +250,10 @@ def recipes_now(rows):
                     "**averaged, beam 4**", "machine"], lines)]
 
 
+#: A row's note that it was measured again beside others (the measurement log keeps it).
+AGAIN = re.compile(r" \(again, with the code of [^)]*\)")
+
+
 def brief(make):
     """A student's form of a table: without its date and commit column and its commands
     (the measurement log has them), the machines said once under it."""
@@ -256,6 +267,7 @@ def brief(make):
             table = [" | ".join(c) for c in cells]
             table = [t if t.endswith("|") else t + " |" for t in table]
             table[1] = "|---" * (len(cells[0])) + "|"
+        table = [AGAIN.sub("", line) for line in table]      # (the log says it)
         on = [line for line in out if line.startswith("On: ")]
         return ["\n".join(table)] + (["", on[0].split(" (`lscpu")[0] + "."] if on and
                                        "| machine |" not in table[0] else [])
@@ -277,8 +289,8 @@ def headline(rows):
         greedy = _and(_bleu(r["greedy_bleu"]) for r in runs)
         steps = _and(_steps(r) for r in runs)
         out.append(f"- {what}: held-out BLEU **{best}** (averaged weights, beam 4), "
-                   f"{greedy} greedy, for {seeds}; {steps} steps in 30 minutes on one "
-                   f"{runs[0]['machine']['cpu']} with {runs[0]['machine']['cores']} cores.")
+                   f"{greedy} greedy, for {seeds}; {steps} steps in 30 minutes on "
+                   f"{_and(dict.fromkeys(_machine(r) for r in runs))}.")
     return out + side_by_side(rows)
 
 
@@ -383,9 +395,11 @@ def bert(rows):
     for r in rows:
         p, s = r["pretrained"], r["scratch"]
         spread = max(max(p) - min(p), max(s) - min(s))
-        lines.append([r["rows_per_label"], ", ".join(map(str, p)), ", ".join(map(str, s)),
+        n = r["rows_per_label"]          # a number a label, or "all (N)": N rows in all
+        rows_ = f"{n} a label" if isinstance(n, int) else n.replace("all (", "all: ").rstrip(")")
+        lines.append([rows_, ", ".join(map(str, p)), ", ".join(map(str, s)),
                       f"{mean(p) - mean(s):+.1f} ({spread:.1f})", _source(r)])
-    return [_table(["labelled rows per label", "pre-trained (by seed)",
+    return [_table(["labelled rows", "pre-trained (by seed)",
                     "from scratch (by seed)", "gain (seed-to-seed spread)",
                     "date, commit"], lines)] + _footer(rows)
 
@@ -545,6 +559,32 @@ TABLES = {"vision": ("vision", vision), "length-gpt": ("length", length_gpt),
           "fair-ratio": ("train_speed", fair_ratio), "museum": ("museum", museum)}
 TABLES.update({f"{name}-brief": (file, brief(make)) for name, (file, make) in list(
     TABLES.items()) if name not in ("headline", "choose", "recipes-now", "fair-ratio")})
+
+
+def on_a_gpu(make):
+    """``make``'s table of the rows measured on a GPU only."""
+    return lambda rows: make([r for r in rows if r["machine"].get("gpu")])
+
+
+TABLES["train-speed-gpu"] = ("train_speed", brief(on_a_gpu(train_speed)))
+
+
+def precision_by_cpu(rows):
+    """Our default model's training step in fp32 and in bf16, CPU by CPU: where bf16 pays."""
+    mine = [r for r in rows if r["model"].startswith("ours, sliced heads")
+            and not r["machine"].get("gpu")]
+    by_cpu = {}
+    for r in mine:                                  # the latest row of each precision
+        by_cpu.setdefault(_machine(r), {})[r["precision"]] = r
+    lines = [[m, *(f"{p[k]['seconds_per_iteration']:.3f}" if k in p else "-"
+                   for k in ("fp32", "bf16")),
+              f"{p['bf16']['seconds_per_iteration'] / p['fp32']['seconds_per_iteration']:.2f}"
+              if {"fp32", "bf16"} <= set(p) else "-"] for m, p in by_cpu.items()]
+    return [_table(["machine", "fp32: s / iteration", "bf16: s / iteration",
+                    "bf16 over fp32"], lines)]
+
+
+TABLES["precision-by-cpu"] = ("train_speed", precision_by_cpu)
 
 
 def render(text, where="a page"):

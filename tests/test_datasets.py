@@ -156,6 +156,12 @@ def test_converter_on_a_small_tsv(tmp_path, caplog):
                          cwd=ROOT)
     assert res.returncode == 0, res.stderr
     assert len(load_archive(out).pairs) == 2
+    res = subprocess.run([sys.executable, "-m", "DLStudio.data", "build-archive", str(tsv),
+                          "-o", str(out), "--pairs", "3"], capture_output=True, text=True,
+                         cwd=ROOT)                  # again: the first archive is kept
+    assert res.returncode == 0 and "it moved to" in res.stdout, res.stderr
+    assert len(load_archive(out).pairs) == 3
+    assert len(load_archive(tmp_path / "previous" / "out.tar.gz").pairs) == 2
 
 
 @pytest.mark.parametrize("verb, tense, person, form", [

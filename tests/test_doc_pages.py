@@ -141,7 +141,8 @@ def test_the_headline_never_puts_two_machines_seeds_side_by_side():
     rows = [_run(0, "Xeon", 49.11), _run(1, "Xeon", 49.22), _run(0, "EPYC", 50.33, script),
             _run(0, "EPYC", 51.99, script + " --dropout 0.1"), _run(1, "EPYC", 50.44)]
     line, = _tables().headline(rows)
-    assert "**50.33 and 50.44**" in line and "on one EPYC with 2 cores" in line, line
+    assert "**50.33 and 50.44**" in line, line
+    assert "on EPYC (extensions not recorded), 2 cores." in line, line
     assert "49.11" not in line and "51.99" not in line, line
     line, = _tables().headline(rows[:2] + rows[4:])        # no seed 0 there: that seed only
     assert "**50.44**" in line and "for seed 1;" in line, line
@@ -177,7 +178,11 @@ def test_students_pages_leave_the_tests_to_the_developers_pages(page):
 #: Words of how the project was made, which no student's page speaks: its issues, machines
 #: lent to it, "this machine", its CI, what was "not available to us".
 HOW_MADE = re.compile(r"\bissues? #?\d+|\blent\b|\bthis machine\b|\bour CI\b|"
-                      r"not available to us|\bwe could not\b|\(tested\)|\ban earlier version\b",
+                      r"not available to us|\bwe could not\b|\(tested\)|\ban earlier version\b|"
+                      r"\bwere tried\b|\bnot run here\b|\bmeasured at once\b|\bas before\b|"
+                      r"\bagain, with the code\b|\bin the order they were measured\b|"
+                      r"\bin one session\b|\bbefore this one\b|\bno hub\b|\bas it trains now\b|"
+                      r"\bfrom before (?:precision|these settings)\b",
                       re.I)
 
 
@@ -235,3 +240,132 @@ def test_a_sweep_rows_change_is_written_as_the_scripts_take_it():
     add_since_2017_arguments(parser, full_width=True)
     args = parser.parse_args(typed.split(" (")[0].split())
     assert args.full_width_heads is True and args.kv_heads == 1
+
+
+def chapters():
+    """The README's chapters, in its order (the page player's list, less the README)."""
+    from .test_doc_play import chapter_order
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        return chapter_order(f.read())[1:]
+
+
+#: The lines of a page's first screen.
+SCREEN = 30
+
+
+def opening_problems(text):
+    """What a chapter's first screen or its end lacks ([] when none)."""
+    from .test_doc_commands import commands
+    lines, problems = text.splitlines(), []
+    first = "\n".join(lines[:SCREEN])
+    for part in ("**You will learn:**", "**You need:**", "**Time:**"):
+        if part not in first:
+            problems.append(f"its first screen lacks {part}")
+    if not any(line <= SCREEN for line, _ in commands(text)):
+        problems.append(f"no command in its first {SCREEN} lines")
+    end = text.split("\n## Questions\n")
+    if len(end) != 2 or "\n## " in end[1]:
+        problems.append("it does not end with ## Questions")
+    elif len(re.findall(r"^\d+\. ", end[1], re.M)) != 3:
+        problems.append("its questions are not three")
+    return problems
+
+
+def test_the_opening_check_finds_what_a_chapter_lacks():
+    good = ("# T\n\n**You will learn:** x\n\n**You need:** y\n\n**Time:** 5 minutes\n\n"
+            "    python3 a.py\n\ntext\n\n## Questions\n\n1. a?\n2. b?\n3. c?\n")
+    assert opening_problems(good) == []
+    late = good.replace("    python3 a.py\n", "\n" * SCREEN + "    python3 a.py\n")
+    assert opening_problems(late) == [f"no command in its first {SCREEN} lines"]
+    assert opening_problems(good.replace("3. c?\n", "")) == ["its questions are not three"]
+    assert opening_problems(good.replace("**Time:**", "Time:") + "## More\n") == [
+        "its first screen lacks **Time:**", "it does not end with ## Questions"]
+
+
+def test_every_chapter_opens_with_what_it_teaches_and_ends_with_three_questions():
+    assert len(chapters()) >= 15
+    problems = []
+    for page in chapters():
+        with open(os.path.join(ROOT, page), encoding="utf-8") as f:
+            problems += [f"{page}: {p}" for p in opening_problems(f.read())]
+    assert problems == []
+
+
+def test_the_instructors_page_answers_every_chapters_questions():
+    with open(os.path.join(ROOT, "docs", "instructors.md"), encoding="utf-8") as f:
+        answers = f.read().split("## Answers to the chapters' questions", 1)[1]
+    for page in chapters():
+        with open(os.path.join(ROOT, page), encoding="utf-8") as f:
+            title = f.readline()[2:].strip()
+        part = answers.split(f"\n### {title}\n", 1)
+        assert len(part) == 2, f"no answers for {page} ({title})"
+        assert len(re.findall(r"^\d+\. ", part[1].split("\n### ")[0], re.M)) == 3, page
+
+
+def test_no_students_page_sends_a_student_to_the_measurement_log():
+    found = []
+    for page in STUDENT_PAGES:
+        with open(os.path.join(ROOT, page), encoding="utf-8") as f:
+            found += [f"{page}: {line.strip()}" for line in f
+                      if "developers/measurements.md" in line]
+    assert found == [], "put the figure on the page (a table made from its result file)"
+
+
+def prose_figures(text):
+    """The decimal figures of at least 10 in a page's prose: not in a code block, a table or
+    a table made from a result file, nor in backquotes or a link's address, nor a paper's
+    (a line that cites one: "et al.")."""
+    found, inside = [], False
+    for line in text.splitlines():
+        if line.startswith("<!-- table"):
+            inside = True
+        elif line.startswith("<!-- end of table"):
+            inside = False
+        elif not (inside or line.startswith(("    ", "|", ">")) or "et al." in line):
+            plain = re.sub(r"`[^`]*`|\]\([^)]*\)", "", line)
+            found += [f for f in re.findall(r"(?<![\w.])\d[\d,]*\.\d+(?![\w.])", plain)
+                      if float(f.replace(",", "")) >= 10]
+    return found
+
+
+def test_the_figure_reader_skips_tables_code_and_constants():
+    text = ("BLEU 31.7 after 1,000 steps, 2.5 times, `--lr 12.5`\n    45.1\n| 50.2 |\n"
+            "<!-- table x -->\n41.8\n<!-- end of table -->\n[a](b/10.5.md) 1,234.5 s\n")
+    assert prose_figures(text) == ["31.7", "1,234.5"]
+
+
+def test_a_measured_figure_is_typed_once():
+    """A figure in the prose of two students' pages was typed twice (one of them will go
+    stale); one on a page that a result file holds belongs in a table made from it."""
+    measured = set()
+
+    def walk(x):
+        if isinstance(x, dict):
+            [walk(v) for v in x.values()]
+        elif isinstance(x, list):
+            [walk(v) for v in x]
+        elif isinstance(x, float) and x >= 10:
+            measured.update({f"{x:.1f}", f"{x:.2f}"})
+    for path in glob.glob(os.path.join(ROOT, "docs", "results", "*.json")):
+        with open(path, encoding="utf-8") as f:
+            walk(json.load(f)["rows"])
+    seen, problems = {}, []
+    for page in STUDENT_PAGES:
+        with open(os.path.join(ROOT, page), encoding="utf-8") as f:
+            for figure in prose_figures(f.read()):
+                if figure in seen and seen[figure] != page:
+                    problems.append(f"{figure}: {seen[figure]} and {page}: write it once, "
+                                    "and link to it")
+                if figure.replace(",", "") in measured:
+                    problems.append(f"{figure} ({page}) is a result file's: show its table")
+                seen.setdefault(figure, page)
+    assert problems == []
+
+
+def test_the_troubleshooting_page_names_the_messages_students_meet():
+    with open(os.path.join(ROOT, "docs", "troubleshooting.md"), encoding="utf-8") as f:
+        headings = re.findall(r"^## (.+)$", f.read(), re.M)
+    for kind in ("A checkpoint folder from another run", "Rows longer than the model reads",
+                 "bf16 that is emulated", "No archive", "No browser",
+                 "A folder the reader refuses"):
+        assert kind in headings

@@ -191,6 +191,10 @@ def test_the_player_reads_a_page_as_a_student_would():
                          "\n2. [B](./docs/b.md)\n## Next\n3. [C](docs/c.md)") == [
         "README.md", "docs/a.md", "docs/b.md"]
     assert pages_in_order()[:2] == ["README.md", "ExamplesTransformers/README.md"]
+    assert substitutes_used("make recipe ARCHIVE=data/en_es_xformer_8_90000.tar.gz") == {
+        "real archive"}
+    assert substitutes_used("dlstudio check rope hw/rope.py --inside gpt2") == {"downloaded"}
+    assert substitutes_used("python3 t.py --pairs my_pairs.tsv --out gpt2_run") == {"your own"}
     assert inline_makes("- `make recipe RECIPE=fast30` (the 2017 model), `make test`\n"
                         "    make demo\nThe recipes (`make recipe`) are ...\n") == [
         (1, "make recipe RECIPE=fast30", "")]
@@ -338,12 +342,12 @@ SAID = {"real archive": ("en_es_xformer_8_90000",), "downloaded": tuple(HUB_FOLD
 
 
 def substitutes_used(command):
-    """The kinds of substitute a command reads (SAID's keys)."""
+    """The kinds of substitute a command reads (SAID's keys): a folder by its name, a file
+    wherever its name is in a word (``ARCHIVE=data/...``, ``--data=...``)."""
     words = shlex.split(command)
     return {kind for kind, names in SAID.items()
-            if any(os.path.basename(w.rstrip("/")) in names or any(n in w for n in names
-                                                                   if "." in n)
-                   for w in words)}
+            if any(os.path.basename(w.rstrip("/")) in names if kind == "downloaded"
+                   else any(n in w for n in names) for w in words)}
 
 
 @pytest.mark.slow

@@ -43,6 +43,23 @@ def _inspect(args):
         print(f"  {en}\n    -> {es}")
 
 
+def _keep_previous(path):
+    """An archive already at ``path`` moves to ``previous/`` beside it (NAME-1 ... when one
+    is there too): writing a new one never loses the old."""
+    if not os.path.lexists(path):
+        return
+    folder = os.path.join(os.path.dirname(path) or ".", "previous")
+    os.makedirs(folder, exist_ok=True)
+    name, n = os.path.basename(path), 0
+    target = os.path.join(folder, name)
+    while os.path.lexists(target):
+        n += 1
+        stem = name[:-len(".tar.gz")] if name.endswith(".tar.gz") else name
+        target = os.path.join(folder, f"{stem}-{n}.tar.gz")
+    os.replace(path, target)
+    print(f"{path} was there: it moved to {target}")
+
+
 def _build(args):
     if not os.path.isfile(args.tsv):
         raise FileNotFoundError(f"no file at {args.tsv}; download spa-eng.zip from "
@@ -53,6 +70,7 @@ def _build(args):
     if args.output is None:
         args.output = os.path.join("data", f"en_es_xformer_{args.max_words}_{args.pairs}.tar.gz")
     os.makedirs(os.path.dirname(args.output) or ".", exist_ok=True)
+    _keep_previous(args.output)
     save_archive(corpus, args.output)
     print(f"wrote {args.output}: {len(corpus.pairs)} pairs, vocabularies "
           f"{len(corpus.vocab_en)} / {len(corpus.vocab_es)}")
@@ -60,6 +78,7 @@ def _build(args):
 
 def _synth(args):
     corpus = generate_corpus(args.pairs, args.seed)
+    _keep_previous(args.output)
     save_archive(corpus, args.output)
     print(f"wrote {args.output}: {len(corpus.pairs)} pairs, vocabularies "
           f"{len(corpus.vocab_en)} / {len(corpus.vocab_es)}")
