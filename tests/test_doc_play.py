@@ -64,7 +64,7 @@ TEMPLATE = re.compile(r"\.\.\.|\[--|~/|(?<!\S)[A-Z]{3,}(?!\S)")
 PLAYED_TARGETS = {"demo", "recipe"}
 #: The longest a command may run here (seconds): a page's command that waits (a server, a
 #: prompt) is stopped and named.
-PATIENCE = 90
+PATIENCE = 180
 #: What a command that reads standard input reads, unless its line pipes ``printf '...'``.
 STDIN = "she is tired\n"
 #: The environment of the play: the one variable the pages document.
