@@ -120,8 +120,10 @@ def make_recipe(words, clone):
     """The lines ``make`` runs for ``words`` (``make recipe ARCHIVE=...``), as ``make -n``
     prints them in the clone, the installing ones left out: a list of (folder, words) to run
     in this process (the venv's python) or (folder, a shell line)."""
-    shown = subprocess.run(["make", "-n", *words[1:]], cwd=clone, capture_output=True,
-                           text=True, check=False)
+    shown = subprocess.run(["make", "-n", "--no-print-directory", *words[1:]], cwd=clone,
+                           capture_output=True, text=True, check=False,
+                           env={k: v for k, v in os.environ.items()        # not a sub-make's
+                                if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")})
     if shown.returncode:
         return [(".", f"make {' '.join(words[1:])}: {shown.stderr.strip()}; exit 2")]
     lines = shown.stdout.replace("\\\n", " ").splitlines()

@@ -774,6 +774,8 @@ def test_the_docs_name_every_exercise_and_check_and_count_the_mutants():
         assert f"{len(MUTANTS)} one-line mutants" in f.read()     # the checks' own checks
     with open(os.path.join(ROOT, "README.md")) as f:
         assert "the grader decides every verdict" in f.read()
+    with open(os.path.join(ROOT, "docs", "instructors.md")) as f:
+        grading = f.read()                                          # the grading section
     for flag in ("--gradescope", "dlstudio autograder", "--only", "--seed",
                  "--require-sandbox", "bubblewrap"):
-        assert flag in doc
+        assert flag in grading

@@ -20,7 +20,8 @@ ARCHITECTURE = os.path.join(MODEL, "architecture.py")
 #: or a module) directly under DLStudio/. The package's door (__init__) loads each public
 #: class the first time it is asked for; what it imports when it runs is floor 0.
 FLOORS = {
-    0: {"install_check"},                           # the front door's check: stdlib only
+    0: {"install_check", "quick"},                  # the front door's check, DLSTUDIO_QUICK:
+                                                    # stdlib only
     1: {"model"},                                   # the architecture and its torch helpers
     2: {"data", "checkpoints", "runtime"},          # datasets, vocabularies; checkpoints;
                                                     # the device, processes, number format
@@ -31,8 +32,10 @@ FLOORS = {
 }
 FLOOR = {room: floor for floor, rooms in FLOORS.items() for room in rooms}
 #: The modules directly in DLStudio/: the doors students know by name (the bug museum is
-#: DLStudio.museum) and the front door's check; everything else is in its floor's folder.
-DOORS = {"__init__.py", "__main__.py", "Transformers.py", "museum.py", "install_check.py"}
+#: DLStudio.museum), the front door's check and DLSTUDIO_QUICK's limits (DLStudio/quick.py,
+#: which the pages name); everything else is in its floor's folder.
+DOORS = {"__init__.py", "__main__.py", "Transformers.py", "museum.py", "install_check.py",
+         "quick.py"}
 
 
 def room_of(path):
