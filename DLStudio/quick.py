@@ -6,9 +6,10 @@ of steps or minutes is at most `CAPS`' value; the sizes given stay when they are
 and every training epoch stops after `BATCHES_PER_EPOCH` batches, so that a command that
 trains for 40 epochs still writes checkpoint_39.pt, as the page's next command expects;
 BLEU is scored on the first `HELD_OUT` held-out sentences, and a benchmark measures its
-smallest case. The
-numbers a quick run prints (losses, BLEU, speeds) mean nothing: the model is tiny and has
-barely trained. Unset (or anything but ``1``), nothing changes.
+smallest case. A BPE vocabulary keeps its size: a smaller one cuts sentences into more
+pieces, and the lengths a model reads would no longer be those of the full run. The numbers
+a quick run prints (losses, BLEU, speeds) mean nothing: the model is tiny and has barely
+trained. Unset (or anything but ``1``), nothing changes.
 """
 
 import os

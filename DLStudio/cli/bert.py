@@ -238,9 +238,14 @@ def _load(path, args):
 PAPER_RATE = 3e-5
 
 
+def epochs_steps(args, rows):
+    """The optimiser steps of --epochs over ``rows`` rows in batches of --batch-size."""
+    return args.epochs * -(-rows // args.batch_size)
+
+
 def warmup_tenth(args, rows):
     """A tenth of the fine-tuning's steps (the epochs', or --max-steps where fewer)."""
-    steps = args.epochs * -(-rows // args.batch_size)
+    steps = epochs_steps(args, rows)
     return max(1, min(steps, args.max_steps or steps) // 10)
 
 
@@ -311,7 +316,7 @@ def finetune_main(argv=None):
             rate = args.learning_rate or PAPER_RATE     # 2019, A.3), warm-up and decay
             how.update(schedule="budget", num_warmup_steps=warmup_tenth(args, len(train)))
             if not (args.max_steps or args.max_minutes):     # the budget: the epochs' steps
-                args.max_steps = args.epochs * -(-len(train) // args.batch_size)
+                args.max_steps = epochs_steps(args, len(train))
             warm = how["num_warmup_steps"]
             print(f"a Hugging Face BERT: fine-tuned at {rate:g}, warming up over {warm} "
                   f"step{'s' * (warm != 1)} (a tenth), then down to zero at the end")

@@ -50,12 +50,12 @@ def _keep_previous(path):
         return
     folder = os.path.join(os.path.dirname(path) or ".", "previous")
     os.makedirs(folder, exist_ok=True)
-    name, n = os.path.basename(path), 0
-    target = os.path.join(folder, name)
+    name = os.path.basename(path)
+    suffix = ".tar.gz" if name.endswith(".tar.gz") else ""
+    target, n = os.path.join(folder, name), 0
     while os.path.lexists(target):
         n += 1
-        stem = name[:-len(".tar.gz")] if name.endswith(".tar.gz") else name
-        target = os.path.join(folder, f"{stem}-{n}.tar.gz")
+        target = os.path.join(folder, f"{name[:len(name) - len(suffix)]}-{n}{suffix}")
     os.replace(path, target)
     print(f"{path} was there: it moved to {target}")
 
