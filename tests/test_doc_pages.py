@@ -253,6 +253,26 @@ def chapters():
 SCREEN = 30
 
 
+#: How many lines after a command its excerpt may start.
+EXCERPT = 16
+
+
+def shows_what_it_prints(lines, start):
+    """Whether the command at ``lines[start]`` is followed, within EXCERPT lines, by an
+    excerpt of what it prints: an indented line that is no command (nor a command's
+    continuation), or a sentence on what it prints quoting it in backquotes."""
+    from .test_doc_commands import COMMAND
+    window = lines[start:start + EXCERPT]
+    for i, line in enumerate(window):
+        continued = i > 0 and window[i - 1].rstrip().endswith("\\")
+        if line.startswith("    ") and line.strip() and not continued \
+                and not COMMAND.search(line.strip()):
+            return True
+        if re.search(r"\bprint", line) and "`" in line + "".join(window[i + 1:i + 2]):
+            return True
+    return False
+
+
 def opening_problems(text):
     """What a chapter's first screen or its end lacks ([] when none)."""
     from .test_doc_commands import commands
@@ -261,8 +281,11 @@ def opening_problems(text):
     for part in ("**You will learn:**", "**You need:**", "**Time:**"):
         if part not in first:
             problems.append(f"its first screen lacks {part}")
-    if not any(line <= SCREEN for line, _ in commands(text)):
+    found = commands(text)
+    if not any(line <= SCREEN for line, _ in found):
         problems.append(f"no command in its first {SCREEN} lines")
+    elif not shows_what_it_prints(lines, found[0][0] - 1):
+        problems.append("its first command is not followed by what it prints")
     end = text.split("\n## Questions\n")
     if len(end) != 2 or "\n## " in end[1]:
         problems.append("it does not end with ## Questions")
@@ -273,11 +296,15 @@ def opening_problems(text):
 
 def test_the_opening_check_finds_what_a_chapter_lacks():
     good = ("# T\n\n**You will learn:** x\n\n**You need:** y\n\n**Time:** 5 minutes\n\n"
-            "    python3 a.py\n\ntext\n\n## Questions\n\n1. a?\n2. b?\n3. c?\n")
+            "    python3 a.py\n\n    loss 1.2\n\ntext\n\n## Questions\n\n1. a?\n2. b?\n3. c?\n")
     assert opening_problems(good) == []
     late = good.replace("    python3 a.py\n", "\n" * SCREEN + "    python3 a.py\n")
     assert opening_problems(late) == [f"no command in its first {SCREEN} lines"]
     assert opening_problems(good.replace("3. c?\n", "")) == ["its questions are not three"]
+    silent = good.replace("    python3 a.py\n\n    loss 1.2\n",
+                          "    python3 a.py \\\n        --b 1\n")
+    assert opening_problems(silent) == ["its first command is not followed by what it prints"]
+    assert opening_problems(silent.replace("text", "It prints `loss 1.2`.")) == []
     assert opening_problems(good.replace("**Time:**", "Time:") + "## More\n") == [
         "its first screen lacks **Time:**", "it does not end with ## Questions"]
 
