@@ -253,7 +253,7 @@ def chapters():
 SCREEN = 30
 
 
-#: How many lines after a command its excerpt may start.
+#: How many lines, from a command's first, its excerpt may start within.
 EXCERPT = 16
 
 
