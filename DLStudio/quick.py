@@ -30,11 +30,12 @@ CAPS = {
     "batch_size": 32, "num_warmup_steps": 20, "warmup_steps": 20,
     # steps and minutes of training, measuring and generating
     "steps": 20, "max_steps": 20, "pretrain_steps": 10, "finetune_steps": 20,
-    "minutes": 0.05, "max_minutes": 0.05, "pretrain_minutes": 0.03, "short_minutes": 0.05,
+    "minutes": 0.02, "max_minutes": 0.02, "pretrain_minutes": 0.01, "short_minutes": 0.02,
     "repeats": 1, "iters": 2, "batches": 1, "new": 4, "new_tokens": 4, "max_new_tokens": 5,
     "prompt": 4, "members": 2, "seeds": 1,
     # how much data is read, made or scored
-    "pairs": 300, "num_train": 64, "num_test": 32, "images": 64, "sentences": 50,
+    "pairs": 300, "num_train": 64, "num_test": 32, "images": 64, "shapes": 64,
+    "per_class": 10, "sentences": 50,
     "dev_sentences": 50, "held_out": 50, "test_rows": 50, "texts": 50, "samples": 4,
 }
 

@@ -28,7 +28,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
 from DLStudio.cli.experiments import machine  # noqa: E402
-from DLStudio.quick import shrink  # noqa: E402
+from DLStudio.quick import CAPS, quick, shrink  # noqa: E402
 
 SCRIPT = os.path.join(ROOT, "ExamplesTransformers", "image_recog_with_visTransformer.py")
 RECIPE = ["--recipe", "small_images"]
@@ -104,7 +104,10 @@ def main(argv=None):
                    help="flags added to every run of the script (the tests': '--epochs 1')")
     p.add_argument("--results", metavar="FILE.json", default="",
                    help="add the rows to a result file (docs/results/vision.json)")
-    args = shrink(p.parse_args(argv))   # DLSTUDIO_QUICK=1: tiny sizes
+    args = p.parse_args(argv)
+    if quick() and args.per_class is None:      # DLSTUDIO_QUICK=1: a few digits of each class
+        args.per_class = CAPS["per_class"]
+    args = shrink(args)                          # and tiny sizes
     if args.seeds < 1 or args.part_seeds < 0 or args.shapes < 0 or (
             args.per_class is not None and args.per_class < 5):
         p.error("--seeds must be at least 1, --part-seeds and --shapes at least 0, "
