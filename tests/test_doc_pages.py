@@ -257,12 +257,13 @@ SCREEN = 30
 EXCERPT = 16
 
 
-def shows_what_it_prints(lines, start):
-    """Whether the command at ``lines[start]`` is followed, within EXCERPT lines, by an
-    excerpt of what it prints: an indented line that is no command (nor a command's
-    continuation), or a sentence on what it prints quoting it in backquotes."""
+def shows_what_it_prints(lines, start, end=None):
+    """Whether the command at ``lines[start]`` is followed, within EXCERPT lines (and before
+    line index ``end``, the next command's), by an excerpt of what it prints: an indented
+    line that is no command (nor a command's continuation), or a sentence on what it prints
+    quoting it in backquotes."""
     from .test_doc_commands import COMMAND
-    window = lines[start:start + EXCERPT]
+    window = lines[start:min(start + EXCERPT, end or len(lines))]
     for i, line in enumerate(window):
         continued = i > 0 and window[i - 1].rstrip().endswith("\\")
         if line.startswith("    ") and line.strip() and not continued \
@@ -307,6 +308,45 @@ def test_the_opening_check_finds_what_a_chapter_lacks():
     assert opening_problems(silent.replace("text", "It prints `loss 1.2`.")) == []
     assert opening_problems(good.replace("**Time:**", "Time:") + "## More\n") == [
         "its first screen lacks **Time:**", "it does not end with ## Questions"]
+
+
+def command_blocks(text):
+    """The runs of commands of a page: commands on lines that follow one another in an
+    indented block (a command's continuation lines between them), each run a list of
+    (line number, command); a blank or prose line ends a run."""
+    from .test_doc_commands import commands
+    lines, blocks = text.splitlines(), []
+    for line, command in commands(text):
+        between = lines[blocks[-1][-1][0]:line - 1] if blocks else None
+        if between is not None and all(b.startswith("    ") and b.strip() for b in between):
+            blocks[-1].append((line, command))
+        else:
+            blocks.append([(line, command)])
+    return blocks
+
+
+def silent_blocks(text):
+    """The first line of each run of commands (`command_blocks`) that no excerpt of what it
+    prints follows (`shows_what_it_prints`, from the run's last command)."""
+    lines, blocks = text.splitlines(), command_blocks(text)
+    ends = [block[0][0] - 1 for block in blocks[1:]] + [None]
+    return [block[0][0] for block, end in zip(blocks, ends)
+            if not shows_what_it_prints(lines, block[-1][0] - 1, end)]
+
+
+def test_a_run_of_commands_without_what_it_prints_is_found():
+    page = ("    python3 a.py\n    python3 b.py \\\n        --c 1\n\nIt prints `x`.\n\n"
+            "    python3 d.py\n\nsome prose\n\n    dlstudio e\n\n    loss 1.2\n")
+    assert [[n for n, _ in b] for b in command_blocks(page)] == [[1, 2], [7], [11]]
+    assert silent_blocks(page) == [7]
+
+
+def test_every_command_of_a_chapter_is_followed_by_what_it_prints():
+    silent = []
+    for page in chapters():
+        with open(os.path.join(ROOT, page), encoding="utf-8") as f:
+            silent += [f"{page}:{line}" for line in silent_blocks(f.read())]
+    assert silent == [], "no excerpt of what these print follows them: " + ", ".join(silent)
 
 
 def test_every_chapter_opens_with_what_it_teaches_and_ends_with_three_questions():

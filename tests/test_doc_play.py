@@ -385,6 +385,9 @@ def test_the_students_pages_run_as_written(tmp_path, monkeypatch):
         code, printed = run(words, str(clone / folder), solutions, stdin)
         print(f"{time.perf_counter() - start:6.1f} s  exit {code}  {where}", file=sys.__stderr__,
               flush=True)
+        if os.environ.get("DLSTUDIO_PLAY_LOG"):           # what each command printed, kept
+            with open(os.environ["DLSTUDIO_PLAY_LOG"], "a", encoding="utf-8") as log:
+                log.write(f"=== {where}\n{printed}\n")
         if code != 0:
             shown = words if isinstance(words, str) else " ".join(words)
             failed.append(f"{where}\n    (in {folder}: {shown})\n    exit {code}: "
