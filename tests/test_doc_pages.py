@@ -263,7 +263,7 @@ def shows_what_it_prints(lines, start, end=None):
     line that is no command (nor a command's continuation), or a sentence on what it prints
     quoting it in backquotes."""
     from .test_doc_commands import COMMAND
-    window = lines[start:min(start + EXCERPT, end or len(lines))]
+    window = lines[start:min(start + EXCERPT, len(lines) if end is None else end)]
     for i, line in enumerate(window):
         continued = i > 0 and window[i - 1].rstrip().endswith("\\")
         if line.startswith("    ") and line.strip() and not continued \
