@@ -274,6 +274,10 @@ def runs(w):
             (["--seeds", 1, "--part-seeds", 0, "--per-class", 10, "--shapes", 64, "--extra",
               "--epochs 1 --embedding-size 16 --num-layers 1 --num-test 32", "--results",
               "vision.json"], "RECIPE_ACCURACY ")],
+        "benchmarks/induction_heads.py": [
+            (["--steps", 4, "--every", 2, "--width", 16, "--heads", 2, "--half", 5, "--vocab", 12,
+              "--batch-size", 4, "--results", "induction.json", "--picture", "induction.png"],
+             "written: induction.png")],
         "benchmarks/length_extrapolation.py": [
             (["--max-steps", 3, "--embedding-size", 16, "--num-layers", 1, "--num-atten-heads",
               2, "--vocab-size", 300, "--texts", 20, "--words", 6, "--results", "length.json"],

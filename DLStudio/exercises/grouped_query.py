@@ -5,6 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from ..model import since_2017
+from ..model.hooks import add_hook_points
 from ..model.architecture import TransformerParts, scaled_dot_product
 from ..Transformers import TransformerPreLN
 from .checking import (
@@ -49,6 +50,7 @@ def attended(module, Q, K, V, mask=None):
     attention = module.MyGroupedAttention()
     attention.group = Q.size(1) // K.size(1)
     attention.score_scale = None                 # the model's: 1 / sqrt(s_qkv) (since_2023)
+    add_hook_points(attention, None, "attn_scores", "pattern")   # as SelfAttention has
     with student_code():
         return attention.weighted(Q, K, V, mask)
 

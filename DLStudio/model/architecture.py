@@ -11,7 +11,8 @@ everywhere. Here models are built from their sizes alone; DLStudio's containers
     GPTParts             a decoder-only language model of the same classes (Radford et al. 2018)
 The encoder-only families, beside this file: vision.py (VisionParts, Dosovitskiy et al. 2020)
 and bert.py (BERTParts, Devlin et al. 2019); the classes a setting switches on: since_2017.py
-(RMSNorm, RoPE, SwiGLU, grouped heads) and since_2023.py (QK-norm, sliding windows, NoPE).
+(RMSNorm, RoPE, SwiGLU, grouped heads) and since_2023.py (QK-norm, sliding windows, NoPE);
+every activation read or changed at the parts' hook points: hooks.py.
 
         token ids ──> EmbeddingsGenerator ──> MasterEncoder (N x BasicEncoder) ──┐
         (English)     word + position code     SelfAttention, FeedForward        │ memory
@@ -49,10 +50,10 @@ import warnings
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from . import left_padding, since_2017, since_2023, switches
 from .batched_heads import BatchedHeads
+from .hooks import Hooked, HookPoint, add_hook_points  # looking inside (hooks.py)
 from .kv_cache import NO_CACHE, GPTDecoding, TranslationDecoding
 from .lora import TranslationLoRA  # add_lora: low-rank adaptation (Hu et al. 2021)
 from .overrides import check_forwards, runs_base
@@ -67,14 +68,14 @@ __all__ = ["TransformerParts", "EncoderDecoderParts", "GPTParts", "scaled_dot_pr
            "residual", "FEED_FORWARDS", "POSITIONS"]
 
 
-
-def scaled_dot_product(Q, K, V, mask=None, scale=None, bias=None):
+def scaled_dot_product(Q, K, V, mask=None, scale=None, bias=None, hooks=None):
     """Attention(Q, K, V) = softmax(Q K^T / sqrt(s_qkv)) V   (Vaswani et al. 2017, eq. 1).
 
     Shape: Q (..., T_q, s_qkv), K and V (..., T_k, s_qkv), mask broadcastable to
         (..., T_q, T_k), True where a query may not look; scale: another factor for the
         scores than 1 / sqrt(s_qkv) (since_2023.score_scale), or None; bias: positions'
-        terms added to the scaled scores (relative_positions.py), or None
+        terms added to the scaled scores (relative_positions.py), or None; hooks: the
+        attention whose hook_attn_scores and hook_pattern see them (hooks.py), or None
         -> output (..., T_q, s_qkv), weights (..., T_q, T_k) (each row sums to 1)
     """
     scores = Q @ K.transpose(-2, -1)                                   # (..., T_q, T_k)
@@ -82,7 +83,9 @@ def scaled_dot_product(Q, K, V, mask=None, scale=None, bias=None):
     scores = scores if bias is None else scores + bias                 # relative, ALiBi
     if mask is not None:
         scores = scores.masked_fill(mask, float("-inf"))
+    scores = scores if hooks is None else hooks.hook_attn_scores(scores)
     weights = torch.softmax(scores, dim=-1)                            # (..., T_q, T_k)
+    weights = weights if hooks is None else hooks.hook_pattern(weights)
     return weights @ V, weights                                        # (..., T_q, s_qkv)
 
 
@@ -117,9 +120,8 @@ class TransformerParts:
                  norm="layernorm", positions="sinusoidal", kv_heads=None, head_size=None,
                  output_bias=True, rope_base=10000.0, rope_scaling=None, gated_size=None,
                  output_scale=None, own_output=False, norm_embeddings=False, qk_norm=False,
-                 window=None,
-                 nope_layers=(), norm_placement=None, score_scale=None, window_layers=None,
-                 window_rope_base=None):
+                 window=None, nope_layers=(), norm_placement=None, score_scale=None,
+                 window_layers=None, window_rope_base=None):
         if embedding_size % 2:
             raise ValueError(f"embedding_size must be even (sin/cos pairs), got {embedding_size}")
         self.embedding_size, self.max_seq_length = embedding_size, max_seq_length
@@ -143,12 +145,11 @@ class TransformerParts:
         self.norm_embeddings = norm_embeddings                              # BART's
         self.rope_base, self.rope_scaling = rope_base, rope_scaling
 
-    ACTIVATIONS = {"relu": torch.relu, "gelu": F.gelu,       # of the feed-forward network
-                   "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),   # GPT-2's gelu_new
-                   "silu": F.silu}                                         # Marian's swish
+    ACTIVATIONS = switches.ACTIVATIONS       # of the feed-forward network, by its name
     # today's (since_2017.py), switched on by a setting
     RMSNorm, SwiGLU, RotaryEmbedding = RMSNorm, SwiGLU, RotaryEmbedding
     RelativePosition, ALiBi, T5Bias = RelativePosition, ALiBi, T5Bias   # relative_positions
+    HookPoint = HookPoint      # where an activation can be read or changed (hooks.py)
 
     def norm_layer(self, size):
         """Every normalisation of the model: LayerNorm (Ba et al. 2016) with the model's
@@ -159,7 +160,9 @@ class TransformerParts:
         return nn.LayerNorm(size, eps=self.norm_eps)
 
     def feed_forward_block(self, dls):
-        """A layer's feed-forward network: FeedForward (ReLU or GELU), or SwiGLU (GEGLU)."""
+        """A layer's feed-forward network: FeedForward, SwiGLU (GEGLU) or None (attention only)."""
+        if self.feed_forward == "none":
+            return None
         block = self.SwiGLU if self.feed_forward in ("swiglu", "geglu") else self.FeedForward
         return block(dls, self)
 
@@ -199,6 +202,7 @@ class TransformerParts:
             self.norm = xformer.norm_layer(embedding_size) if getattr(   # BART's, after
                 xformer, "norm_embeddings", False) else nn.Identity()      # the sum
             self.dropout = nn.Dropout(xformer.dropout)
+            add_hook_points(self, xformer, "embed")         # its output (hooks.py)
 
         @staticmethod
         def sinusoids(num_positions, embedding_size, base, halves=False):
@@ -224,7 +228,7 @@ class TransformerParts:
                 at = slice(T) if self.left_pads is None else left_padding.positions(
                     T, 0, self.left_pads, len(positions) - 1)   # prompts of other lengths
                 x = x + positions[at]                                             # (B, T, M)
-            return self.dropout(self.norm(x))                                     # (B, T, M)
+            return self.hook_embed(self.dropout(self.norm(x)))                    # (B, T, M)
 
     class AttentionHead(nn.Module):
         """One attention head with its own W_Q, W_K, W_V, applied to each word of its slice.
@@ -318,6 +322,7 @@ class TransformerParts:
             if not runs_base(self, TransformerParts.SelfAttention, "weighted"):
                 self.fused = False              # a student's attention runs as written
             self.record_attention, self.attention_weights = False, None
+            add_hook_points(self, xformer, "q", "k", "v", "attn_scores", "pattern", "z", "out")
 
         @staticmethod
         def head_class(xformer):
@@ -334,7 +339,7 @@ class TransformerParts:
         def attend(self, x_q, x_kv, mask):
             out = self.all_heads(x_q, x_kv, mask) if self.batched else \
                 self.per_head(x_q, x_kv, mask)                             # (B, T_q, M)
-            return self.W_O(out)
+            return self.hook_out(self.W_O(out))
 
         def per_head(self, x_q, x_kv, mask):
             """The definition: head i reads slice i of every word (all of it with
@@ -351,7 +356,8 @@ class TransformerParts:
             if self.record_attention:
                 kept = [getattr(h, "attention_weights", None) for h in self.heads]
                 self.attention_weights = None if None in kept else torch.stack(kept, dim=1)
-            return torch.cat(outs, dim=-1)                                 # (B, T_q, M)
+            z = self.hook_z(torch.stack(outs, dim=1))                      # (B, H, T_q, s)
+            return z.transpose(1, 2).flatten(2)                            # (B, T_q, M)
 
         def call_head(self, head, x_q, x_kv, mask):
             return head(x_q, mask=mask)
@@ -361,7 +367,7 @@ class TransformerParts:
             (B, G, T_k, s_qkv): query head h reads key/value head h // (H / G); bias: the
             heads' positions terms (B | 1, H, T_q, T_k), with relative or ALiBi positions."""
             return scaled_dot_product(Q, repeat_kv(K, self.group), repeat_kv(V, self.group),
-                                      mask, self.score_scale, bias)
+                                      mask, self.score_scale, bias, hooks=self)
 
     class FeedForward(nn.Module):
         """Position-wise feed-forward network: W2 ReLU(W1 x)  (Vaswani et al. 2017, eq. 2);
@@ -381,9 +387,10 @@ class TransformerParts:
             self.activation = TransformerParts.ACTIVATIONS.get(xformer.feed_forward, torch.relu)
             self.W1 = nn.Linear(M, hidden)
             self.W2 = nn.Linear(hidden, M)
+            add_hook_points(self, xformer, "hidden", "out")
 
         def forward(self, x):
-            return self.W2(self.activation(self.W1(x)))
+            return self.hook_out(self.W2(self.hook_hidden(self.activation(self.W1(x)))))
 
     class BasicEncoder(nn.Module):
         """One encoder layer: self-attention, then the feed-forward network, each inside
@@ -403,12 +410,15 @@ class TransformerParts:
             self.post_norm1, self.post_norm2 = since_2023.sublayer_norms(
                 self, xformer, 2)                  # nn.Identity, or norm_placement's norms
             self.dropout = nn.Dropout(xformer.dropout)
+            add_hook_points(self, xformer, "resid_pre", "resid_mid", "resid_post")
 
         def forward(self, x, mask=None):
-            x = residual(x, self.norm1, lambda y: self.dropout(self.post_norm1(
-                self.self_attention(y, mask))), self.norm_first)           # (B, T_src, M)
-            return residual(x, self.norm2, lambda y: self.dropout(self.post_norm2(
-                self.feed_forward(y))), self.norm_first)                   # (B, T_src, M)
+            x = self.hook_resid_mid(residual(self.hook_resid_pre(x), self.norm1, lambda y: (
+                self.dropout(self.post_norm1(self.self_attention(y, mask)))), self.norm_first))
+            if self.feed_forward is None:            # feed_forward="none": attention only
+                return self.hook_resid_post(x)                             # (B, T_src, M)
+            return self.hook_resid_post(residual(x, self.norm2, lambda y: self.dropout(
+                self.post_norm2(self.feed_forward(y))), self.norm_first))  # (B, T_src, M)
 
     class MasterEncoder(nn.Module):
         """A stack of ``num_basic_encoders`` BasicEncoders (with a final LayerNorm for PreLN,
@@ -427,11 +437,12 @@ class TransformerParts:
             share_t5_bias(self, self.basic_encoder_arr, xformer, bidirectional=True)  # T5's
             M = xformer.embedding_size
             self.final_norm = xformer.norm_layer(M) if xformer.norm_first else nn.Identity()
+            add_hook_points(self, xformer, "final")
 
         def forward(self, x, mask=None):
             for encoder in self.basic_encoder_arr:
                 x = encoder(x, mask)                                       # (B, T_src, M)
-            return self.final_norm(x)
+            return self.hook_final(self.final_norm(x))
 
 
 class EncoderDecoderParts(TransformerParts):
@@ -514,14 +525,16 @@ class EncoderDecoderParts(TransformerParts):
             self.post_norm1, self.post_norm2, self.post_norm3 = since_2023.sublayer_norms(
                 self, xformer, 3)                  # nn.Identity, or norm_placement's norms
             self.dropout = nn.Dropout(xformer.dropout)
+            add_hook_points(self, xformer, "resid_pre", "resid_mid", "resid_mid2", "resid_post")
 
         def forward(self, x, memory, self_mask=None, cross_mask=None):
-            x = residual(x, self.norm1, lambda y: self.dropout(self.post_norm1(
-                self.self_attention(y, self_mask))), self.norm_first)      # (B, T_tgt, M)
-            x = residual(x, self.norm2, lambda y: self.dropout(self.post_norm2(
-                self.cross_attention(y, memory, cross_mask))), self.norm_first)
-            return residual(x, self.norm3, lambda y: self.dropout(self.post_norm3(
-                self.feed_forward(y))), self.norm_first)                   # (B, T_tgt, M)
+            x = self.hook_resid_mid(residual(self.hook_resid_pre(x), self.norm1, lambda y: (
+                self.dropout(self.post_norm1(self.self_attention(y, self_mask)))),
+                self.norm_first))                                          # (B, T_tgt, M)
+            x = self.hook_resid_mid2(residual(x, self.norm2, lambda y: self.dropout(
+                self.post_norm2(self.cross_attention(y, memory, cross_mask))), self.norm_first))
+            return self.hook_resid_post(residual(x, self.norm3, lambda y: self.dropout(
+                self.post_norm3(self.feed_forward(y))), self.norm_first))  # (B, T_tgt, M)
 
     class MasterDecoderWithMasking(nn.Module):
         """A stack of BasicDecoderWithMasking layers and the output layer over Spanish words.
@@ -551,6 +564,7 @@ class EncoderDecoderParts(TransformerParts):
             self.out = nn.Linear(M, xformer.num_tokens("es"),
                                  bias=getattr(xformer, "output_bias", True))
             self.output_scale = getattr(xformer, "output_scale", None)   # T5 v1.0's M^-1/2
+            add_hook_points(self, xformer, "final", "logits")
 
         def forward(self, x, memory, cross_mask=None, keep=None):
             # Decoding one word with a KeyValueCache: T = 1, and that word may see all.
@@ -558,13 +572,14 @@ class EncoderDecoderParts(TransformerParts):
                 else None
             for decoder in self.basic_decoder_arr:
                 x = decoder(x, memory, self_mask, cross_mask)              # (B, T_tgt, M)
-            x = self.final_norm(x)
+            x = self.hook_final(self.final_norm(x))
             x = x if self.output_scale is None else x * self.output_scale
             if keep is not None:
                 x = x[keep]                                                # (N, M)
-            return self.out(x)                                   # (B, T_tgt, V_es) | (N, V_es)
+            return self.hook_logits(self.out(x))                 # (B, T_tgt, V_es) | (N, V_es)
 
-    class EncoderDecoder(TranslationRecords, TranslationLoRA, TranslationDecoding, nn.Module):
+    class EncoderDecoder(Hooked, TranslationRecords, TranslationLoRA, TranslationDecoding,
+                         nn.Module):
         """The whole model as one module: both embedding generators, the MasterEncoder and
         the MasterDecoderWithMasking (so one optimiser sees every parameter).
 
@@ -615,7 +630,7 @@ class EncoderDecoderParts(TransformerParts):
             return summed_cross_entropy(logits, labels[keep], label_smoothing), len(logits)
 
 
-class GPTParts(GPTDecoding, TransformerParts, nn.Module):
+class GPTParts(Hooked, GPTDecoding, TransformerParts, nn.Module):
     """A decoder-only language model (GPT: Radford et al. 2018): it predicts each next token
     of a sentence from the tokens before it, and so can continue a prompt. It is built from
     the translation model's own classes; there is no attention code of its own:

@@ -56,7 +56,8 @@ class BatchedHeads:
         """What `per_head` computes, without a loop over heads: head i's W_Q, W_K, W_V are
         the i-th of H stacked matrices, and one batched product (torch.baddbmm) applies
         each to its slice of every word (the numbers `per_head` gives). Line (A): PyTorch's
-        fused attention, but for bf16 on a CPU, where it measured slower (benchmarks/
+        fused attention (unless a hook reads the scores or the pattern: hooks.py), but for
+        bf16 on a CPU, where it measured slower (benchmarks/
         bench_attention.py), unless ``fused_cpu_bf16`` (a real model's folder: the kernel
         transformers computes it with); attention maps use the readable one (``self.weighted``:
         architecture.scaled_dot_product), which returns the weights."""
@@ -65,7 +66,8 @@ class BatchedHeads:
         cpu_bf16 = Q.dtype == torch.bfloat16 and Q.device.type == "cpu" \
             and not self.fused_cpu_bf16
         bias = self.positions_bias(Q, K)              # relative positions, ALiBi, or None
-        if self.fused and not self.record_attention and not cpu_bf16:       ## (A)
+        looked_at = self.hook_attn_scores.active or self.hook_pattern.active   # (hooks.py)
+        if self.fused and not self.record_attention and not cpu_bf16 and not looked_at:  # (A)
             grouped = {"enable_gqa": True} if GQA_IN_SDPA and self.group > 1 else {}
             if not grouped:        # (torch < 2.5: the groups' keys and values, repeated)
                 K, V = repeat_kv(K, self.group), repeat_kv(V, self.group)
@@ -80,6 +82,7 @@ class BatchedHeads:
             out, weights = self.weighted(Q, K, V, mask, *extra)        # (B, H, T_q, s_qkv)
             if self.record_attention:
                 self.attention_weights = weights.detach()              # (B, H, T_q, T_k)
+        out = self.hook_z(out)                     # each head's output (hooks.py)
         return out.transpose(1, 2).reshape(B, T_q, -1)                 # (B, T_q, H s_qkv)
 
     def positions_bias(self, Q, K):
@@ -107,6 +110,7 @@ class BatchedHeads:
             K, V = self.kv_cache.once(lambda: self.normed_keys(
                 self.project(x_kv, ("WK", "WV"), kv_heads)))
             Q = Q if self.q_norm is None else self.normed(self.q_norm, Q)
+            return self.hook_q(Q), self.hook_k(K), self.hook_v(V)     # (hooks.py)
         else:
             if self.group == 1:                                # one product for all three
                 Q, K, V = self.project(x_q, ("WQ", "WK", "WV"))
@@ -118,6 +122,7 @@ class BatchedHeads:
             if self.rotary is not None:
                 offset = self.kv_cache.length                 # the newest word's position
                 Q, K = self.rotary(Q, offset), self.rotary(K, offset)
+            Q, K, V = self.hook_q(Q), self.hook_k(K), self.hook_v(V)  # new words' (hooks.py)
             K, V = self.kv_cache.extend(K, V)
         return Q, K, V
 

@@ -30,6 +30,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .architecture import TransformerParts
+from .hooks import Hooked
 from .overrides import check_forwards
 from .recorder import record_attention
 
@@ -40,7 +41,7 @@ __all__ = ["BERTParts", "HEADS"]
 HEADS = ("mlm", "classifier", "next")
 
 
-class BERTParts(TransformerParts, nn.Module):
+class BERTParts(Hooked, TransformerParts, nn.Module):
     """An encoder-only model with a masked-language head and a classifier on [CLS].
 
     Args (keyword-only): vocab_size (V), pad_id (the tokenizer's [PAD]), num_basic_encoders

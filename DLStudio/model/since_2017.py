@@ -23,6 +23,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from . import left_padding, relative_positions
+from .hooks import add_hook_points
 from .overrides import OverrideError
 
 __all__ = ["RMSNorm", "SwiGLU", "RotaryEmbedding", "grouped_heads", "checked_kv_heads",
@@ -85,9 +86,10 @@ class SwiGLU(nn.Module):
         self.W1 = nn.Linear(M, hidden)
         self.V = nn.Linear(M, hidden)
         self.W2 = nn.Linear(hidden, M)
+        add_hook_points(self, xformer, "hidden", "out")                # hooks.py
 
     def forward(self, x):
-        return self.W2(self.activation(self.W1(x)) * self.V(x))
+        return self.hook_out(self.W2(self.hook_hidden(self.activation(self.W1(x)) * self.V(x))))
 
 
 class RotaryEmbedding(nn.Module):

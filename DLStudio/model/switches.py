@@ -22,6 +22,9 @@ the sizes): another design than the lecture's, what it changes, and where it is 
     feed_forward      "relu" | "gelu" | "gelu_tanh"    its activation (BERT's,    FeedForward
                       | "silu"                         GPT-2's, Marian's swish)
                       "swiglu" | "geglu"               a gated network            since_2017.py
+                      "none"                           no feed-forward sublayer:  BasicEncoder
+                                                       attention only (a GPT's
+                                                       layers: Elhage et al. 2021)
     feed_forward_size None (2 M) | F                   its hidden width           FeedForward
     norm              "layernorm" | "rmsnorm"          every normalisation        norm_layer
                       | "rmsnorm_plus_one"             (Gemma's: 1 + g)
@@ -46,11 +49,20 @@ the sizes): another design than the lecture's, what it changes, and where it is 
                                                        (containers/hub)
 """
 
+import torch
+import torch.nn.functional as F
+
 from . import since_2017
 
-__all__ = ["FEED_FORWARDS", "POSITIONS", "NORMS", "IN_ATTENTION", "SINUSOIDS", "check"]
+__all__ = ["ACTIVATIONS", "FEED_FORWARDS", "POSITIONS", "NORMS", "IN_ATTENTION", "SINUSOIDS",
+           "check"]
 
-FEED_FORWARDS = ("relu", "gelu", "gelu_tanh", "silu", "swiglu", "geglu")
+FEED_FORWARDS = ("relu", "gelu", "gelu_tanh", "silu", "swiglu", "geglu", "none")
+#: The feed-forward network's activation for each value of ``feed_forward`` (its others:
+#: SwiGLU's own, or no network).
+ACTIVATIONS = {"relu": torch.relu, "gelu": F.gelu,
+               "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),   # GPT-2's gelu_new
+               "silu": F.silu}                                         # Marian's swish
 POSITIONS = ("sinusoidal", "sinusoidal_halves", "learned", "rope", "relative", "alibi", "t5")
 NORMS = ("layernorm", "rmsnorm", "rmsnorm_plus_one")
 IN_ATTENTION = ("rope", "relative", "alibi", "t5")   # positions no code adds to the words

@@ -7,6 +7,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .architecture import TransformerParts
+from .hooks import Hooked
 from .overrides import check_forwards
 from .recorder import record_attention
 from .small_images import ConvTokenizer, SequencePooling, conv_tokens
@@ -14,7 +15,7 @@ from .small_images import ConvTokenizer, SequencePooling, conv_tokens
 __all__ = ["VisionParts"]
 
 
-class VisionParts(TransformerParts, nn.Module):
+class VisionParts(Hooked, TransformerParts, nn.Module):
     """A vision transformer (Dosovitskiy et al. 2020): an image is read as a sentence of
     patches by the translation model's own encoder classes, and classified from a class token.
 
