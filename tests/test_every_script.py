@@ -274,6 +274,10 @@ def runs(w):
             (["--seeds", 1, "--part-seeds", 0, "--per-class", 10, "--shapes", 64, "--extra",
               "--epochs 1 --embedding-size 16 --num-layers 1 --num-test 32", "--results",
               "vision.json"], "RECIPE_ACCURACY ")],
+        "benchmarks/bench_hooks.py": [
+            (["--train-steps", 1, "--train-width", 16, "--batch-size", 2, "--layers", 1,
+              "--width", 32, "--heads", 4, "--kv-heads", 2, "--ffn", 48, "--vocab", 300,
+              "--prompt", 4, "--new", 2, "--repeats", 1], "HOOKS_GENERATE_RATIO ")],
         "benchmarks/induction_heads.py": [
             (["--steps", 4, "--every", 2, "--width", 16, "--heads", 2, "--half", 5, "--vocab", 12,
               "--batch-size", 4, "--results", "induction.json", "--picture", "induction.png"],

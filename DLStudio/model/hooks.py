@@ -40,6 +40,7 @@ import difflib
 import fnmatch
 
 import torch.nn as nn
+from torch.nn.modules import module as _module
 
 __all__ = ["HookPoint", "Hooked", "add_hook_points"]
 
@@ -53,6 +54,15 @@ class HookPoint(nn.Module):
     def forward(self, x):
         return x
 
+    def __call__(self, x):
+        """``forward``, at the cost of a Python call, while no hook is registered (a third
+        of a module's call: benchmarks/bench_hooks.py measures what is left); with one, a
+        module's call as usual, which runs the hooks."""
+        if self._forward_hooks or self._forward_pre_hooks or self._backward_hooks or \
+                _module._global_forward_hooks or _module._global_forward_pre_hooks:
+            return super().__call__(x)
+        return self.forward(x)
+
     @property
     def active(self):
         """Whether this point does anything: a hook on it, or a subclass's own forward."""
@@ -65,7 +75,11 @@ def add_hook_points(module, xformer, *names):
     object of sizes is not a parts class)."""
     cls = getattr(xformer, "HookPoint", HookPoint)
     for name in names:
-        setattr(module, "hook_" + name, cls())
+        point = cls()
+        setattr(module, "hook_" + name, point)         # a submodule (named_modules finds it)
+        # ... and an attribute: reading it then costs what reading any attribute costs (a
+        # submodule alone is found through nn.Module.__getattr__, a microsecond or two)
+        object.__setattr__(module, "hook_" + name, point)
 
 
 def _as_tuple(inputs):
