@@ -9,9 +9,9 @@ generation at SmolLM2-135M's sizes (random weights), fp32, batch 1.
     python benchmarks/bench_hooks.py                           # about two minutes
 
 The measurements alternate between the three, a repeat at a time, each of them first in
-turn, and each row is the median of its repeats. The last lines say the ratios machine-readably: HOOKS_TRAIN_RATIO
-and HOOKS_GENERATE_RATIO, the time with the hook points as built over the time without
-them (1.00: no cost). Run alone on the machine.
+turn, and each row is the median of its repeats. The last lines say the ratios
+machine-readably: HOOKS_TRAIN_RATIO and HOOKS_GENERATE_RATIO, the time with the hook points
+as built over the time without them (1.00: no cost). Run alone on the machine.
 """
 
 import argparse

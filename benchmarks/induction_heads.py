@@ -10,14 +10,13 @@ ablating the induction heads brings the in-context loss back up (ablating the ot
 many, does not).
 
     python benchmarks/induction_heads.py --results docs/results/induction_heads.json \\
-        --picture docs/induction_heads.png                            # about two minutes
+        --picture docs/induction_heads.png                           # half a minute
 
 Runs alone on the machine (the steps are counted, not the minutes: the curve is the same
 on a busy machine, only slower).
 """
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -191,8 +190,7 @@ def main(argv=None):
           f"{rows['without_induction_heads']:.3f}")
     print("without one other head (layer.head: in-context loss): " + ", ".join(
         f"{k}: {v:.3f}" for k, v in rows["without_each_other_head"].items()))
-    result = {"command": "python " + " ".join([os.path.relpath(__file__)] + sys.argv[1:]),
-              "machine": machine(), "seconds": round(seconds, 1),
+    result = {"seconds": round(seconds, 1),
               "sizes": {k: getattr(args, k) for k in ("steps", "vocab", "half", "width",
                                                       "layers", "heads", "positions",
                                                       "batch_size", "lr")},
@@ -200,9 +198,10 @@ def main(argv=None):
               "scores": {k: [[round(v, 3) for v in row] for row in t.tolist()]
                          for k, t in scores.items()}, **rows}
     if args.results:
-        with open(args.results, "w") as f:
-            json.dump(result, f, indent=1)
-        print(f"written: {args.results}")
+        from DLStudio.cli.common.results import as_typed, record
+        typed = sys.argv[1:] if argv is None else [str(a) for a in argv]
+        record(args.results, result, as_typed("benchmarks/induction_heads.py", typed))
+        print(f"a row added to {args.results}")
     if args.picture:
         picture(curve, args.picture, change)
         print(f"written: {args.picture}")

@@ -125,6 +125,15 @@ def work(tmp_path_factory):
     return folder
 
 
+def same_length(checkpoint, text, candidates):
+    """The first of ``candidates`` that the GPT at ``checkpoint`` reads as as many tokens as
+    ``text`` (activation patching puts a position into the same position)."""
+    from DLStudio.evaluation.generation import prompt_ids
+    gpt, _, _ = TransformerGPT.from_checkpoint(checkpoint_path(checkpoint, 0))
+    length = prompt_ids(gpt, text).size(1)
+    return next(c for c in candidates if prompt_ids(gpt, c).size(1) == length)
+
+
 def runs(w):
     """Each script's runs: (arguments, text its output must hold), in the work folder."""
     a = str(w / "tiny.tar.gz")
@@ -210,6 +219,18 @@ def runs(w):
             ([str(w / "modern_gpt"), 0, "ellos"], "'ellos' ->"),
             ([str(w / "llama_folder"), "ellos", "--temperature", 0, "--max-new-tokens", 5],
              "ellos")],
+        "ExamplesTransformers/look_inside.py": [
+            ([gpt, 0, "ellos no están"], "self_attention.hook_pattern"),
+            ([gpt, 0, "ellos no están", "--lens"], "before 0"),
+            ([long_gpt, 0, "ellos no están", "--ablate"], "head 1"),
+            ([gpt, 0, "ellos no están", "--patch", same_length(gpt, "ellos no están", [
+                "ellas no están", "ella no está", "tú no estás", "no ellos están",
+                "ellos ellos están", "ellos no ellos", "ellos ellos ellos"])], "restored by"),
+            ([str(w / "modern_gpt"), 0, "ellos no", "--attribute"], "what each part adds"),
+            ([gpt, 0, "ellos", "--heads", "--half", 4], "induction scores"),
+            ([str(w / "llama_folder"), "the quick brown", "--lens"], "after 0"),
+            ([str(w / "llama_folder"), "the quick brown", "--patch", "the brown quick"],
+             "restored by")],
         "ExamplesTransformers/finetune_lm.py": [
             ([str(w / "llama_folder"), "--data", "pairs.tsv", "--template", "English: {}\\n"
               "Spanish:", "--lora-rank", 2, "--merge", "--out", "tuned", "--checkpoints-dir",
@@ -281,7 +302,7 @@ def runs(w):
         "benchmarks/induction_heads.py": [
             (["--steps", 4, "--every", 2, "--width", 16, "--heads", 2, "--half", 5, "--vocab", 12,
               "--batch-size", 4, "--results", "induction.json", "--picture", "induction.png"],
-             "written: induction.png")],
+             "a row added to induction.json")],
         "benchmarks/length_extrapolation.py": [
             (["--max-steps", 3, "--embedding-size", 16, "--num-layers", 1, "--num-atten-heads",
               2, "--vocab-size", 300, "--texts", 20, "--words", 6, "--results", "length.json"],

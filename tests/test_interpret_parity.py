@@ -15,7 +15,8 @@ from tests.hub_folders import gpt2_folder, llama_folder
 
 from .close import assert_close, differ
 
-pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:HookedTransformer is deprecated")]
+pytestmark = [pytest.mark.slow,
+              pytest.mark.filterwarnings("ignore:HookedTransformer is deprecated")]
 REL = 1e-4
 
 

@@ -69,6 +69,8 @@ COMMANDS = {
     "train_gpt": (_job("gpt", "gpt_train_main"), "train TransformerGPT, a language model"),
     "interact_with_prompts": (_job("gpt", "prompts_main"),
                               "continue your prompts with a GPT checkpoint or a real model"),
+    "look_inside": (_job("look_inside", "look_inside_main"),
+                    "a GPT's activations on a text: the logit lens, ablation, patching"),
     "finetune_lm": (_job("finetune", "finetune_main"),
                     "fine-tune a language model on your rows: LoRA or full, SFT or DPO"),
     "save_to_huggingface": (_job("real_models", "save_main"),

@@ -5,8 +5,8 @@ import torch
 import torch.nn.functional as F
 
 from ..model import since_2017
-from ..model.hooks import add_hook_points
 from ..model.architecture import TransformerParts, scaled_dot_product
+from ..model.hooks import add_hook_points
 from ..Transformers import TransformerPreLN
 from .checking import (
     Exercise,

@@ -533,6 +533,8 @@ class EncoderDecoderParts(TransformerParts):
                 self.norm_first))                                          # (B, T_tgt, M)
             x = self.hook_resid_mid2(residual(x, self.norm2, lambda y: self.dropout(
                 self.post_norm2(self.cross_attention(y, memory, cross_mask))), self.norm_first))
+            if self.feed_forward is None:            # feed_forward="none": attention only
+                return self.hook_resid_post(x)                             # (B, T_tgt, M)
             return self.hook_resid_post(residual(x, self.norm3, lambda y: self.dropout(
                 self.post_norm3(self.feed_forward(y))), self.norm_first))  # (B, T_tgt, M)
 
