@@ -40,7 +40,7 @@ def names_of(gpt, ids):
     _, cache = gpt.run_with_cache(ids, names=interpret.layer_hook(gpt, 0, "*"))
     print(f"{len(gpt.hook_names())} hook points; layer 0's, on {ids.size(1)} tokens:")
     for name, x in cache.items():
-        print(f"  {name:60} {tuple(x.shape)}")
+        print(f"  {name:66} {tuple(x.shape)}")
 
 
 def lens(gpt, ids):
@@ -123,7 +123,7 @@ def detectors(gpt, half, seed):
     print(f"{half} random tokens repeated: loss {first:.2f} on the first half, {second:.2f} "
           "on the repeat")
     for kind, scores in interpret.head_scores(gpt, ids, half).items():
-        print(f"{kind} scores")
+        print(f"{kind}{'' if kind == 'induction' else '-token'} scores")
         table([[f"layer {i}"] + [f"{v:.2f}" for v in row.tolist()]
                for i, row in enumerate(scores)],
               ["", *(f"head {h}" for h in range(scores.size(1)))])
