@@ -76,6 +76,13 @@ OWN = {
     "relative_positions": "del MyRelativePosition.__init__\ndel MyRelativePosition.forward\n",
     "t5_bias": "del MyT5Bias.buckets\ndel MyT5Bias.forward\ndel MyT5Bias.share\n",
     "lora": "del MyLoRA.reset_parameters\ndel MyLoRA.delta\ndel MyLoRA.merged\n",
+    "activation_patching": ("from DLStudio.evaluation import interpret\n"
+                            "def patch_residual(model, clean, corrupted, metric, names):\n"
+                            "    return interpret.patch_residual(model, clean, corrupted, "
+                            "metric)\n"),
+    "induction_heads": ("from DLStudio.evaluation.interpret import pattern_scores\n"
+                        "def induction_score(pattern, half):\n"
+                        "    return pattern_scores(pattern, half)['induction']\n"),
     "grouped_query": ("from DLStudio.model.architecture import TransformerParts\n"
                       "MyGroupedAttention.weighted = TransformerParts.SelfAttention.weighted\n"),
     "masking": ("import torch.nn.functional as F\nfrom DLStudio.data.bert_text import mask_tokens\n"
@@ -98,6 +105,22 @@ def test_the_projects_own_implementation_passes(tmp_path, name, monkeypatch):
 #: (exercise, the mistake, the line of the solution, the line with the mistake, the check
 #: that must fail, a word its message must hold)
 MUTANTS = [
+    ("activation_patching", "patching the wrong position (every one up to t)",
+     "x[:, t] = cache[name][:, t]", "x[:, :t + 1] = cache[name][:, :t + 1]", "one_position",
+     "position"),
+    ("activation_patching", "the metric not normalised",
+     "result[i, t] = (metric(patched) - base) / (top - base)", "result[i, t] = metric(patched)",
+     "normalised", "normalised"),
+    ("activation_patching", "hooks left registered",
+     "patched = model.run_with_hooks(corrupted, hooks=[(name, patch)])",
+     "model.get_submodule(name).register_forward_hook(lambda m, i, o, f=patch: f(o, None)); "
+     "patched = model(corrupted)", "no_hooks_left", "registered"),
+    ("induction_heads", "offset by one (the earlier copy itself)", "q - half + 1]", "q - half]",
+     "offset", "duplicate"),
+    ("induction_heads", "averaged over the wrong axis", "mean(dim=(0, 2))", "mean(dim=(1, 2))",
+     "heads_kept", "heads"),
+    ("induction_heads", "every query, not the second copy's", "q = torch.arange(T - half, T)",
+     "q = torch.arange(half, T)", "second_copy_only", "second copy"),
     ("attention", "softmax over the wrong axis", "torch.softmax(scores, dim=-1)",
      "torch.softmax(scores, dim=-2)", "softmax_rows", "wrong axis"),
     ("attention", "no scaling", " / math.sqrt(Q.size(-1))", "", "scaling", "sqrt"),

@@ -27,7 +27,8 @@ import torch
 
 __all__ = ["anatomy", "layer_hook", "ablate", "logit_diff", "normalised", "patch_residual",
            "patch_heads", "accumulated_resid", "logit_lens", "top_tokens",
-           "direct_logit_attribution", "repeated_tokens", "head_scores", "in_context_loss"]
+           "direct_logit_attribution", "repeated_tokens", "pattern_scores", "head_scores",
+           "in_context_loss"]
 
 #: A model's stack as the analyses see it: the layers' module paths (``prefix``.i), the
 #: layers themselves, the stack's final norm and the map from a state to logits (or None).
@@ -305,24 +306,29 @@ def repeated_tokens(vocab_size, half, batch=8, seed=0, first=None, low=0):
     return ids if first is None else torch.cat([torch.full((batch, 1), first), ids], 1)
 
 
+def pattern_scores(pattern, half):
+    """One layer's scores of each kind, from its attention weights (B, H, T, T) on texts whose
+    last 2 ``half`` tokens are ``half`` tokens repeated: the mean weight, over the batch and
+    the second copy's queries q, on key q - 1 ("previous"), q - half (the same token's
+    earlier copy: "duplicate") and q - half + 1 (the token after it: "induction", what lets
+    a model predict the repeat). Returns {kind: (H,)}, each in [0, 1]."""
+    T = pattern.size(-1)
+    q = torch.arange(T - half, T, device=pattern.device)       # the second copy's queries
+    pattern = pattern if pattern.dtype in (torch.float32, torch.float64) else pattern.float()
+    keys = {"previous": q - 1, "duplicate": q - half, "induction": q - half + 1}
+    return {kind: pattern[:, :, q, k].mean(dim=(0, 2)) for kind, k in keys.items()}
+
+
 def head_scores(model, ids, half, stack=None):
-    """How much each head attends where a known kind of head would, on ``ids`` of
-    `repeated_tokens` (``half`` tokens repeated; any token in front counted off): the mean
-    attention, over the second half's positions, to the previous token ("previous"), to the
-    same token's earlier copy ("duplicate"), and to the token after that copy ("induction":
-    what lets a model predict the repeat). Returns {kind: (L, H)}, each in [0, 1]."""
+    """`pattern_scores` of every layer of ``model`` on ``ids`` of `repeated_tokens` (``half``
+    tokens repeated; a start token in front counted off): {kind: (L, H)}."""
     parts = anatomy(model, stack)
     with torch.no_grad():
         _, cache = model.run_with_cache(ids, names=f"{parts.prefix}.*.hook_pattern")
-    start = ids.size(1) - 2 * half                      # a start token, or none
-    q = torch.arange(start + half, ids.size(1))         # the second half's positions
-    targets = {"previous": q - 1, "duplicate": q - half, "induction": q - half + 1}
-    scores = {}
-    for kind, k in targets.items():
-        rows = [cache[layer_hook(model, i, "self_attention.hook_pattern", stack)][:, :, q, k]
-                .float().mean((0, 2)) for i in range(len(parts.layers))]   # (H,) a layer
-        scores[kind] = torch.stack(rows)                                  # (L, H)
-    return scores
+    layers = [pattern_scores(cache[layer_hook(model, i, "self_attention.hook_pattern", stack)],
+                             half) for i in range(len(parts.layers))]
+    return {kind: torch.stack([scores[kind] for scores in layers]).float()
+            for kind in ("previous", "duplicate", "induction")}                  # (L, H)
 
 
 def in_context_loss(logits, ids, half):

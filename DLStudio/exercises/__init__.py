@@ -18,7 +18,8 @@ __all__ = ["NAMES", "exercise", "skeleton_path"]
 NAMES = ("attention", "attention_head", "multi_head", "positional_encoding", "masks",
          "residual_blocks", "loss", "greedy_decoding", "beam_step", "bpe", "patch_embedding",
          "warmup_schedule", "masking", "rmsnorm", "rope", "swiglu", "grouped_query",
-         "qk_norm", "sliding_window", "relative_positions", "t5_bias", "lora")
+         "qk_norm", "sliding_window", "relative_positions", "t5_bias", "lora",
+         "activation_patching", "induction_heads")
 
 
 def exercise(name):
