@@ -229,6 +229,25 @@ def test_gpt_and_vision_pages_show_their_weights(browser, tmp_path):
     assert_close(row, weights[0][0, 0, -1], **ON_THE_PAGE)  # causal: the rest are 0
     assert shown(browser, "#large .tok.key")[len(ids):].abs().max() == 0
     assert fits_the_window(browser)
+    # the logit lens: a row before each layer and one after the last, whose tokens from the
+    # prompt's last piece on are the continuation the page shows, token by token
+    lens = browser.find_elements("css selector", "#lens tr")
+    assert [r.find_element("css selector", "th").text for r in lens[1:]] == [
+        "before layer 1", "before layer 2", "after the last"]
+    last = [c.text.split()[0] for c in lens[-1].find_elements("css selector", "td")]
+    said = [r.find_elements("css selector", "td")[1].text
+            for r in browser.find_elements("css selector", "#steps tr")[1:]]
+    columns = lens[0].find_elements("css selector", "th")[1:]
+    first = len(ids) - 1 - (len(queries) - len(columns))   # the prompt's last piece's column
+    got = last[max(first, 0):]
+    want = said[max(0, -first):][:len(got)]
+    assert want and got[:len(want)] == want
+    # each head switched off: a layer x head grid; a click shows that head's attention
+    cells = browser.find_elements("css selector", "table.ablation td")
+    assert len(cells) == 2 * 2 and all("(" in c.text for c in cells)
+    cells[3].click()                                         # layer 2, head 2
+    assert (browser.find_element("id", "layer").get_attribute("value"),
+            browser.find_element("id", "head").get_attribute("value")) == ("1", "1")
     browser.find_element("id", "all-heads").click()
     assert fits_the_window(browser)
     screenshot(browser, tmp_path, "explorer_gpt.png")

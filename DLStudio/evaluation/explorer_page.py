@@ -15,7 +15,9 @@ integers, weight x 10^4 rounded (4 decimals), so a page stays small:
     visTransformer maps["class"]       layers x heads x (1 + N_p): where the class token looks
 
 A kind whose head keeps no weights (a student's class that does not hand them to
-``keep_weights``) carries ``{"missing": why}`` instead, and the page says so.
+``keep_weights``) carries ``{"missing": why}`` instead, and the page says so. A view also
+carries the logit lens (``lens``) and every head switched off (``ablation``):
+explorer_inside.py.
 """
 
 import base64
@@ -28,6 +30,7 @@ import torch
 from ..model.recorder import record_attention
 from ..model.tokens import EOS_INDEX
 from .decode_and_score import LENGTH_PENALTY, beam_search, greedy_decode, special_ids
+from .explorer_inside import ablation_grid, lens_table
 from .generation import generate, until_end
 
 __all__ = ["translation_view", "gpt_view", "bert_view", "vision_view", "render_page", "SCALE"]
@@ -122,6 +125,12 @@ def translation_view(model, vocab, sentence, beam_width=1, hypotheses=4,
                      "cross": ["target", "source"]},
             "steps": _steps(logits[:len(predicted)], predicted, es.readable),
             "maps": maps}
+    targets = torch.tensor(predicted, device=device)
+    view["lens"] = lens_table(model, (src, tgt), es.readable, stack="decoder")
+    view["ablation"] = ablation_grid(
+        model, (src, tgt), targets, lambda out: out[0, :len(predicted)], es.readable,
+        {"encoder": ("encoder", "self_attention"), "decoder_self": ("decoder", "self_attention"),
+         "cross": ("decoder", "cross_attention")})
     if beam is not None:
         view["beam"] = [{"text": text(h), "logp": round(lp, 4),
                          "score": round(score, 4)} for h, lp, score in found[0]]
@@ -146,12 +155,16 @@ def gpt_view(gpt, prompt, prompt_ids, max_new_tokens=None):
     start = P - 1                                  # the first position that predicts a new one
     new = body + ([end] if end is not None else [])
     shown = text[0].tolist() if gpt.vocab.kind == "hub" else text[0, 1:].tolist()
+    targets = torch.tensor(new, device=text.device)
     return {"kind": "gpt", "input": prompt, "output": gpt.vocab.text(shown),
             "decoding": "greedy", "prompt_tokens": prompt_ids.size(1),
             "tokens": {"text": gpt.vocab.readable(text[0].tolist())},
             "axes": {"self": ["text", "text"]},
             "steps": _steps(logits[start:start + len(new)], new, gpt.vocab.readable),
-            "maps": maps}
+            "maps": maps, "lens": lens_table(gpt, text, gpt.vocab.readable),
+            "ablation": ablation_grid(gpt, text, targets,
+                                      lambda out: out[0, start:start + len(new)],
+                                      gpt.vocab.readable, {"self": (None, "self_attention")})}
 
 
 def bert_view(bert, text, ids, segments):
@@ -170,11 +183,17 @@ def bert_view(bert, text, ids, segments):
     filled = ids[0].tolist()
     for i, token in zip(where, best):
         filled[i] = token
+    inside = {"lens": lens_table(bert, (ids, segments), tok.readable)}
+    if where:                         # the heads switched off: the filled-in tokens' change
+        inside["ablation"] = ablation_grid(
+            bert, (ids, segments), torch.tensor(best, device=ids.device),
+            lambda out: out[0, where], tok.readable, {"bidirectional": (None, "self_attention")})
     return {"kind": "bert", "input": text, "output": tok.text(filled),
             "decoding": "the likeliest token at each [MASK]" if where else "no [MASK] to fill",
             "tokens": {"text": tok.readable(ids[0].tolist())},
             "axes": {"bidirectional": ["text", "text"]},
-            "steps": _steps(logits, best, tok.readable) if where else None, "maps": maps}
+            "steps": _steps(logits, best, tok.readable) if where else None, "maps": maps,
+            **inside}
 
 
 def vision_view(vit, image, label, classes, patches):
@@ -193,6 +212,9 @@ def vision_view(vit, image, label, classes, patches):
                                    for layer in maps["class"]["layers"]]
     probs = torch.softmax(logits.float(), dim=-1)
     top = probs.topk(min(ALTERNATIVES, len(classes)))
+    ablation = ablation_grid(vit, x, probs.argmax()[None], lambda out: out[:1],
+                             lambda ids: [classes[i] for i in ids],
+                             {"class": (None, "self_attention")})
     png = io.BytesIO()
     pixels = image.cpu().to(torch.uint8).permute(1, 2, 0).numpy()       # (H, W, C)
     imsave(png, pixels[..., 0] if pixels.shape[-1] == 1 else pixels, format="png",
@@ -206,7 +228,7 @@ def vision_view(vit, image, label, classes, patches):
                                                                top.values.tolist())],
             "tokens": {"patches": ["CLS"] + [f"patch {i}" for i in
                                              range(patches[0] * patches[1])]},
-            "axes": {"class": ["patches", "patches"]}, "maps": maps}
+            "axes": {"class": ["patches", "patches"]}, "maps": maps, "ablation": ablation}
 
 
 def render_page(header, views, live=False):

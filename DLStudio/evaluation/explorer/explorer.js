@@ -87,6 +87,53 @@
     said.append(tables);
   }
 
+  // ---- inside the model: the logit lens, every head switched off --------------------------
+  function lensTable(v) {
+    const lens = v.lens, axis = v.tokens.target || v.tokens.text;
+    const next = v.kind !== "bert";
+    return el("div", {}, el("h2", {}, next ? "The logit lens: the likeliest next token after "
+      + "each layer" : "The logit lens: the likeliest token at each position after each layer"),
+    el("p", { class: "hint" }, "Each row reads the residual stream there through the final "
+      + "norm and the output layer, as the model reads its last one."),
+    el("table", { class: "list", id: "lens" }, el("tr", {}, el("th", {}, "reads"),
+      ...lens.positions.map((t) => el("th", {}, axis[t]))),
+    ...lens.rows.map((name, r) => el("tr", {}, el("th", {}, name),
+      ...lens.cells[r].map(([tok, p]) => el("td", { title: `p = ${chance(p)}` }, tok,
+        el("span", { class: "pct" }, ` ${chance(p)}`)))))));
+  }
+  function ablationTables(v) {
+    const box = el("div", { id: "ablation" }, el("h2", {}, "Each head switched off"),
+      el("p", { class: "hint" }, "Each cell: with that head's output set to 0, the mean "
+        + "change of the log-probability of the output's tokens (red: the head helped), and "
+        + "at how many positions the likeliest token changes. Click a cell to see its "
+        + "attention above."));
+    for (const [kind, grid] of Object.entries(v.ablation)) {
+      const worst = Math.max(1e-9, ...grid.layers.flat().map((c) => Math.abs(c.delta)));
+      const heads = grid.layers[0].length;
+      box.append(el("h3", {}, TITLES[kind]), el("table", { class: "list ablation",
+        "data-kind": kind }, el("tr", {}, el("th"), ...Array.from({ length: heads },
+        (_, h) => el("th", {}, `head ${h + 1}`))),
+      ...grid.layers.map((row, l) => el("tr", {}, el("th", {}, `layer ${l + 1}`),
+        ...row.map((c, h) => {
+          const td = el("td", { class: "num", title: c.first ? `${c.changed} changed; the `
+            + `first at position ${c.first[0] + 1}: ${c.first[1]}` : "no token changes",
+          onclick: () => { state.kind = kind; state.layer = l; state.head = h; draw(); } },
+          `${fixed(c.delta)} (${c.changed})`);
+          const a = Math.min(1, Math.abs(c.delta) / worst).toFixed(3);
+          td.style.background = c.delta < 0 ? `rgba(209, 36, 47, ${a})`
+            : `rgba(33, 102, 172, ${a})`;
+          return td;
+        })))));
+    }
+    return box;
+  }
+  function drawInside(v) {
+    const box = $("inside");
+    box.textContent = "";
+    if (v.lens) box.append(lensTable(v));
+    if (v.ablation && Object.keys(v.ablation).length) box.append(ablationTables(v));
+  }
+
   // ---- the grid of every layer and head ---------------------------------------------------
   function matrixOf(v, kind, layer, head) { return v.maps[kind].layers[layer][head]; }
   function thumb(v, kind, layer, head) {
@@ -274,6 +321,7 @@
     $("hint").textContent = v.kind === "vision" ? "Point at a patch for its weight: the "
       + "class token's attention to it, from the model's own forward pass." : HINT;
     drawSummary(v);
+    drawInside(v);
     fillControls(v);
     drawGrid(v);
     drawLarge(v);
