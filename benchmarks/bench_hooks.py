@@ -49,18 +49,16 @@ def take_out(model):
     """Every HookPoint of ``model`` replaced by a `Bare`; returns what `put_back` needs."""
     taken = []
     for module in model.modules():
-        for name, child in list(module.named_children()):
-            if isinstance(child, HookPoint):
-                del module._modules[name]
-                object.__setattr__(module, name, Bare())
-                taken.append((module, name, child))
+        for name, point in list(vars(module).items()):
+            if isinstance(point, HookPoint):
+                setattr(module, name, Bare())
+                taken.append((module, name, point))
     return taken
 
 
 def put_back(taken):
-    for module, name, child in taken:
-        object.__delattr__(module, name)
-        module._modules[name] = child
+    for module, name, point in taken:
+        setattr(module, name, point)
 
 
 def timed(model, way, work):

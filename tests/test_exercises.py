@@ -113,7 +113,7 @@ MUTANTS = [
      "normalised", "normalised"),
     ("activation_patching", "hooks left registered",
      "patched = model.run_with_hooks(corrupted, hooks=[(name, patch)])",
-     "model.get_submodule(name).register_forward_hook(lambda m, i, o, f=patch: f(o, None)); "
+     "model.hook_points()[name].register_forward_hook(lambda m, i, o, f=patch: f(o, None)); "
      "patched = model(corrupted)", "no_hooks_left", "registered"),
     ("induction_heads", "offset by one (the earlier copy itself)", "q - half + 1]", "q - half]",
      "offset", "duplicate"),

@@ -106,3 +106,25 @@ def test_the_same_ablation_changes_the_logits_identically(pair):
                                                                  knock_out)])
         assert differ(ablated, ours(ids))       # the ablation moved the logits
     assert_close(ablated, their_ablated, rel=REL)
+
+
+@pytest.mark.parametrize("kind", ["qwen2", "qwen3", "mistral", "smollm3", "gemma3", "olmo2"])
+def test_every_family_we_read_is_cached_and_read_through_the_lens(kind, tmp_path):
+    """Each folder family's hook points: the cache holds every layer's residual stream and
+    pattern, and the lens's last row is the model's logits (Gemma 3's norms after the
+    sublayers and windows, OLMo 2's norms after, SmolLM3's layer without positions)."""
+    pytest.importorskip("transformers")
+    from tests.hub_folders import FAMILY_CHANGES
+    llama_folder(str(tmp_path), kind=kind, std=0.1 if kind == "gemma3" else 0.3)
+    gpt = hub.read_folder(TransformerGPT, str(tmp_path))
+    ids = torch.randint(3, gpt.vocab_sizes[gpt.lang], (2, 9),
+                        generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        logits, cache = gpt.run_with_cache(ids)
+        want = gpt(ids)
+    layers = FAMILY_CHANGES.get(kind, {}).get("num_hidden_layers", 2)
+    assert len(interpret.anatomy(gpt).layers) == layers
+    for i in range(layers):
+        assert cache[interpret.layer_hook(gpt, i, "self_attention.hook_pattern")].shape[-1] == 9
+    assert_close(logits, want, rel=REL)
+    assert_close(interpret.logit_lens(gpt, ids)[-1], want, rel=REL)

@@ -13,8 +13,9 @@ function registered on one reads the activation there, or hands back another in 
     logits = gpt.run_with_hooks(ids, hooks=[("master_decoder.basic_decoder_arr.1."
                                              "self_attention.hook_z", knock_out)])
 
-A hook point's name is its module's path in the model (``model.get_submodule(name)`` is the
-hook point); ``model.hook_names("*hook_pattern")`` lists them. Where they sit, in each layer
+A hook point's name is its module's path in the model and its attribute there
+(``model.hook_points()[name]`` is the hook point); ``model.hook_names("*hook_pattern")``
+lists them. Where they sit, in each layer
 (BasicEncoder, a GPT layer; the translation decoder's layer has a second middle,
 ``hook_resid_mid2``, after cross-attention):
 
@@ -39,34 +40,54 @@ import contextlib
 import difflib
 import fnmatch
 
-import torch.nn as nn
-from torch.nn.modules import module as _module
-
 __all__ = ["HookPoint", "Hooked", "add_hook_points"]
 
 
-class HookPoint(nn.Module):
+class HookPoint:
     """An activation's place in the model: the identity, unless a hook is registered on it
-    (``register_forward_hook``: `Hooked.hooks` does) or a student's subclass computes
+    (`register_forward_hook`: `Hooked.hooks` does) or a student's subclass computes
     something else (``class Parts(TransformerFG): class HookPoint(...)``: every hook point
-    of the model is then theirs). Shape: any -> the same"""
+    of the model is then theirs). Not a module: a plain object costs a model that no one
+    looks inside one Python call a point (benchmarks/bench_hooks.py measures it), where a
+    module's call costs several. Shape: any -> the same"""
+
+    def __init__(self):
+        self.forward_hooks = {}            # handle id -> fn(point, inputs, output)
 
     def forward(self, x):
         return x
 
     def __call__(self, x):
-        """``forward``, at the cost of a Python call, while no hook is registered (a third
-        of a module's call: benchmarks/bench_hooks.py measures what is left); with one, a
-        module's call as usual, which runs the hooks."""
-        if self._forward_hooks or self._forward_pre_hooks or self._backward_hooks or \
-                _module._global_forward_hooks or _module._global_forward_pre_hooks:
-            return super().__call__(x)
-        return self.forward(x)
+        x = self.forward(x)
+        if self.forward_hooks:                # as torch runs a module's forward hooks
+            for fn in list(self.forward_hooks.values()):
+                out = fn(self, (x,), x)
+                x = x if out is None else out
+        return x
+
+    def register_forward_hook(self, fn):
+        """Run ``fn(point, inputs, output)`` after each call, as nn.Module's forward hooks
+        run; what it returns, when not None, is the output instead. Returns a handle whose
+        ``remove()`` takes it off."""
+        return _Handle(self.forward_hooks, fn)
 
     @property
     def active(self):
         """Whether this point does anything: a hook on it, or a subclass's own forward."""
-        return bool(self._forward_hooks) or type(self).forward is not HookPoint.forward
+        return bool(self.forward_hooks) or type(self).forward is not HookPoint.forward
+
+
+class _Handle:
+    """A registered hook; ``remove()`` takes it off (torch's RemovableHandle's one method)."""
+    _next = 0
+
+    def __init__(self, hooks, fn):
+        _Handle._next += 1
+        self.hooks, self.id = hooks, _Handle._next
+        hooks[self.id] = fn
+
+    def remove(self):
+        self.hooks.pop(self.id, None)
 
 
 def add_hook_points(module, xformer, *names):
@@ -75,11 +96,7 @@ def add_hook_points(module, xformer, *names):
     object of sizes is not a parts class)."""
     cls = getattr(xformer, "HookPoint", HookPoint)
     for name in names:
-        point = cls()
-        setattr(module, "hook_" + name, point)         # a submodule (named_modules finds it)
-        # ... and an attribute: reading it then costs what reading any attribute costs (a
-        # submodule alone is found through nn.Module.__getattr__, a microsecond or two)
-        object.__setattr__(module, "hook_" + name, point)
+        setattr(module, "hook_" + name, cls())
 
 
 def _as_tuple(inputs):
@@ -91,8 +108,11 @@ class Hooked:
     nn.Module holding the parts) does with its hook points."""
 
     def hook_points(self):
-        """{name: HookPoint} for every hook point of the model, in the order of its modules."""
-        return {name: m for name, m in self.named_modules() if isinstance(m, HookPoint)}
+        """{name: HookPoint} for every hook point of the model, in the order of its modules:
+        a module's path, a dot, the hook point's attribute."""
+        return {f"{path}.{attr}" if path else attr: point
+                for path, module in self.named_modules()
+                for attr, point in vars(module).items() if isinstance(point, HookPoint)}
 
     def hook_names(self, pattern="*"):
         """The hook points' names matching ``pattern`` (shell-style: "*.0.*hook_pattern")."""
