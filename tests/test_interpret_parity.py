@@ -128,3 +128,16 @@ def test_every_family_we_read_is_cached_and_read_through_the_lens(kind, tmp_path
         assert cache[interpret.layer_hook(gpt, i, "self_attention.hook_pattern")].shape[-1] == 9
     assert_close(logits, want, rel=REL)
     assert_close(interpret.logit_lens(gpt, ids)[-1], want, rel=REL)
+
+
+def test_attribution_adds_up_on_a_llama_folder(pair):
+    """RMSNorm's scale frozen at the last stream's: the parts add up to the logit difference;
+    the heads (full width, through their columns of W^O) to their layer's attention."""
+    ours, _, ids = pair
+    parts = interpret.direct_logit_attribution(ours, ids, right=5, wrong=9)
+    assert_close(parts["total"], parts["logit_diff"], rel=REL,
+                 scale=parts["attention"].abs().max())
+    bias = [layer.self_attention.W_O.bias for layer in ours.master_decoder.basic_decoder_arr]
+    if all(b is None for b in bias):                 # Llama's W^O: no bias
+        assert_close(parts["heads"].sum(1), parts["attention"], rel=REL,
+                     scale=parts["attention"].abs().max())
