@@ -41,7 +41,8 @@ test-all: $(STAMP)
 # tests/close.py's tolerances must hold on both.
 KERNEL_TESTS := tests/test_close.py tests/test_lora.py tests/test_real_models.py \
 	tests/test_hub_configs.py tests/test_folder_tokens.py tests/test_since_2017.py \
-	tests/test_since_2023.py tests/test_transformers.py tests/test_relative_positions.py
+	tests/test_since_2023.py tests/test_transformers.py tests/test_relative_positions.py \
+	tests/test_hooks.py tests/test_interpret_parity.py
 test-kernels: $(STAMP)
 	ATEN_CPU_CAPABILITY=default $(PY) -m pytest -n auto $(KERNEL_TESTS)
 
