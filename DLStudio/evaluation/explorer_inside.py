@@ -45,7 +45,7 @@ def ablation_grid(model, inputs, targets, logits_of, readable, kinds):
     part)} ("decoder_self": ("decoder", "self_attention"), ...). Returns {kind: {"layers":
     [[{"delta", "changed", "first"} a head] a layer]}}, or {} for a model too large."""
     with torch.no_grad():
-        base = logits_of(model(*_tuple(inputs))).float().log_softmax(-1)   # (N, V)
+        base = logits_of(model.run_with_hooks(inputs)).float().log_softmax(-1)   # (N, V)
     rows = torch.arange(len(targets))
     grid = {}
     for kind, (stack, part) in kinds.items():
@@ -68,7 +68,3 @@ def ablation_grid(model, inputs, targets, logits_of, readable, kinds):
             layers.append(row)
         grid[kind] = {"layers": layers}
     return grid
-
-
-def _tuple(inputs):
-    return inputs if isinstance(inputs, (tuple, list)) else (inputs,)

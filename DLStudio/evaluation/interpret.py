@@ -12,9 +12,10 @@ folder we read:
     accumulated_resid(model, cache)                    output layer (nostalgebraist 2020)
     direct_logit_attribution(model, inputs, ...)       what each layer and head adds to a logit
                                                        difference (Elhage et al. 2021)
-    head_scores(model, ids, half)                      previous-token, duplicate-token and
-                                                       induction heads on repeated random tokens
-                                                       (Olsson et al. 2022)
+    pattern_scores(pattern, half)                      previous-token, duplicate-token and
+    head_scores(model, ids, half)                      induction heads on repeated random tokens
+                                                       (Olsson et al. 2022): one layer's
+                                                       weights, or every layer's
 
 Shapes: B batch, T positions, L layers, H heads, M width, V vocabulary. ``stack``: for the
 translation model, "decoder" (default) or "encoder"; ``inputs``: what the model's forward
@@ -126,7 +127,7 @@ def patch_residual(model, clean, corrupted, metric, point="hook_resid_pre", stac
     parts = anatomy(model, stack)
     with torch.no_grad():
         clean_logits, cache = model.run_with_cache(clean, names=f"{parts.prefix}.*.{point}")
-        base, top = metric(model(*_tuple(corrupted))), metric(clean_logits)
+        base, top = metric(model.run_with_hooks(corrupted)), metric(clean_logits)
         T = cache[layer_hook(model, 0, point, stack)].size(1)
         result = torch.zeros(len(parts.layers), T)
         for layer in range(len(parts.layers)):
@@ -148,7 +149,7 @@ def patch_heads(model, clean, corrupted, metric, stack=None):
     with torch.no_grad():
         clean_logits, cache = model.run_with_cache(
             clean, names=f"{parts.prefix}.*.self_attention.hook_z")
-        base, top = metric(model(*_tuple(corrupted))), metric(clean_logits)
+        base, top = metric(model.run_with_hooks(corrupted)), metric(clean_logits)
         result = torch.zeros(len(parts.layers), _heads(model, stack))
         for layer in range(len(parts.layers)):
             name = layer_hook(model, layer, "self_attention.hook_z", stack)
@@ -160,10 +161,6 @@ def patch_heads(model, clean, corrupted, metric, stack=None):
                 patched = model.run_with_hooks(corrupted, hooks=[(name, patch)])
                 result[layer, head] = normalised(metric(patched), top, base)
     return result                                                         # (L, H)
-
-
-def _tuple(inputs):
-    return inputs if isinstance(inputs, (tuple, list)) else (inputs,)
 
 
 # ── the logit lens ─────────────────────────────────────────────────────────────────────
