@@ -76,6 +76,8 @@ OWN = {
     "relative_positions": "del MyRelativePosition.__init__\ndel MyRelativePosition.forward\n",
     "t5_bias": "del MyT5Bias.buckets\ndel MyT5Bias.forward\ndel MyT5Bias.share\n",
     "lora": "del MyLoRA.reset_parameters\ndel MyLoRA.delta\ndel MyLoRA.merged\n",
+    "quantization": ("del MyInt8.quantize\ndel MyInt8.dequantize\n"
+                     "del MyInt4.quantize\ndel MyInt4.dequantize\n"),
     "activation_patching": ("from DLStudio.evaluation import interpret\n"
                             "def patch_residual(model, clean, corrupted, metric, names):\n"
                             "    return interpret.patch_residual(model, clean, corrupted, "
@@ -282,6 +284,19 @@ MUTANTS = [
      "        first, second = x[..., :d // 2], x[..., d // 2:]\n"
      "        return torch.cat([first * cos - second * sin, first * sin + second * cos], -1)",
      "pairs", "rotate_half"),
+    ("quantization", "the scale per tensor instead of per channel",
+     "scale = W.abs().amax(dim=1).clamp(min=1e-12) / 127",
+     "scale = (W.abs().amax().clamp(min=1e-12) / 127).expand(len(W))", "int8_per_channel",
+     "per tensor"),
+    ("quantization", "rounding toward zero",
+     "q = torch.round(W / scale[:, None]).clamp(-127, 127).to(torch.int8)",
+     "q = (W / scale[:, None]).clamp(-127, 127).to(torch.int8)", "int8_rounding",
+     "toward zero"),
+    ("quantization", "the zero point dropped",
+     "q = (torch.round(Wg / scale[..., None]) + zero[..., None]).clamp(0, 15)",
+     "q = torch.round(Wg / scale[..., None]).clamp(0, 15)", "int4_zero_point", "zero point"),
+    ("quantization", "one int4 scale a row", "g = self.group_of(K)", "g = K", "int4_groups",
+     "whole row"),
     ("lora", "B not zero at the start", "self.B.zero_()", "self.B.normal_()", "zero_start",
      "not zero"),
     ("lora", "the alpha / r scale missing", "return self.scale * (self.B[rows] @ self.A)",

@@ -96,6 +96,7 @@ def explorer(path, args):
             "decoding": "greedy" if args.beam == 1 else
             f"beam search, width {args.beam}, length penalty {args.length_penalty}",
             "weights": args.weights})
+        quantized(model, args, facts)
 
         def make_view(text):
             return translation_view(model, vocab, text, args.beam, args.hypotheses,
@@ -112,11 +113,15 @@ def explorer(path, args):
             "model": f"TransformerGPT ({gpt.layout}), embedding {gpt.embedding_size}, "
                      f"{gpt.num_basic_decoders} layers, {gpt.num_atten_heads} heads, "
                      f"{gpt.vocab.kind} tokens", "decoding": "greedy"})
+        quantized(gpt, args, facts)
 
         def make_view(text):
             return gpt_view(gpt, text, prompt_ids(gpt, text))
         return ({"title": "Attention explorer: TransformerGPT", "facts": facts,
                  "ask": "a prompt"}, make_view, [])
+    if getattr(args, "quantize", None):
+        raise UserError(f"--quantize is for a GPT or a translation model; {path} holds a "
+                        f"{variant} model")
     if variant == "BERT":
         return _bert_explorer(path, payload, args)
     if variant == "visTransformer":
@@ -144,6 +149,14 @@ def explorer(path, args):
                     "PreLN), TransformerGPT, TransformerBERT and visTransformer checkpoints")
 
 
+def quantized(model, args, facts):
+    """``--quantize``: the model's weights in 8 or 4 bits, said in the page's facts."""
+    if getattr(args, "quantize", None):
+        model.quantize(args.quantize)
+        facts["weights"] = (f"{facts['weights']}, " if facts.get("weights") else "") + \
+            f"quantized to {args.quantize} (weight-only: model/quantize.py)"
+
+
 def translation_folder_explorer(path, args):
     """`explorer` for a Hugging Face translation folder (OPUS-MT in TransformerFG, T5 in
     TransformerPreLN): its translation as its generation_config.json decodes it (or
@@ -162,6 +175,7 @@ def translation_folder_explorer(path, args):
                       f"{xformer.feed_forward} feed-forward, {xformer.vocab_en_size} tokens",
              "decoding": "greedy" if beam == 1 else
              f"beam search, width {beam}, length penalty {penalty} (its folder's)"}
+    quantized(model, args, facts)
 
     def make_view(text):
         return translation_view(model, xformer.vocab, text, beam, args.hypotheses, penalty,
@@ -194,6 +208,7 @@ def folder_explorer(path, args):
                       f"key/value), {gpt.norm}, {gpt.positions} positions, "
                       f"{gpt.feed_forward}, {gpt.vocab.size} tokens",
              "decoding": f"greedy, {args.new_tokens} new tokens at most"}
+    quantized(gpt, args, facts)
 
     def make_view(text):
         return gpt_view(gpt, text, prompt_ids(gpt, text), args.new_tokens)
@@ -356,6 +371,9 @@ def explore_main(argv=None):
                             "a subclass of your own")
         p.add_argument("--new-tokens", type=positive_int, default=12,
                        help="a Hugging Face folder: the tokens it adds to each prompt")
+        p.add_argument("--quantize", choices=("int8", "int4"), default=None,
+                       help="a GPT or translation model with its weights in 8 or 4 bits "
+                            "(model/quantize.py): what the attention looks like then")
         from .translation_folder import add_language_arguments, languages_of
         add_language_arguments(p)
         args = p.parse_args(argv)

@@ -225,6 +225,9 @@ def prompts_main(argv=None):
                        metavar="P", help="P > 1 makes tokens already in the text less likely "
                                          "(1: off; default: 1, a folder's own)")
         p.add_argument("--bf16", action="store_true", help="a folder: its weights in bf16")
+        p.add_argument("--quantize", choices=("int8", "int4"), default=None,
+                       help="generate with the weights in 8 or 4 bits (weight-only "
+                            "quantization: docs/performance.md)")
         p.add_argument("--adapter", metavar="DIR",
                        help="a folder: PEFT's LoRA adapter (finetune_lm.py --out DIR writes "
                             "DIR/adapter) put on its model")
@@ -257,6 +260,8 @@ def prompts_main(argv=None):
         gpt, _, payload = TransformerGPT.from_checkpoint(path, model_class=args.model_class,
                                                          weights=args.weights)
         take_best_use(args, payload, path)
+        if args.quantize:
+            gpt.quantize(args.quantize)
         options = {"num_samples": args.samples or 3,
                    "temperature": 0.8 if args.temperature is None else args.temperature,
                    "top_k": 40 if args.top_k is None else args.top_k or None,

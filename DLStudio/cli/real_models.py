@@ -57,6 +57,8 @@ def folder_prompts(p, args):
     gpt = TransformerGPT.from_huggingface(args.checkpoint,
                                           dtype=torch.bfloat16 if args.bf16 else None,
                                           adapter=args.adapter)
+    if args.quantize:                  # weights in 8 or 4 bits (model/quantize.py)
+        gpt.quantize(args.quantize)
     options = folder_defaults(gpt)
     ignored = not_applied(gpt)
     if ignored:

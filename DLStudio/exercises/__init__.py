@@ -19,7 +19,7 @@ NAMES = ("attention", "attention_head", "multi_head", "positional_encoding", "ma
          "residual_blocks", "loss", "greedy_decoding", "beam_step", "bpe", "patch_embedding",
          "warmup_schedule", "masking", "rmsnorm", "rope", "swiglu", "grouped_query",
          "qk_norm", "sliding_window", "relative_positions", "t5_bias", "lora",
-         "activation_patching", "induction_heads")
+         "quantization", "activation_patching", "induction_heads")
 
 
 def exercise(name):

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from . import since_2023
 from .lora import with_branches
 from .overrides import runs_base, say_once
+from .quantize import QuantizedLinear
 from .relative_positions import stacked_bias
 from .since_2017 import repeat_kv
 
@@ -38,6 +39,13 @@ def _joined(tensors):
     first = tensors[0]
     return first.as_strided((sum(t.size(0) for t in tensors), *first.shape[1:]),
                             first.stride())
+
+def dequantized(quantized, H, dtype):
+    """A `QuantizedLinear`'s W' and bias as `BatchedHeads.stacked` gives them (heads reading
+    their own slices: the batched product of a dequantized copy, at each call)."""
+    W = quantized.dequantized().to(dtype)                                      # (H k s, s_in)
+    b = W.new_zeros(W.size(0)) if quantized.bias is None else quantized.bias.to(dtype)
+    return b.view(H, 1, -1), W.view(H, -1, W.size(-1)).transpose(1, 2)
 
 #: PyTorch's fused attention reads G key/value heads for H query heads itself (torch 2.5).
 GQA_IN_SDPA = tuple(int(n) for n in torch.__version__.split(".")[:2]) >= (2, 5)
@@ -147,7 +155,13 @@ class BatchedHeads:
         B, T, M = x.shape
         heads = self.heads if heads is None else heads
         H, s = len(heads), self.qkv_size
-        b, W = self.kv_cache.weights(names, lambda n: self.stacked(n, heads))
+        quantized = self._modules.get("quantized")             # after model.quantize
+        quantized = None if quantized is None else quantized[",".join(names)]
+        if quantized is not None and self.full_width:       # weights in fewer bits
+            out = quantized(x.reshape(B * T, M))                        # (B T, H k s)
+            return list(out.view(B, T, H, -1).transpose(1, 2).chunk(len(names), dim=-1))
+        b, W = self.kv_cache.weights(names, lambda n: self.stacked(n, heads)) \
+            if quantized is None else dequantized(quantized, H, x.dtype)
         if self.full_width:      # every head reads all of x: one (M, H k s) product
             out = torch.addmm(b.reshape(1, -1), x.reshape(B * T, M),
                               W.transpose(1, 2).reshape(-1, M).t())     # (B T, H k s)
@@ -169,12 +183,14 @@ class BatchedHeads:
         head's Parameter a view of its rows, so that reading all of them copies nothing and
         the model's weights stay one copy (the same numbers either way)."""
         H, layers = len(heads), [getattr(h, n) for h in heads for n in names]
-        if not torch.is_grad_enabled():
+        if not torch.is_grad_enabled() and self.one_block:
             W, b = self.shared(names, layers)
         else:
             W = torch.cat([layer.weight for layer in layers])         # (H k s, s_in)
             b = torch.cat([layer.bias for layer in layers])           # (H k s)
         return b.view(H, 1, -1), W.view(H, -1, W.size(-1)).transpose(1, 2)
+
+    one_block = True     # False: the weights' memory is another's to lay out (FSDP's)
 
     @staticmethod
     def shared(names, layers):
@@ -191,6 +207,26 @@ class BatchedHeads:
                         p.data = block[at:at + p.size(0)]              # a view of its rows
                         at += p.size(0)
         return _joined(weights), _joined(biases)
+
+    def quantized_projections(self, quantizer):
+        """For ``model.quantize`` (quantize.py): the heads' W_Q, W_K, W_V (the G key/value
+        heads' W_K, W_V) as `project` reads them, one `QuantizedLinear` over the stacked rows
+        of each group of names; the heads' float matrices are let go. A student's head runs
+        its own code: its Linears are quantized one by one instead (by the model)."""
+        if not self.batched:
+            return
+        heads, kv_heads = list(self.heads), list(self.heads)[::self.group]
+        groups = ([(("WQ",), heads), (("WK", "WV"), kv_heads)]
+                  if self.group > 1 or self.reads_memory else [(("WQ", "WK", "WV"), heads)])
+        made = {}
+        for names, some in groups:
+            layers = [getattr(h, n) for h in some for n in names]       # stacked's order
+            made[",".join(names)] = QuantizedLinear(
+                quantizer, torch.cat([layer.weight for layer in layers]),
+                torch.cat([layer.bias for layer in layers]))
+        self.quantized = nn.ModuleDict(made)      # {"WQ,WK,WV": QuantizedLinear, ...}
+        for head in heads:
+            head.WQ = head.WK = head.WV = None
 
     def can_batch(self, standard_head):
         """The batched product reproduces ``standard_head`` only: a student's head (its

@@ -11,6 +11,7 @@ import contextlib
 import torch
 
 from .overrides import own_code, say_once
+from .quantize import Quantizing
 
 __all__ = ["KeyValueCache", "NO_CACHE", "attached", "attached_if_valid", "attached_to_decoder",
            "TranslationDecoding", "GPTDecoding"]
@@ -150,9 +151,10 @@ def attached_to_decoder(decoder, parts, what, cache_class=KeyValueCache):
                              decoder.masking, what, cache_class)
 
 
-class TranslationDecoding:
+class TranslationDecoding(Quantizing):
     """Word by word through the caches: the translation model's (EncoderDecoder's) mixin;
-    ``reference_parts``: the parts class whose code reads them (EncoderDecoderParts)."""
+    ``reference_parts``: the parts class whose code reads them (EncoderDecoderParts).
+    ``quantize``: its weights in 8 or 4 bits for decoding (quantize.py)."""
 
     reference_parts = None
 
@@ -168,7 +170,7 @@ class TranslationDecoding:
         return attached_to_decoder(self.decoder, self.reference_parts, "decoder", cache_class)
 
 
-class GPTDecoding:
+class GPTDecoding(Quantizing):
     """The same for a GPT (GPTParts' mixin)."""
 
     reference_parts = None
