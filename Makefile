@@ -29,9 +29,9 @@ test: $(STAMP)
 	$(PY) -m pytest -n auto -m "not slow"
 
 test-all: $(STAMP)
-	@$(PY) -c "import transformers, peft, trl, sklearn, transformer_lens" 2>/dev/null \
+	@$(PY) -c "import transformers, peft, trl, sklearn, transformer_lens, ctranslate2, torchao" 2>/dev/null \
 		|| $(PY) -m pip install --quiet -e ".[parity,bench]" \
-		|| echo "transformers, peft, trl, transformer-lens or scikit-learn did not install: the parity tests will skip"
+		|| echo "transformers, peft, trl, transformer-lens, scikit-learn, ctranslate2 or torchao did not install: the tests that need them will skip"
 	$(PY) -m pytest -n auto -m "not alone"
 	$(PY) -m pytest -m alone
 

@@ -85,8 +85,11 @@ setup(
         # own modules, which would compare transformers with itself, hence the bound
         "parity": ["transformers>=4.40", "peft>=0.13", "trl>=1.0", "protobuf>=4",
                    "transformer-lens>=3.0,<4"],
-        # benchmarks/small_images.py: scikit-learn's bundled digits and its SVM
-        "bench": ["scikit-learn>=1.3"],
+        # benchmarks/small_images.py: scikit-learn's bundled digits and its SVM;
+        # benchmarks/translation_ct2.py: CTranslate2, the fastest CPU engine for OPUS-MT,
+        # the baseline our translation is timed against; benchmarks/bench_generate.py:
+        # torchao's weight-only int8 on transformers' model, the baseline of our int8
+        "bench": ["scikit-learn>=1.3", "ctranslate2>=4.0", "torchao>=0.10"],
     },
     license="MIT",
 )

@@ -15,7 +15,8 @@ The result files are written by the scripts that measure (``--results FILE``: th
 scripts and ``make recipe RESULTS=...``, compare_fg_preln.py, recipe_sweep.py,
 bench_train.py, bench_generate.py, bert_pretraining.py, bleu_vs_time.py,
 pretraining_experiment.py, finetune_speed.py, decoder_translation.py, small_images.py,
-length_extrapolation.py, translation_speed.py, translation_finetune_speed.py); figures
+length_extrapolation.py, translation_speed.py, translation_finetune_speed.py,
+translation_ct2.py); figures
 from before
 result files existed were entered once by hand, and their rows say so ("entered").
 """
@@ -444,11 +445,27 @@ def generate_speed(rows):
               "-" if r["vs_transformers"] is None else f"{r['vs_transformers']:.2f}x",
               f"{r['bound_share']:.2f} of {r['bound_tokens_per_second']:g}"
               if "bound_share" in r else "-", r["peak_memory_mb"],
-              {True: "yes", False: "no", None: "-"}[r["same_tokens"]], _machine(r),
-              _source(r)] for r in rows]
-    return [_table(["model", "sizes", "batch", "dtype", "tokens/s", "vs transformers",
-                    "of the bound (tokens/s)", "peak memory (MB)", "same tokens", "machine",
+              {True: "yes", False: "no", None: "-"}[r["same_tokens"]],
+              "-" if r.get("perplexity") is None else f"{r['perplexity']:.2f}",
+              "-" if r.get("logit_change") is None else f"{r['logit_change']:.4f}",
+              _machine(r), _source(r)] for r in rows]
+    return [_table(["model", "sizes", "batch", "precision", "tokens/s", "vs transformers",
+                    "of the bound (tokens/s)", "peak memory (MB)", "same tokens",
+                    "held-out perplexity", "largest logit change", "machine",
                     "date, commit"], lines)] + _footer(rows)
+
+
+def translation_ct2(rows):
+    lines = [[f"{r['sizes']['layers']}+{r['sizes']['layers']} layers, width "
+              f"{r['sizes']['width']}, {r['sizes']['vocab']:,} ids", r["precision"],
+              "greedy" if r["beams"] == 1 else f"beam {r['beams']}", r["batch_size"],
+              r["ct2_sentences_per_second"], r["ours_sentences_per_second"],
+              f"{r['ratio']:.2f}x", f"{r['same_sentences']} of {r['sentences']}",
+              _machine(r), _source(r)] for r in rows]
+    return [_table(["Marian folder (random weights)", "precision", "decoding", "batch",
+                    "CTranslate2 (sentences/s)", "ours (sentences/s)", "ours over "
+                    "CTranslate2", "same ids", "machine", "date, commit"], lines)] + \
+        _footer(rows)
 
 
 def translation_speed(rows):
@@ -552,6 +569,7 @@ TABLES = {"vision": ("vision", vision), "length-gpt": ("length", length_gpt),
           "generate-speed": ("generate_speed", generate_speed),
           "finetune-speed": ("finetune_speed", finetune_speed),
           "translation-speed": ("translation_speed", translation_speed),
+          "translation-ct2": ("translation_ct2", translation_ct2),
           "translation-finetune-speed": ("translation_finetune_speed",
                                          translation_finetune_speed),
           "decoder-translation": ("decoder_translation", decoder_translation),

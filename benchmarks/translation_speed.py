@@ -23,6 +23,7 @@ without it, it says so and stops.
 """
 
 import argparse
+import contextlib
 import functools
 import io
 import json
@@ -87,6 +88,18 @@ def make_folder(args, path, english, spanish):
                      pad_token_id=pad).save_pretrained(path)
 
 
+@contextlib.contextmanager
+def folder_of(args, corpus):
+    """``with folder_of(args, corpus) as (folder, english)``: the Marian folder, written in a
+    temporary folder, and the held-out English sentences, for the duration of ``with``."""
+    training, held_out = split_pairs(corpus.pairs, 0.05, 0)
+    english = list(dict.fromkeys(" ".join(plain_words(en)) for en, _ in held_out))
+    with tempfile.TemporaryDirectory() as folder:
+        make_folder(args, folder, [" ".join(plain_words(en)) for en, _ in training],
+                    [" ".join(plain_words(es)) for _, es in training])
+        yield folder, english[:args.sentences]
+
+
 def timed(run, repeats):
     """The best of ``repeats`` runs of ``run()`` in seconds, and its output."""
     best, out = float("inf"), None
@@ -147,12 +160,20 @@ def parser():
     p = argparse.ArgumentParser(description="Translation with OPUS-MT's layout, ours against "
                                             "transformers' generate.",
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--archive", default=BUNDLED_ARCHIVE, type=existing_file)
-    p.add_argument("--sentences", type=positive_int, default=64,
-                   help="held-out English sentences translated")
     p.add_argument("--batch-size", type=positive_int, default=16)
     p.add_argument("--beams", default="1,4", help="comma-separated beam widths (1: greedy)")
     p.add_argument("--dtypes", default="fp32", help="fp32, and bf16 where the CPU has it")
+    folder_arguments(p)
+    p.add_argument("--results", metavar="FILE.json", default="",
+                   help="add the rows to a result file (docs/results/translation_speed.json)")
+    return p
+
+
+def folder_arguments(p):
+    """The archive, the sentences and the Marian folder's sizes (translation_ct2.py's too)."""
+    p.add_argument("--archive", default=BUNDLED_ARCHIVE, type=existing_file)
+    p.add_argument("--sentences", type=positive_int, default=64,
+                   help="held-out English sentences translated")
     p.add_argument("--max-length", type=positive_int, default=32,
                    help="the folder's max_length (its start token counted)")
     p.add_argument("--width", type=positive_int, default=512)
@@ -163,9 +184,6 @@ def parser():
     p.add_argument("--pieces", type=positive_int, default=8000,
                    help="pieces of each SentencePiece model")
     p.add_argument("--repeats", type=positive_int, default=2)
-    p.add_argument("--results", metavar="FILE.json", default="",
-                   help="add the rows to a result file (docs/results/translation_speed.json)")
-    return p
 
 
 def main(argv=None):
@@ -178,12 +196,7 @@ def main(argv=None):
         print("translation_speed.py needs transformers (pip install -e '.[parity]'): it "
               "builds the folder and is compared with it; nothing measured")
         return 0
-    training, held_out = split_pairs(corpus.pairs, 0.05, 0)
-    english = list(dict.fromkeys(" ".join(plain_words(en)) for en, _ in held_out))
-    english = english[:args.sentences]
-    with tempfile.TemporaryDirectory() as folder:
-        make_folder(args, folder, [" ".join(plain_words(en)) for en, _ in training],
-                    [" ".join(plain_words(es)) for _, es in training])
+    with folder_of(args, corpus) as (folder, english):
         rows = compare(args, folder, english)
     print(f"\n{machine()}; {len(english)} held-out sentences of {args.archive}, batches of "
           f"{args.batch_size}, max_length {args.max_length}; a Marian folder "

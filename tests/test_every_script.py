@@ -311,6 +311,10 @@ def runs(w):
             (["--archive", a, "--width", 32, "--layers", 1, "--heads", 4, "--ffn", 64, "--vocab",
               300, "--pieces", 100, "--sentences", 4, "--max-length", 6, "--repeats", 1,
               "--results", "translation.json"], "rows added to translation.json")],
+        "benchmarks/translation_ct2.py": [
+            (["--archive", a, "--width", 32, "--layers", 1, "--heads", 4, "--ffn", 64, "--vocab",
+              300, "--pieces", 100, "--sentences", 4, "--max-length", 6, "--repeats", 1,
+              "--batch-sizes", "1,32", "--results", "ct2.json"], "CT2_RATIO ")],
         "benchmarks/translation_finetune_speed.py": [
             (["--archive", a, "--width", 32, "--layers", 1, "--heads", 4, "--ffn", 64,
               "--vocab", 300, "--pieces", 100, "--batch-size", 4, "--steps", 1, "--warmup", 1,
@@ -403,6 +407,7 @@ SLOW_SCRIPTS = {"benchmarks/same_arithmetic.py", "benchmarks/bench_train.py",
                 "benchmarks/decoder_translation.py", "benchmarks/finetune_speed.py",
                 "benchmarks/small_images.py", "benchmarks/length_extrapolation.py",
                 "benchmarks/translation_speed.py",   # (they need transformers, parity's)
+                "benchmarks/translation_ct2.py",     # (and ctranslate2, the bench extra's)
                 "benchmarks/translation_finetune_speed.py"}
 
 
