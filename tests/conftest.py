@@ -24,7 +24,7 @@ REAL_ARCHIVE = os.path.join(ROOT, "..", "shared", "data", "en_es_xformer_8_90000
 #: ``alone``, and make test-all runs them one at a time after the rest, which share the cores.
 ALONE = {"test_grading.py", "test_exercises.py", "test_grader_holes.py", "test_grader_wire.py",
          "test_grader_withheld.py",
-         "test_distributed.py",
+         "test_distributed.py", "test_fsdp.py",
          "test_robustness.py", "test_explorer_browser.py"}
 
 

@@ -39,6 +39,8 @@ import tempfile
 
 import torch
 
+from .shards import read_whole
+
 log = logging.getLogger("DLStudio")
 
 __all__ = ["CheckpointError", "FORMAT", "checkpoint_path", "checkpoint_files",
@@ -175,9 +177,11 @@ def mark_written(path):
     os.replace(tmp, where)
 
 
-def load_checkpoint(path, map_location="cpu"):
+def load_checkpoint(path, map_location="cpu", shards=True):
     """Read a checkpoint with ``weights_only=True``; raise ``CheckpointError`` naming the
-    file when it is missing, truncated, crafted or not one of ours."""
+    file when it is missing, truncated, crafted or not one of ours. A sharded one (fine-tuned
+    under FSDP: its weights in a folder of shards, shards.py) is read whole, its optimiser's
+    state as ``optimizer_by_name`` (``shards`` False: the trainer's file alone)."""
     if not os.path.isfile(path):
         folder = os.path.dirname(path) or "."
         have = checkpoint_files(folder) if os.path.isdir(folder) else []
@@ -192,6 +196,14 @@ def load_checkpoint(path, map_location="cpu"):
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not a checkpoint of this framework "
                               f"(expected format {FORMAT!r})")
+    if shards and payload.get("shards"):
+        folder = os.path.join(os.path.dirname(path), str(payload["shards"]))
+        try:
+            whole = read_whole(folder)
+        except Exception as e:
+            raise CheckpointError(f"{path} keeps its weights in {folder}, which is not "
+                                  f"readable: {type(e).__name__}: {str(e)[:200]}") from None
+        payload["model"], payload["optimizer_by_name"] = whole["model"], whole["optimizer"]
     return upgraded(payload)
 
 

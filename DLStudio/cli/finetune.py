@@ -8,7 +8,7 @@ import random
 import torch
 
 from ..containers import hub
-from ..runtime.distributed import single_process_only
+from ..runtime.distributed import launched_by_torchrun
 from ..runtime.studio import DLStudio
 from ..training.rows import encode_rows, read_rows
 from ..Transformers import TransformerGPT
@@ -100,6 +100,9 @@ def finetune_parser():
                    help="with --out: also the model with the LoRA folded in")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cpu", action="store_true")
+    p.add_argument("--fsdp", action="store_true",
+                   help="under torchrun: shard the weights, gradients and optimiser state "
+                        "across the processes (PyTorch's FSDP2; docs/scale.md)")
     return p
 
 
@@ -234,10 +237,12 @@ def finetune_main(argv=None):
     from ..training.finetune import ClassifyingTrainer, CompletionTrainer, PreferenceTrainer
 
     def run(argv):
-        single_process_only("finetune_lm.py")
         p = finetune_parser()
         args = p.parse_args(argv)
         _checked(p, args)
+        if launched_by_torchrun() and not args.fsdp:
+            p.error("under torchrun, fine-tuning shards the model across the processes: give "
+                    "--fsdp (or run it with python3, one process)")
         dls = DLStudio(batch_size=args.batch_size, epochs=args.epochs, seed=args.seed,
                        use_gpu=not args.cpu)
         torch.manual_seed(args.seed)
@@ -267,14 +272,32 @@ def finetune_main(argv=None):
                       accumulate=args.accumulate, settings=settings,
                       checkpoint_freq=args.checkpoint_freq, max_minutes=args.max_minutes,
                       max_steps=args.max_steps, overwrite=args.overwrite, resume=args.resume,
-                      precision=args.precision, title="fine-tuning", **options)
+                      precision=args.precision, title="fine-tuning", fsdp=args.fsdp,
+                      **options)
         before = trainer.held_out_score()
         trainer.run()
         _report(kind, before, trainer.held_out_score(), len(held_out))
-        if args.out:
+        if args.out and trainer.fsdp:      # the weights whole, written by rank 0 alone
+            _write_whole(p, args, dls, kind, trainer)
+        elif args.out:
             _write(gpt, folder, trainer, args)
         return 0
     return run_job(run, argv)
+
+
+def _write_whole(p, args, dls, kind, trainer):
+    """--out under FSDP: every rank hands in its shards (a collective); rank 0 loads the whole
+    into the model read again from its source, adapted as it was, and writes it."""
+    from ..training.sharded import whole_weights
+    weights = whole_weights(trainer.model)
+    if dls.world.is_main:
+        gpt, folder = _load(p, args, DLStudio(use_gpu=False, seed=args.seed))
+        if kind == "labelled":
+            _labelled(gpt, args)
+        _adapt(gpt, args, kind)
+        gpt.load_state_dict(weights)
+        _write(gpt, folder, trainer, args)
+    dls.world.barrier()
 
 
 def _report(kind, before, after, rows):

@@ -29,6 +29,7 @@ from tqdm.auto import tqdm
 
 from ..checkpoints import (
     CheckpointError,
+    check_fits,
     check_resumable,
     check_same_average,
     check_same_run,
@@ -43,9 +44,11 @@ from ..checkpoints import (
     weights_of,
     with_weights,
 )
+from ..checkpoints.shards import shards_folder
 from ..quick import BATCHES_PER_EPOCH, quick
 from ..runtime.distributed import ONE_PROCESS
 from ..runtime.precision import Precision
+from . import sharded
 from .process import ProgressLines, StopSignals, rng_states, set_rng_states, terminal
 from .schedule import BudgetedOptim, RecentSpeed, budget_end, clip_gradient_norm
 
@@ -130,13 +133,20 @@ class Trainer:
                  save_checkpoints=True, display_train_loss=False, max_minutes=None, max_steps=None,
                  clip_grad_norm=1.0, overwrite=False, resume=False, track_score=False,
                  title="Transformer", also_move=(), precision="fp32", compile=False,
-                 ema=None, decoding=None, label_smoothing=0.0):
+                 ema=None, decoding=None, label_smoothing=0.0, fsdp=False):
         self.dls, self.device, self.label_smoothing = dls, dls.device, label_smoothing
         self.world = getattr(dls, "world", ONE_PROCESS)
         if self.world.distributed and dls.batch_size < self.world.size:
             raise ValueError(f"--batch-size {dls.batch_size} is the global batch, split across "
                              f"{self.world.size} processes: give at least {self.world.size}")
         self.model, self.optimizer = model.to(self.device), optimizer
+        self.fsdp = bool(fsdp) and self.world.distributed    # shards (training/sharded.py)
+        if self.fsdp:
+            if ema or track_score or compile:
+                raise ValueError("under FSDP (--fsdp) a run keeps no average (--ema), scores "
+                                 "no checkpoint on rank 0 alone and is not compiled: leave "
+                                 "those out")
+            sharded.shard(model, optimizer, model.master_decoder.basic_decoder_arr)
         self.precision = Precision(precision, self.device)
         self.checkpoints_dir, self.title = checkpoints_dir, title
         self.checkpoint_freq, self.save_checkpoints = checkpoint_freq, save_checkpoints
@@ -169,8 +179,8 @@ class Trainer:
             self.resume()
         elif save_checkpoints and checkpoints_dir:
             self.world.on_main(self.start_new_run, overwrite, also_move)
-        self.net = model
-        if self.world.distributed:
+        self.net = model                      # (FSDP: the model itself, sharded in place)
+        if self.world.distributed and not self.fsdp:
             from torch.nn.parallel import DistributedDataParallel
             self.net = DistributedDataParallel(
                 model, device_ids=[self.device] if self.device.type == "cuda" else None)
@@ -494,7 +504,8 @@ class Trainer:
         return make_payload(self.model, {
             "run_id": self.run_id, "training_config": self.training_config(),
             "epoch": epoch, "step": self.step, "epoch_complete": complete,
-            "batches_done": self.batches_done, "optimizer": self.optimizer.state_dict(),
+            "batches_done": self.batches_done,
+            "optimizer": None if self.fsdp else self.optimizer.state_dict(),   # (its shards)
             "rng": rng_states(), "rng_by_rank": self.world.gather(rng_states()),
             "grad_scaler": self.precision.scaler.state_dict(), "compile": self.compile,
             "train_losses": list(self.train_losses), "train_seconds": self.seconds_trained(),
@@ -510,6 +521,11 @@ class Trainer:
         raise its error, if it fails: no rank is left waiting)."""
         path = checkpoint_path(self.checkpoints_dir, epoch if complete else f"{epoch}_partial")
         payload = self.payload(epoch, complete)         # on every rank: it gathers their states
+        if self.fsdp:            # every rank writes its shards first; the file names them
+            folder = shards_folder(path)
+            sharded.save_shards(self.model, self.optimizer, folder,
+                                learnt_only=payload.get("weights_kept") == "learnt")
+            payload["model"], payload["shards"] = {}, os.path.basename(folder)
         self.world.on_main(self.write_checkpoint, payload, epoch, path)  # its error: everyone's
         self.last_checkpoint = path
         return path
@@ -545,8 +561,13 @@ class Trainer:
             log.warning("%s was trained %s --compile and resumes %s it: the same arithmetic, "
                         "only the speed differs", path,
                         *(("with", "without") if payload.get("compile") else ("without", "with")))
-        load_into(self.model, payload)
-        self.optimizer.load_state_dict(payload["optimizer"])
+        if payload.get("shards"):          # fine-tuned under FSDP: each rank reads its shards
+            check_fits(payload, self.model.description(), path)
+            sharded.load_shards(self.model, self.optimizer,
+                                os.path.join(os.path.dirname(path), payload["shards"]))
+        else:
+            load_into(self.model, payload)
+            self.optimizer.load_state_dict(payload["optimizer"])
         if self.precision.scales and payload.get("grad_scaler"):
             self.precision.scaler.load_state_dict(payload["grad_scaler"])
         self.step, self.train_losses = payload["step"], list(payload["train_losses"])
@@ -581,7 +602,7 @@ class Trainer:
         readable = []
         for path in checkpoint_files(self.checkpoints_dir):
             try:
-                readable.append((path, load_checkpoint(path)))
+                readable.append((path, load_checkpoint(path, shards=False)))
             except CheckpointError as e:
                 log.warning("skipping %s: %s", path, e)
         if not readable:
