@@ -211,3 +211,32 @@ def test_greedy_text_of_a_trained_gpt_under_int8(tmp_path, kernel, unchanged):
     after = [model.generate(p, num_samples=1, temperature=0.0)[0] for p in prompts]
     assert len(prompts) == 20 and len(set(before)) > 10
     assert sum(a == b for a, b in zip(before, after)) >= unchanged, list(zip(before, after))
+
+
+def test_the_flags_generate_and_explore_with_the_weights_in_fewer_bits(tmp_path, capsys):
+    """interact_with_prompts.py and dlstudio explore take --quantize; the page says so; a
+    BERT checkpoint is refused it in one line."""
+    from DLStudio.cli.explore import explore_main
+    from DLStudio.cli.gpt import prompts_main
+    dls = DLStudio(use_gpu=False, seed=0, epochs=1, batch_size=8,
+                   path_saved_model=str(tmp_path / "saved.pt"))
+    model = TransformerGPT(dl_studio=dls, sentences=["la casa es roja", "el perro come"] * 10,
+                           tokenizer="word", embedding_size=32, num_basic_decoders=1,
+                           num_atten_heads=2, full_width_heads=True)
+    model.run_code_for_training(str(tmp_path / "gpt"), max_steps=2)
+    for kind in ("int8", "int4"):
+        assert prompts_main([str(tmp_path / "gpt"), "0", "la casa", "--temperature", "0",
+                             "--quantize", kind]) == 0
+        assert "'la casa' -> la casa" in capsys.readouterr().out
+        page = tmp_path / f"{kind}.html"
+        assert explore_main([str(tmp_path / "gpt"), "0", "la casa", "--quantize", kind,
+                             "--out", str(page)]) == 0
+        assert f"quantized to {kind}" in page.read_text()
+    from DLStudio import TransformerBERT
+    bert = TransformerBERT(dl_studio=dls, sentences=["la casa es roja", "el perro"] * 10,
+                           tokenizer="word", embedding_size=16, num_basic_encoders=1,
+                           num_atten_heads=2)
+    bert.run_code_for_pretraining(str(tmp_path / "bert"), max_steps=1)
+    capsys.readouterr()
+    assert explore_main([str(tmp_path / "bert"), "la [MASK]", "--quantize", "int8"]) == 1
+    assert "--quantize is for a GPT or a translation model" in capsys.readouterr().err

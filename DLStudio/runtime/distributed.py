@@ -169,5 +169,5 @@ def single_process_only(script):
         raise DistributedError(
             f"{script} trains and compares several models in one process; run it with "
             "python3, not torchrun (torchrun is for seq2seq_with_transformerFG.py, "
-            "seq2seq_with_transformerPreLN.py, train_gpt.py and "
-            "image_recog_with_visTransformer.py)")
+            "seq2seq_with_transformerPreLN.py, train_gpt.py, "
+            "image_recog_with_visTransformer.py and finetune_lm.py --fsdp)")
