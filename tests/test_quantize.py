@@ -184,6 +184,7 @@ def test_the_refusals_say_what_to_do():
         model.quantize("int4")
 
 
+@pytest.mark.slow                                   # (it trains a GPT: make test-all)
 @pytest.mark.parametrize("kernel,unchanged", [("int8pack", 20), ("fbgemm", 14)])
 def test_greedy_text_of_a_trained_gpt_under_int8(tmp_path, kernel, unchanged):
     """The README's GPT, smaller and trained for two epochs on the bundled corpus's Spanish:
