@@ -454,12 +454,15 @@ class Trainer:
                              or (budgeted and self.step >= (self.optimizer.total_steps
                                                             or math.inf))
                              or (callback is not None and callback(self)))
+                    # read once: the handler may set it at any moment, also between the
+                    # ranks' agreement and this rank's decision (which then went apart: one
+                    # rank saving, the other in the next step's all-reduce, both waiting)
+                    received = signals.received
                     if self.world.distributed:                 # every rank stops at this step
-                        signalled, early = self.world.any(
-                            (signals.received, early), self.device)
-                        signals.received = signals.received or ("SIGINT" if signalled else None)
-                    if signals.received:
-                        stop = "signal"
+                        signalled, early = self.world.any((received, early), self.device)
+                        received = (received or "SIGINT") if signalled else None
+                    if received:                    # (a later signal: the next step's turn)
+                        signals.received, stop = received, "signal"
                     elif early:
                         stop = "early"
                     if stop:
