@@ -180,8 +180,8 @@ def mark_written(path):
 def load_checkpoint(path, map_location="cpu", shards=True):
     """Read a checkpoint with ``weights_only=True``; raise ``CheckpointError`` naming the
     file when it is missing, truncated, crafted or not one of ours. A sharded one (fine-tuned
-    under FSDP: its weights in a folder of shards, shards.py) is read whole, its optimiser's
-    state as ``optimizer_by_name`` (``shards`` False: the trainer's file alone)."""
+    under FSDP: its weights in a folder of shards, shards.py) has its weights read whole
+    (``shards`` False: the trainer's file alone; --resume reads the shards itself)."""
     if not os.path.isfile(path):
         folder = os.path.dirname(path) or "."
         have = checkpoint_files(folder) if os.path.isdir(folder) else []
@@ -203,7 +203,7 @@ def load_checkpoint(path, map_location="cpu", shards=True):
         except Exception as e:
             raise CheckpointError(f"{path} keeps its weights in {folder}, which is not "
                                   f"readable: {type(e).__name__}: {str(e)[:200]}") from None
-        payload["model"], payload["optimizer_by_name"] = whole["model"], whole["optimizer"]
+        payload["model"] = whole["model"]
     return upgraded(payload)
 
 

@@ -40,12 +40,14 @@ def _joined(tensors):
     return first.as_strided((sum(t.size(0) for t in tensors), *first.shape[1:]),
                             first.stride())
 
+
 def dequantized(quantized, H, dtype):
     """A `QuantizedLinear`'s W' and bias as `BatchedHeads.stacked` gives them (heads reading
     their own slices: the batched product of a dequantized copy, at each call)."""
     W = quantized.dequantized().to(dtype)                                      # (H k s, s_in)
     b = W.new_zeros(W.size(0)) if quantized.bias is None else quantized.bias.to(dtype)
     return b.view(H, 1, -1), W.view(H, -1, W.size(-1)).transpose(1, 2)
+
 
 #: PyTorch's fused attention reads G key/value heads for H query heads itself (torch 2.5).
 GQA_IN_SDPA = tuple(int(n) for n in torch.__version__.split(".")[:2]) >= (2, 5)
@@ -59,6 +61,7 @@ class BatchedHeads:
 
     fused = True       # F.scaled_dot_product_attention in the batched path (measured)
     fused_cpu_bf16 = False   # ... for bf16 on a CPU too (a real model's, as transformers)
+    one_block = True   # the heads' weights in one block (`shared`); False: FSDP lays them out
 
     def all_heads(self, x_q, x_kv, mask):
         """What `per_head` computes, without a loop over heads: head i's W_Q, W_K, W_V are
@@ -189,8 +192,6 @@ class BatchedHeads:
             W = torch.cat([layer.weight for layer in layers])         # (H k s, s_in)
             b = torch.cat([layer.bias for layer in layers])           # (H k s)
         return b.view(H, 1, -1), W.view(H, -1, W.size(-1)).transpose(1, 2)
-
-    one_block = True     # False: the weights' memory is another's to lay out (FSDP's)
 
     @staticmethod
     def shared(names, layers):

@@ -55,7 +55,6 @@ class Quantizer:
     ``dequantize`` (its round trip), ``pack`` / ``linear`` (what the product reads, and the
     product). A subclass writes ``quantize`` and ``dequantize``; ``linear`` then works."""
 
-    bits = 32
     kernel = "dequantize"
 
     def quantize(self, W):
@@ -97,7 +96,6 @@ class Int8Quantizer(Quantizer):
     Args: kernel: "auto" (FBGEMM on a CPU that has it, else _weight_int8pack_mm, else
     F.linear), or one of "fbgemm", "int8pack", "dequantize"."""
 
-    bits = 8
     kernel_rows = 1     # int8pack for one row (a step); more (a prompt): W' and a matrix
     #                     product (the CPU kernel measured 18x slower than it at 32 rows)
 
@@ -150,7 +148,7 @@ class Int8Quantizer(Quantizer):
         if "fbgemm" in packed:
             N, K = packed["shape"]
             return N * K + 4 * N
-        return Quantizer.bytes_of({k: v for k, v in packed.items() if k != "kernel"})
+        return Quantizer.bytes_of(packed)
 
 
 class Int4Quantizer(Quantizer):
@@ -159,7 +157,6 @@ class Int4Quantizer(Quantizer):
     Args: group_size (32 or 64: more groups, smaller error, more bytes), kernel: "auto"
     (torch's int4 kernel where it takes the shape, on a CPU), "int4pack" or "dequantize"."""
 
-    bits = 4
     compute_dtype = torch.bfloat16      # the CPU int4 kernel's fast dtype (fp32: measured 10x
     #                                     slower on an AVX2 EPYC)
 
@@ -202,7 +199,7 @@ class Int4Quantizer(Quantizer):
                 and K % g == 0 and N % 16 == 0
                 and hasattr(torch.ops.aten, "_weight_int4pack_mm_for_cpu"))
         if not runs:
-            return {**parts}
+            return parts
         scale, zero = parts["scale"], parts["zero"].float()
         # torch's form: W' = s (q - 8) + c, so c = s (8 - z); stored (K / g, N, 2)
         scales_zeros = torch.stack([scale, scale * (8 - zero)], -1).transpose(0, 1)
@@ -331,7 +328,7 @@ class Quantizing:
                 if type(child) is nn.Linear:
                     setattr(parent, name, QuantizedLinear(quantizer, child.weight,
                                                           child.bias))
-        self.quantized_as = getattr(quantizer, "name", None) or type(quantizer).__name__
+        self.quantized_as = type(quantizer).__name__
         return self
 
     def weight_bytes(self):
